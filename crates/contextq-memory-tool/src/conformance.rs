@@ -1,0 +1,577 @@
+//! The conformance suite every [`Store`] must pass (feature `test-util`).
+//!
+//! Each case is a `pub async fn` that takes a fresh, empty store, drives it through
+//! [`MemoryTool`] with Claude-shaped JSON input and checks the results byte for byte against
+//! `shared/spec/memory-tool.md`; [`run_all`] runs them all. Stores with real directories
+//! ([`Dirs::Real`]) show file-system directory sizes, which the suite does not pin (the
+//! `LocalStore` tests check them against the file system); stores with derived directories
+//! ([`Dirs::Derived`]) must show the total size of the files beneath.
+//!
+//! A third-party store passes the suite like this:
+//!
+//! ```ignore
+//! contextq_memory_tool::conformance::run_all(|| async { MyStore::new() }, Dirs::Derived).await;
+//! ```
+
+use std::future::Future;
+
+use serde_json::{Value, json};
+
+use crate::handlers::MemoryToolHandlers;
+use crate::path::MemoryPath;
+use crate::protocol::ToolResult;
+use crate::store::{PutMode, Store};
+use crate::{Error, MemoryTool};
+
+/// How a store shows directories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dirs {
+    /// Derived from file paths; size = total of the files beneath.
+    Derived,
+    /// Real directories with sizes from the store (not pinned by the suite).
+    Real,
+}
+
+const LIST_HEADER: &str = "Here're the files and directories up to 2 levels deep in";
+
+async fn call<S: Store>(tool: &MemoryTool<S>, input: Value) -> ToolResult {
+    tool.execute(input).await
+}
+
+async fn ok<S: Store>(tool: &MemoryTool<S>, input: Value) -> String {
+    let r = call(tool, input.clone()).await;
+    assert!(!r.is_error, "expected success for {input}, got {r:?}");
+    r.content
+}
+
+async fn err<S: Store>(tool: &MemoryTool<S>, input: Value) -> String {
+    let r = call(tool, input.clone()).await;
+    assert!(r.is_error, "expected an error for {input}, got {r:?}");
+    assert!(r.content.starts_with("Error: "), "{r:?}");
+    r.content
+}
+
+async fn create<S: Store>(tool: &MemoryTool<S>, path: &str, text: &str) {
+    let out = ok(
+        tool,
+        json!({"command": "create", "path": path, "file_text": text}),
+    )
+    .await;
+    assert_eq!(out, format!("File created successfully at: {path}"));
+}
+
+async fn view<S: Store>(tool: &MemoryTool<S>, path: &str) -> String {
+    ok(tool, json!({"command": "view", "path": path})).await
+}
+
+/// Replaces the size column of directory rows (and of the first row) with `<dir>`.
+fn mask_dirs(listing: &str, dirs: Dirs) -> String {
+    if dirs == Dirs::Derived {
+        return listing.to_string();
+    }
+    listing
+        .lines()
+        .enumerate()
+        .map(|(i, line)| match line.split_once('\t') {
+            Some((_, path)) if i == 1 || path.ends_with('/') => format!("<dir>\t{path}"),
+            _ => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs every case, each on a fresh store from `make`.
+pub async fn run_all<S, F, Fut>(make: F, dirs: Dirs)
+where
+    S: Store,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    empty_root(make().await).await;
+    view_file(make().await).await;
+    create_never_overwrites(make().await).await;
+    listing(make().await, dirs).await;
+    str_replace(make().await).await;
+    insert(make().await).await;
+    delete(make().await).await;
+    rename(make().await, dirs).await;
+    shared_errors(make().await).await;
+    bad_input(make().await).await;
+    store_contract(make().await).await;
+}
+
+/// `view /memories` on an empty store.
+pub async fn empty_root<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    let out = view(&tool, "/memories").await;
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:"
+        )
+    );
+    let first = lines.next().expect("the root's own line");
+    assert!(first.ends_with("\t/memories"), "{out}");
+    assert_eq!(lines.next(), None, "{out}");
+}
+
+/// `view` of files: whole, ranges, trailing newline, unicode, empty file.
+pub async fn view_file<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    create(&tool, "/memories/notes.md", "alpha\nbeta\ngamma\n").await;
+    let h = "Here's the content of /memories/notes.md with line numbers:\n";
+    assert_eq!(
+        view(&tool, "/memories/notes.md").await,
+        format!("{h}     1\talpha\n     2\tbeta\n     3\tgamma\n     4\t")
+    );
+    let ranged = |a: i64, b: i64| json!({"command": "view", "path": "/memories/notes.md", "view_range": [a, b]});
+    assert_eq!(
+        ok(&tool, ranged(2, 3)).await,
+        format!("{h}     2\tbeta\n     3\tgamma")
+    );
+    assert_eq!(
+        ok(&tool, ranged(3, -1)).await,
+        format!("{h}     3\tgamma\n     4\t")
+    );
+    assert_eq!(ok(&tool, ranged(0, 1)).await, format!("{h}     1\talpha"));
+    assert_eq!(
+        ok(&tool, ranged(2, 100)).await,
+        format!("{h}     2\tbeta\n     3\tgamma\n     4\t")
+    );
+    assert_eq!(ok(&tool, ranged(10, 12)).await, h);
+    assert_eq!(ok(&tool, ranged(3, 2)).await, h);
+    // A view_range that is not two integers is ignored.
+    let whole = view(&tool, "/memories/notes.md").await;
+    assert_eq!(
+        ok(
+            &tool,
+            json!({"command": "view", "path": "/memories/notes.md", "view_range": "1-2"})
+        )
+        .await,
+        whole
+    );
+    // Trailing and repeated slashes are normalised; the header keeps the path as written.
+    assert_eq!(
+        view(&tool, "/memories//notes.md").await,
+        whole.replace("/memories/notes.md", "/memories//notes.md")
+    );
+
+    create(&tool, "/memories/ünïcode/日本.md", "héllo → 世界").await;
+    assert_eq!(
+        view(&tool, "/memories/ünïcode/日本.md").await,
+        "Here's the content of /memories/ünïcode/日本.md with line numbers:\n     1\théllo → 世界"
+    );
+    create(&tool, "/memories/empty.md", "").await;
+    assert_eq!(
+        view(&tool, "/memories/empty.md").await,
+        "Here's the content of /memories/empty.md with line numbers:\n     1\t"
+    );
+    assert_eq!(
+        err(
+            &tool,
+            json!({"command": "view", "path": "/memories/missing.md"})
+        )
+        .await,
+        "Error: The path /memories/missing.md does not exist. Please provide a valid path."
+    );
+}
+
+/// `create` on an existing file fails and keeps the old content.
+pub async fn create_never_overwrites<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    create(&tool, "/memories/a/b.md", "first").await;
+    assert_eq!(
+        err(
+            &tool,
+            json!({"command": "create", "path": "/memories/a/b.md", "file_text": "second"})
+        )
+        .await,
+        "Error: File /memories/a/b.md already exists"
+    );
+    assert!(
+        view(&tool, "/memories/a/b.md")
+            .await
+            .ends_with("     1\tfirst")
+    );
+    // Parents are implied.
+    create(&tool, "/memories/x/y/z/deep.md", "d").await;
+    assert!(
+        view(&tool, "/memories/x/y")
+            .await
+            .contains("/memories/x/y/z/")
+    );
+    // The root is a directory.
+    assert!(
+        err(
+            &tool,
+            json!({"command": "create", "path": "/memories", "file_text": "x"})
+        )
+        .await
+        .starts_with("Error: The path /memories is a directory")
+    );
+}
+
+/// Directory listings: two levels, order, hidden items, sizes.
+pub async fn listing<S: Store>(store: S, dirs: Dirs) {
+    let tool = MemoryTool::new(store);
+    create(&tool, "/memories/zeta.md", "").await;
+    create(&tool, "/memories/alpha.md", "eighteen bytes!!!\n").await;
+    create(&tool, "/memories/proj/readme.md", &"x".repeat(1030)).await;
+    create(&tool, "/memories/proj/sub/deep.md", &"y".repeat(4000)).await;
+    create(&tool, "/memories/proj/sub/deeper/z.md", "z").await;
+    create(&tool, "/memories/.hidden/secret.md", "s").await;
+    create(&tool, "/memories/proj/.dot.md", "d").await;
+    create(&tool, "/memories/node_modules/m.js", "m").await;
+    create(&tool, "/memories/Big.md", &"b".repeat(1 << 20)).await; // the most ContextQ takes
+
+    let out = view(&tool, "/memories").await;
+    let expected_sizes_root = "1.0M"; // 1,048,576 + 18 + 1030 + 4000 + 1 + 3 = 1,053,628 bytes
+    let expected = format!(
+        "{LIST_HEADER} /memories, excluding hidden items and node_modules:\n\
+         {expected_sizes_root}\t/memories\n\
+         1M\t/memories/Big.md\n\
+         18B\t/memories/alpha.md\n\
+         4.9K\t/memories/proj/\n\
+         1.0K\t/memories/proj/readme.md\n\
+         3.9K\t/memories/proj/sub/\n\
+         0B\t/memories/zeta.md"
+    );
+    assert_eq!(mask_dirs(&out, dirs), mask_dirs(&expected, dirs));
+
+    // A sub-directory, written with a trailing slash: header as written, entries normalised.
+    let out = view(&tool, "/memories/proj/").await;
+    let expected = format!(
+        "{LIST_HEADER} /memories/proj/, excluding hidden items and node_modules:\n\
+         4.9K\t/memories/proj/\n\
+         1.0K\t/memories/proj/readme.md\n\
+         3.9K\t/memories/proj/sub/\n\
+         3.9K\t/memories/proj/sub/deep.md\n\
+         1B\t/memories/proj/sub/deeper/"
+    );
+    assert_eq!(mask_dirs(&out, dirs), mask_dirs(&expected, dirs));
+}
+
+/// `str_replace`: 0, 1 and several matches, multi-line `old_str`, directories, missing files.
+pub async fn str_replace<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    let path = "/memories/edit.md";
+    create(&tool, path, "one\ntwo\nthree\nfour\nfive\nsix\nseven\n").await;
+    let sr = |old: &str, new: &str| json!({"command": "str_replace", "path": path, "old_str": old, "new_str": new});
+    assert_eq!(
+        ok(&tool, sr("four", "FOUR")).await,
+        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     2\ttwo\n     3\tthree\n     4\tFOUR\n     5\tfive\n     6\tsix"
+    );
+    assert_eq!(
+        ok(&tool, sr("one\ntwo", "1\n2")).await,
+        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\t1\n     2\t2\n     3\tthree"
+    );
+    assert_eq!(
+        err(&tool, sr("nine", "9")).await,
+        "Error: No replacement was performed, old_str `nine` did not appear verbatim in /memories/edit.md."
+    );
+    create(&tool, "/memories/dup.md", "ab\nab ab\nx\nab").await;
+    assert_eq!(
+        err(&tool, json!({"command": "str_replace", "path": "/memories/dup.md", "old_str": "ab", "new_str": "z"})).await,
+        "Error: No replacement was performed. Multiple occurrences of old_str `ab` in lines: 1, 2, 4. Please ensure it is unique"
+    );
+    assert_eq!(
+        view(&tool, path).await,
+        "Here's the content of /memories/edit.md with line numbers:\n     1\t1\n     2\t2\n     3\tthree\n     4\tFOUR\n     5\tfive\n     6\tsix\n     7\tseven\n     8\t"
+    );
+    create(&tool, "/memories/dir/f.md", "f").await;
+    assert_eq!(
+        err(&tool, json!({"command": "str_replace", "path": "/memories/dir", "old_str": "a", "new_str": "b"})).await,
+        "Error: The path /memories/dir is not a file."
+    );
+    assert_eq!(
+        err(&tool, json!({"command": "str_replace", "path": "/memories/nope.md", "old_str": "a", "new_str": "b"})).await,
+        "Error: The path /memories/nope.md does not exist. Please provide a valid path."
+    );
+}
+
+/// `insert` at 0, n, the end, out of range and negative.
+pub async fn insert<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    let path = "/memories/list.md";
+    create(&tool, path, "a\nb\nc\n").await;
+    let ins = |line: i64, text: &str| json!({"command": "insert", "path": path, "insert_line": line, "insert_text": text});
+    assert_eq!(
+        ok(&tool, ins(0, "top\n")).await,
+        "The file /memories/list.md has been edited."
+    );
+    assert_eq!(
+        ok(&tool, ins(2, "after-a")).await,
+        "The file /memories/list.md has been edited."
+    );
+    assert_eq!(
+        ok(&tool, ins(5, "end\nend2")).await,
+        "The file /memories/list.md has been edited."
+    );
+    assert_eq!(
+        view(&tool, path).await,
+        "Here's the content of /memories/list.md with line numbers:\n     1\ttop\n     2\ta\n     3\tafter-a\n     4\tb\n     5\tc\n     6\tend\n     7\tend2\n     8\t"
+    );
+    assert_eq!(
+        err(&tool, ins(8, "x")).await,
+        "Error: Invalid `insert_line` parameter: 8. It should be within the range of lines of the file: [0, 7]"
+    );
+    assert_eq!(
+        err(&tool, ins(-1, "x")).await,
+        "Error: Invalid `insert_line` parameter: -1. It should be within the range of lines of the file: [0, 7]"
+    );
+    // A file without a trailing newline gets one; an empty file has 0 lines.
+    create(&tool, "/memories/nonl.md", "x").await;
+    ok(&tool, json!({"command": "insert", "path": "/memories/nonl.md", "insert_line": 1, "insert_text": "y"})).await;
+    assert!(
+        view(&tool, "/memories/nonl.md")
+            .await
+            .ends_with("     1\tx\n     2\ty\n     3\t")
+    );
+    create(&tool, "/memories/empty.md", "").await;
+    assert_eq!(
+        err(&tool, json!({"command": "insert", "path": "/memories/empty.md", "insert_line": 1, "insert_text": "y"})).await,
+        "Error: Invalid `insert_line` parameter: 1. It should be within the range of lines of the file: [0, 0]"
+    );
+    create(&tool, "/memories/d/f", "f").await;
+    assert_eq!(
+        err(&tool, json!({"command": "insert", "path": "/memories/d", "insert_line": 0, "insert_text": "y"})).await,
+        "Error: The path /memories/d is not a file."
+    );
+}
+
+/// `delete` of files and directories; missing paths; the root.
+pub async fn delete<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    create(&tool, "/memories/a.md", "a").await;
+    create(&tool, "/memories/dir/one.md", "1").await;
+    create(&tool, "/memories/dir/sub/two.md", "2").await;
+    create(&tool, "/memories/dir/.hidden", "h").await;
+    create(&tool, "/memories/dirx.md", "keep").await;
+    let del = |p: &str| json!({"command": "delete", "path": p});
+    assert_eq!(
+        ok(&tool, del("/memories/a.md")).await,
+        "Successfully deleted /memories/a.md"
+    );
+    assert_eq!(
+        ok(&tool, del("/memories/dir/")).await,
+        "Successfully deleted /memories/dir/"
+    );
+    assert_eq!(
+        err(&tool, del("/memories/dir")).await,
+        "Error: The path /memories/dir does not exist"
+    );
+    assert_eq!(
+        err(&tool, del("/memories/a.md")).await,
+        "Error: The path /memories/a.md does not exist"
+    );
+    assert_eq!(
+        err(&tool, del("/memories")).await,
+        "Error: Cannot delete the /memories directory itself"
+    );
+    assert_eq!(
+        err(&tool, del("/memories/")).await,
+        "Error: Cannot delete the /memories directory itself"
+    );
+    // Only whole segments: deleting dir did not touch dirx.md.
+    assert!(view(&tool, "/memories/dirx.md").await.ends_with("\tkeep"));
+    let root = view(&tool, "/memories").await;
+    assert!(!root.contains("/memories/dir/"), "{root}");
+}
+
+/// `rename` of files and directories, and its refusals.
+pub async fn rename<S: Store>(store: S, dirs: Dirs) {
+    let tool = MemoryTool::new(store);
+    let mv = |a: &str, b: &str| json!({"command": "rename", "old_path": a, "new_path": b});
+    create(&tool, "/memories/a.md", "A").await;
+    create(&tool, "/memories/b.md", "B").await;
+    assert_eq!(
+        ok(&tool, mv("/memories/a.md", "/memories/archive/a2.md")).await,
+        "Successfully renamed /memories/a.md to /memories/archive/a2.md"
+    );
+    assert!(
+        view(&tool, "/memories/archive/a2.md")
+            .await
+            .ends_with("\tA")
+    );
+    err(&tool, json!({"command": "view", "path": "/memories/a.md"})).await;
+    assert_eq!(
+        err(&tool, mv("/memories/b.md", "/memories/archive/a2.md")).await,
+        "Error: The destination /memories/archive/a2.md already exists"
+    );
+    assert!(view(&tool, "/memories/b.md").await.ends_with("\tB"));
+    assert_eq!(
+        err(&tool, mv("/memories/nope.md", "/memories/c.md")).await,
+        "Error: The path /memories/nope.md does not exist"
+    );
+    assert_eq!(
+        err(&tool, mv("/memories", "/memories/x")).await,
+        "Error: Cannot rename the /memories directory itself"
+    );
+    // Directories move with everything beneath them.
+    create(&tool, "/memories/proj/one.md", "1").await;
+    create(&tool, "/memories/proj/sub/two.md", "22").await;
+    assert_eq!(
+        ok(&tool, mv("/memories/proj", "/memories/old/proj")).await,
+        "Successfully renamed /memories/proj to /memories/old/proj"
+    );
+    assert!(
+        view(&tool, "/memories/old/proj/sub/two.md")
+            .await
+            .ends_with("\t22")
+    );
+    assert_eq!(
+        err(&tool, json!({"command": "view", "path": "/memories/proj"})).await,
+        "Error: The path /memories/proj does not exist. Please provide a valid path."
+    );
+    let listing = view(&tool, "/memories/old").await;
+    let expected = format!(
+        "{LIST_HEADER} /memories/old, excluding hidden items and node_modules:\n\
+         3B\t/memories/old\n\
+         3B\t/memories/old/proj/\n\
+         1B\t/memories/old/proj/one.md\n\
+         2B\t/memories/old/proj/sub/"
+    );
+    assert_eq!(mask_dirs(&listing, dirs), mask_dirs(&expected, dirs));
+    assert_eq!(
+        err(&tool, mv("/memories/archive", "/memories/old")).await,
+        "Error: The destination /memories/old already exists"
+    );
+    assert!(
+        err(&tool, mv("/memories/old", "/memories/old/inner"))
+            .await
+            .contains("inside the source")
+    );
+}
+
+/// Errors shared by commands: paths outside the root or escaping it.
+pub async fn shared_errors<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    assert_eq!(
+        err(&tool, json!({"command": "view", "path": "/etc/passwd"})).await,
+        "Error: Path must start with /memories, got: /etc/passwd"
+    );
+    assert_eq!(
+        err(
+            &tool,
+            json!({"command": "create", "path": "/memoriesX/a", "file_text": "x"})
+        )
+        .await,
+        "Error: Path must start with /memories, got: /memoriesX/a"
+    );
+    for p in [
+        "/memories/../etc/passwd",
+        "/memories/%2e%2e/x",
+        "/memories/a\\b",
+        "/memories/a\u{0}b",
+    ] {
+        assert_eq!(
+            err(
+                &tool,
+                json!({"command": "create", "path": p, "file_text": "x"})
+            )
+            .await,
+            format!("Error: Path {p} would escape /memories directory")
+        );
+    }
+    assert_eq!(
+        err(
+            &tool,
+            json!({"command": "rename", "old_path": "/memories/a", "new_path": "/tmp/a"})
+        )
+        .await,
+        "Error: Path must start with /memories, got: /tmp/a"
+    );
+}
+
+/// Malformed input: unknown commands, missing and mistyped fields.
+pub async fn bad_input<S: Store>(store: S) {
+    let tool = MemoryTool::new(store);
+    assert_eq!(
+        err(&tool, json!({"command": "bogus"})).await,
+        "Error: Unknown command: bogus"
+    );
+    assert_eq!(
+        err(&tool, json!({"command": "view"})).await,
+        "Error: Missing required parameter `path` for command `view`"
+    );
+    assert_eq!(
+        err(
+            &tool,
+            json!({"command": "rename", "old_path": "/memories/a"})
+        )
+        .await,
+        "Error: Missing required parameter `new_path` for command `rename`"
+    );
+    assert_eq!(
+        err(&tool, json!({"command": "insert", "path": "/memories/a", "insert_line": 1.5, "insert_text": "x"})).await,
+        "Error: Parameter `insert_line` of command `insert` must be an integer"
+    );
+    err(&tool, json!("view /memories")).await;
+    err(&tool, json!(null)).await;
+}
+
+/// The `Store` contract itself: put modes, versions, conditional delete.
+pub async fn store_contract<S: Store>(store: S) {
+    let p = MemoryPath::parse("/memories/contract/file.md").expect("valid");
+    assert!(store.get(&p).await.expect("get").is_none());
+    let v1 = store.put(&p, "one", PutMode::Create).await.expect("create");
+    assert!(matches!(
+        store.put(&p, "two", PutMode::Create).await,
+        Err(Error::AlreadyExists { .. })
+    ));
+    let entry = store.get(&p).await.expect("get").expect("present");
+    assert_eq!(entry.content, "one");
+    assert_eq!(entry.version, v1);
+    if let Some(v1) = v1 {
+        let v2 = store
+            .put(&p, "two", PutMode::Update(v1))
+            .await
+            .expect("update");
+        assert_ne!(v2, Some(v1));
+        assert!(matches!(
+            store.put(&p, "three", PutMode::Update(v1)).await,
+            Err(Error::Precondition { .. })
+        ));
+        assert!(matches!(
+            store.delete(&p, Some(v1)).await,
+            Err(Error::Precondition { .. })
+        ));
+        assert_eq!(
+            store.get(&p).await.expect("get").expect("present").content,
+            "two"
+        );
+        store.delete(&p, v2).await.expect("delete at version");
+    } else {
+        store
+            .put(&p, "two", PutMode::Overwrite)
+            .await
+            .expect("overwrite");
+        store.delete(&p, None).await.expect("delete");
+    }
+    assert!(store.get(&p).await.expect("get").is_none());
+    assert!(matches!(
+        store.delete(&p, None).await,
+        Err(Error::NotFound { .. })
+    ));
+    let dir = MemoryPath::parse("/memories/contract").expect("valid");
+    let missing = MemoryPath::parse("/memories/never").expect("valid");
+    assert!(store.list(&missing).await.expect("list").is_none());
+    store
+        .put(&p, "x", PutMode::Overwrite)
+        .await
+        .expect("overwrite creates");
+    let listing = store.list(&dir).await.expect("list").expect("a directory");
+    assert_eq!(listing.files.len(), 1);
+    assert_eq!(listing.files[0].path, p);
+    assert_eq!(listing.files[0].size, Some(1));
+    // A file is not a directory.
+    assert!(store.list(&p).await.expect("list").is_none());
+    assert!(
+        store
+            .list(&MemoryPath::root())
+            .await
+            .expect("list")
+            .is_some()
+    );
+}

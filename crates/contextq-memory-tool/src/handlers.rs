@@ -1,0 +1,120 @@
+//! The handler trait: the Rust shape of the TypeScript SDK's `MemoryToolHandlers`.
+//!
+//! Implement [`MemoryToolHandlers`] to put the memory tool on any backend without the [`Store`]
+//! abstraction; [`crate::MemoryTool`] implements it for every store. The provided
+//! [`MemoryToolHandlers::execute`] takes Claude's raw tool input and always returns a
+//! [`ToolResult`]: malformed input, refused paths and backend failures all come back as
+//! `is_error` results, never as a panic or an `Err`.
+//!
+//! [`Store`]: crate::Store
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::protocol::{
+    Command, CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand,
+    ToolResult, ViewCommand,
+};
+
+/// A failed command: the sentence Claude reads after `Error: `.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    message: String,
+}
+
+impl ToolError {
+    /// A tool error with this message (without the `Error: ` prefix).
+    pub fn new(message: impl Into<String>) -> Self {
+        ToolError {
+            message: message.into(),
+        }
+    }
+
+    /// The message (without the `Error: ` prefix).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl std::fmt::Display for ToolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<crate::Error> for ToolError {
+    fn from(e: crate::Error) -> Self {
+        ToolError::new(e.tool_message())
+    }
+}
+
+impl From<crate::path::PathError> for ToolError {
+    fn from(e: crate::path::PathError) -> Self {
+        ToolError::new(e.message())
+    }
+}
+
+/// The six commands of the memory tool. Each returns the success text or a [`ToolError`].
+#[async_trait]
+pub trait MemoryToolHandlers: Send + Sync {
+    /// `view`
+    async fn view(&self, command: ViewCommand) -> Result<String, ToolError>;
+    /// `create`
+    async fn create(&self, command: CreateCommand) -> Result<String, ToolError>;
+    /// `str_replace`
+    async fn str_replace(&self, command: StrReplaceCommand) -> Result<String, ToolError>;
+    /// `insert`
+    async fn insert(&self, command: InsertCommand) -> Result<String, ToolError>;
+    /// `delete`
+    async fn delete(&self, command: DeleteCommand) -> Result<String, ToolError>;
+    /// `rename`
+    async fn rename(&self, command: RenameCommand) -> Result<String, ToolError>;
+
+    /// Runs one parsed command.
+    async fn run(&self, command: Command) -> ToolResult {
+        let result = match command {
+            Command::View(c) => self.view(c).await,
+            Command::Create(c) => self.create(c).await,
+            Command::StrReplace(c) => self.str_replace(c).await,
+            Command::Insert(c) => self.insert(c).await,
+            Command::Delete(c) => self.delete(c).await,
+            Command::Rename(c) => self.rename(c).await,
+        };
+        match result {
+            Ok(text) => ToolResult::ok(text),
+            Err(e) => ToolResult::error(e.message()),
+        }
+    }
+
+    /// Runs Claude's raw tool input; never fails, never panics on any input.
+    async fn execute(&self, input: Value) -> ToolResult {
+        match Command::from_value(&input) {
+            Ok(command) => self.run(command).await,
+            Err(message) => ToolResult::error(message),
+        }
+    }
+}
+
+#[async_trait]
+impl<T: MemoryToolHandlers + ?Sized> MemoryToolHandlers for std::sync::Arc<T> {
+    async fn view(&self, c: ViewCommand) -> Result<String, ToolError> {
+        (**self).view(c).await
+    }
+    async fn create(&self, c: CreateCommand) -> Result<String, ToolError> {
+        (**self).create(c).await
+    }
+    async fn str_replace(&self, c: StrReplaceCommand) -> Result<String, ToolError> {
+        (**self).str_replace(c).await
+    }
+    async fn insert(&self, c: InsertCommand) -> Result<String, ToolError> {
+        (**self).insert(c).await
+    }
+    async fn delete(&self, c: DeleteCommand) -> Result<String, ToolError> {
+        (**self).delete(c).await
+    }
+    async fn rename(&self, c: RenameCommand) -> Result<String, ToolError> {
+        (**self).rename(c).await
+    }
+}

@@ -1,0 +1,49 @@
+//! Claude's memory tool (`memory_20250818`) with its files in ContextQ, a local directory or memory.
+//!
+//! Claude calls the memory tool with six commands (`view`, `create`, `str_replace`, `insert`,
+//! `delete`, `rename`) on paths under `/memories`. This crate answers them exactly as Anthropic's
+//! reference tools do (same strings, byte for byte), over a small [`Store`] trait, so the memory
+//! can live wherever the application needs it.
+//!
+//! ```
+//! use contextq_memory_tool::{MemoryTool, MemoryToolHandlers, MemoryStore};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let tool = MemoryTool::new(MemoryStore::new());
+//! let result = tool
+//!     .execute(json!({"command": "create", "path": "/memories/notes.md", "file_text": "Prefers Rust\n"}))
+//!     .await;
+//! assert_eq!(result.content, "File created successfully at: /memories/notes.md");
+//! assert!(!result.is_error);
+//! # }
+//! ```
+//!
+//! # Contents
+//! - [`protocol`]: the commands Claude sends, [`ToolResult`], the tool definition.
+//! - [`path`]: parsing and validating `/memories` paths ([`MemoryPath`]).
+//! - [`render`]: every string Claude reads.
+//! - [`handlers`]: [`MemoryToolHandlers`], the handler trait, and `execute`.
+//! - [`tool`]: [`MemoryTool`], the six commands over any [`Store`].
+//! - [`store`]: the [`Store`] trait and its local backends, [`MemoryStore`] and [`LocalStore`].
+//! - `conformance` (feature `test-util`): the suite every store passes.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod handlers;
+pub mod path;
+pub mod protocol;
+pub mod render;
+pub mod store;
+pub mod tool;
+
+#[cfg(feature = "test-util")]
+pub mod conformance;
+
+pub use error::{Error, Result};
+pub use handlers::{MemoryToolHandlers, ToolError};
+pub use path::{MemoryPath, PathError};
+pub use protocol::{Command, ToolDefinition, ToolResult};
+pub use store::{Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
+pub use tool::MemoryTool;

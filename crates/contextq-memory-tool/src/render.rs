@@ -1,0 +1,314 @@
+//! Every string Claude reads, byte for byte as `shared/spec/memory-tool.md` says, in one place.
+//!
+//! Claude was trained on the outputs of Anthropic's reference memory tools, so the wording, the
+//! tabs, the number widths and the absence of trailing newlines all matter. Messages returned by
+//! the error functions here do not carry the `Error: ` prefix: [`crate::ToolResult::error`] adds
+//! it, so that the prefix exists in exactly one place too.
+//!
+//! Messages for situations the spec does not name (documented in `docs/protocol.md`) follow the
+//! same style: they say what happened and what Claude can do next.
+
+use crate::path::ROOT;
+
+/// Lines beyond which a file is refused by `view`.
+pub const MAX_LINES: usize = 999_999;
+
+/// Lines of context shown on each side of the first changed line by `str_replace`.
+pub const SNIPPET_CONTEXT: usize = 2;
+
+/// Formats a byte count the way the reference tools do: `0B`, `18B`, `1K`, `1.0K`, `4.9K`,
+/// `1.2M`; bytes divided by 1024 per unit (`B K M G`), integer when exact, else one decimal
+/// rounded half up.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "K", "M", "G"];
+    let mut unit = 0usize;
+    let mut divisor: u128 = 1;
+    while unit + 1 < UNITS.len() && u128::from(bytes) >= divisor * 1024 {
+        divisor *= 1024;
+        unit += 1;
+    }
+    let bytes = u128::from(bytes);
+    if bytes % divisor == 0 {
+        return format!("{}{}", bytes / divisor, UNITS[unit]);
+    }
+    // Tenths, rounded half up, in exact integer arithmetic (as JavaScript's toFixed(1) does on
+    // the exact quotient, which a division by a power of two always is).
+    let tenths_num = bytes * 10;
+    let mut tenths = tenths_num / divisor;
+    if (tenths_num % divisor) * 2 >= divisor {
+        tenths += 1;
+    }
+    format!("{}.{}{}", tenths / 10, tenths % 10, UNITS[unit])
+}
+
+/// One numbered line: the number right-aligned to width 6, a tab, the text.
+fn numbered(n: usize, line: &str) -> String {
+    format!("{n:>6}\t{line}")
+}
+
+/// Result of `view` on a file. `range` is the parsed `view_range`, if a valid one was given.
+///
+/// Returns `Err(message)` when the file is over [`MAX_LINES`].
+pub fn view_file(path: &str, content: &str, range: Option<(i64, i64)>) -> Result<String, String> {
+    let lines: Vec<&str> = content.split('\n').collect();
+    if lines.len() > MAX_LINES {
+        return Err(file_too_long(path));
+    }
+    let total = lines.len() as i64;
+    let (start, end) = match range {
+        None => (1, total),
+        Some((start, end)) => {
+            let start = start.max(1);
+            let end = if end == -1 { total } else { end.min(total) };
+            (start, end)
+        }
+    };
+    let mut out = format!("Here's the content of {path} with line numbers:\n");
+    if start <= end {
+        let body: Vec<String> = (start..=end)
+            .map(|n| numbered(n as usize, lines[(n - 1) as usize]))
+            .collect();
+        out.push_str(&body.join("\n"));
+    }
+    Ok(out)
+}
+
+/// `File {path} exceeds maximum line limit of 999,999 lines.`
+pub fn file_too_long(path: &str) -> String {
+    format!("File {path} exceeds maximum line limit of 999,999 lines.")
+}
+
+/// One row of a directory listing, already in display order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingRow {
+    /// The text of the size column (see [`human_size`]).
+    pub size: String,
+    /// The full path shown, directories ending with `/`.
+    pub path: String,
+}
+
+/// Result of `view` on a directory: the header, the directory itself, then the rows.
+pub fn view_directory(path: &str, own_size: &str, rows: &[ListingRow]) -> String {
+    let mut out = format!(
+        "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:\n{own_size}\t{path}"
+    );
+    for row in rows {
+        out.push('\n');
+        out.push_str(&row.size);
+        out.push('\t');
+        out.push_str(&row.path);
+    }
+    out
+}
+
+/// `File created successfully at: {path}`
+pub fn created(path: &str) -> String {
+    format!("File created successfully at: {path}")
+}
+
+/// `File {path} already exists`
+pub fn already_exists(path: &str) -> String {
+    format!("File {path} already exists")
+}
+
+/// Success of `str_replace`: the snippet around `changed_line` (1-based) of `new_content`.
+pub fn str_replace_done(new_content: &str, changed_line: usize) -> String {
+    let lines: Vec<&str> = new_content.split('\n').collect();
+    let first = changed_line.saturating_sub(SNIPPET_CONTEXT).max(1);
+    let last = (changed_line + SNIPPET_CONTEXT).min(lines.len());
+    let body: Vec<String> = (first..=last).map(|n| numbered(n, lines[n - 1])).collect();
+    format!(
+        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{}",
+        body.join("\n")
+    )
+}
+
+/// ``No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.``
+pub fn str_replace_not_found(old_str: &str, path: &str) -> String {
+    format!("No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
+}
+
+/// ``No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: {lines}. Please ensure it is unique``
+pub fn str_replace_multiple(old_str: &str, lines: &[usize]) -> String {
+    let lines: Vec<String> = lines.iter().map(usize::to_string).collect();
+    format!(
+        "No replacement was performed. Multiple occurrences of old_str `{old_str}` in lines: {}. Please ensure it is unique",
+        lines.join(", ")
+    )
+}
+
+/// An empty `old_str` (not in the spec: it would match everywhere).
+pub fn str_replace_empty(path: &str) -> String {
+    format!(
+        "No replacement was performed, old_str is empty. Give the exact text to replace in {path}."
+    )
+}
+
+/// `The file {path} has been edited.`
+pub fn inserted(path: &str) -> String {
+    format!("The file {path} has been edited.")
+}
+
+/// ``Invalid `insert_line` parameter: {n}. It should be within the range of lines of the file: [0, {n_lines}]``
+pub fn insert_out_of_range(n: i64, n_lines: usize) -> String {
+    format!(
+        "Invalid `insert_line` parameter: {n}. It should be within the range of lines of the file: [0, {n_lines}]"
+    )
+}
+
+/// `Successfully deleted {path}`
+pub fn deleted(path: &str) -> String {
+    format!("Successfully deleted {path}")
+}
+
+/// `Cannot delete the /memories directory itself`
+pub fn cannot_delete_root() -> String {
+    format!("Cannot delete the {ROOT} directory itself")
+}
+
+/// `Successfully renamed {old_path} to {new_path}`
+pub fn renamed(old_path: &str, new_path: &str) -> String {
+    format!("Successfully renamed {old_path} to {new_path}")
+}
+
+/// `The destination {new_path} already exists`
+pub fn destination_exists(new_path: &str) -> String {
+    format!("The destination {new_path} already exists")
+}
+
+/// `Cannot rename the /memories directory itself`
+pub fn cannot_rename_root() -> String {
+    format!("Cannot rename the {ROOT} directory itself")
+}
+
+/// A directory renamed into itself (not in the spec).
+pub fn rename_into_itself(old_path: &str, new_path: &str) -> String {
+    format!("Cannot rename {old_path} to {new_path}: the destination is inside the source")
+}
+
+/// `The path {path} does not exist` (delete, rename).
+pub fn does_not_exist(path: &str) -> String {
+    format!("The path {path} does not exist")
+}
+
+/// `The path {path} does not exist. Please provide a valid path.` (view, str_replace, insert).
+pub fn does_not_exist_valid(path: &str) -> String {
+    format!("The path {path} does not exist. Please provide a valid path.")
+}
+
+/// `The path {path} is not a file.`
+pub fn not_a_file(path: &str) -> String {
+    format!("The path {path} is not a file.")
+}
+
+/// `create` aimed at a directory (not in the spec).
+pub fn is_a_directory(path: &str) -> String {
+    format!("The path {path} is a directory; create needs a file path")
+}
+
+/// `Path must start with /memories, got: {path}`
+pub fn outside_root(path: &str) -> String {
+    format!("Path must start with {ROOT}, got: {path}")
+}
+
+/// `Path {path} would escape /memories directory`
+pub fn would_escape(path: &str) -> String {
+    format!("Path {path} would escape {ROOT} directory")
+}
+
+/// A path over the length limits (not in the spec).
+pub fn path_too_long(path: &str) -> String {
+    let shown: String = path.chars().take(80).collect();
+    format!(
+        "Path {shown}... is too long (at most {} bytes, {} per name)",
+        crate::path::MAX_PATH_BYTES,
+        crate::path::MAX_SEGMENT_BYTES
+    )
+}
+
+/// `Unknown command: {name}`
+pub fn unknown_command(name: &str) -> String {
+    format!("Unknown command: {name}")
+}
+
+/// A tool input without a `command` string.
+pub fn missing_command() -> String {
+    "Missing required parameter `command` (one of: view, create, str_replace, insert, delete, rename)".to_string()
+}
+
+/// A tool input that is not a JSON object.
+pub fn input_not_object() -> String {
+    "The tool input must be a JSON object with a `command` field".to_string()
+}
+
+/// A required field missing from a command.
+pub fn missing_field(command: &str, field: &str) -> String {
+    format!("Missing required parameter `{field}` for command `{command}`")
+}
+
+/// A field of the wrong JSON type.
+pub fn wrong_type(command: &str, field: &str, expected: &str) -> String {
+    format!("Parameter `{field}` of command `{command}` must be {expected}")
+}
+
+/// An edit gave up because another writer kept changing the file.
+pub fn edit_conflict(path: &str, attempts: usize) -> String {
+    format!(
+        "The file {path} was changed by another writer while this edit was being saved ({attempts} attempts); nothing was changed by this command. View the file again and retry the edit."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(human_size(0), "0B");
+        assert_eq!(human_size(18), "18B");
+        assert_eq!(human_size(1023), "1023B");
+        assert_eq!(human_size(1024), "1K");
+        assert_eq!(human_size(1030), "1.0K");
+        assert_eq!(human_size(4096), "4K");
+        assert_eq!(human_size(5017), "4.9K");
+        assert_eq!(human_size(1280), "1.3K"); // 1.25 rounds half up, as toFixed(1) does
+        assert_eq!(human_size(1_258_291), "1.2M");
+        assert_eq!(human_size(1 << 20), "1M");
+        assert_eq!(human_size(3 << 30), "3G");
+        assert_eq!(human_size(u64::MAX), "17179869184.0G");
+    }
+
+    #[test]
+    fn view_file_shapes() {
+        assert_eq!(
+            view_file("/memories/a", "x\ny", None).unwrap(),
+            "Here's the content of /memories/a with line numbers:\n     1\tx\n     2\ty"
+        );
+        assert_eq!(
+            view_file("/memories/a", "x\n", None).unwrap(),
+            "Here's the content of /memories/a with line numbers:\n     1\tx\n     2\t"
+        );
+        assert_eq!(
+            view_file("/memories/a", "a\nb\nc", Some((2, -1))).unwrap(),
+            "Here's the content of /memories/a with line numbers:\n     2\tb\n     3\tc"
+        );
+        assert_eq!(
+            view_file("/memories/a", "a\nb\nc", Some((5, 9))).unwrap(),
+            "Here's the content of /memories/a with line numbers:\n"
+        );
+        assert_eq!(
+            view_file("/memories/a", "a\nb\nc", Some((-3, 1))).unwrap(),
+            "Here's the content of /memories/a with line numbers:\n     1\ta"
+        );
+        let big = "\n".repeat(MAX_LINES);
+        assert_eq!(
+            view_file("/memories/big", &big, None).unwrap_err(),
+            "File /memories/big exceeds maximum line limit of 999,999 lines."
+        );
+    }
+
+    #[test]
+    fn numbers_wider_than_six() {
+        assert_eq!(numbered(1_234_567, "x"), "1234567\tx");
+    }
+}

@@ -1,0 +1,197 @@
+//! The small storage trait the memory tool is written once against, and its backends.
+//!
+//! # The contract
+//!
+//! A [`Store`] holds **files** (text, UTF-8) at [`MemoryPath`]s below `/memories`. Directories are
+//! either real (a [`LocalStore`]) or derived from file paths (ContextQ, [`MemoryStore`]): a path
+//! is a directory when a file exists beneath it (or, with real directories, when it exists as
+//! one). Every method is independent and may be called concurrently from many tasks.
+//!
+//! - [`Store::get`] returns the file with its [`Version`], or `None` when no *file* is there (a
+//!   directory is not a file).
+//! - [`Store::list`] returns every file beneath a directory, recursively, with sizes (and the
+//!   real directories for stores that have them), or `None` when the path is not a directory.
+//!   Listing the root always succeeds.
+//! - [`Store::put`] writes a whole file under a [`PutMode`]: `Create` fails with
+//!   [`Error::AlreadyExists`] if anything is there and never overwrites; `Update(v)` fails with
+//!   [`Error::Precondition`] unless the stored version is `v` (and with [`Error::NotFound`] if
+//!   the file is gone); `Overwrite` writes unconditionally. Parent directories are implied.
+//!   Returns the new version.
+//! - [`Store::delete`] removes one file; with `Some(v)` only if its version is `v`
+//!   ([`Error::Precondition`] otherwise); [`Error::NotFound`] if it is not there.
+//! - [`Store::rename`] is optional: a store with an atomic native rename (files and directories,
+//!   never overwriting) implements it; the default answers [`Error::NotSupported`] and the tool
+//!   falls back to create-then-delete.
+//! - [`Store::remove_dir`] is called after every file beneath a directory was deleted; stores
+//!   with real directories remove it (and anything left in it), others do nothing.
+//!
+//! Versions are opaque: a store may leave them out ([`Entry::version`] `None`) when it cannot
+//! check them, and then the tool writes unconditionally (the seed's documented non-atomic mode).
+//!
+//! The shared conformance suite (`conformance`, feature `test-util`) checks all of this on every
+//! backend.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::path::MemoryPath;
+
+pub mod local;
+pub mod memory;
+
+pub use local::LocalStore;
+pub use memory::MemoryStore;
+
+/// An opaque version of a file; it changes whenever the content does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Version(pub u64);
+
+/// A file as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The whole content.
+    pub content: String,
+    /// Its version, when the store can check versions.
+    pub version: Option<Version>,
+    /// The backend's own identifier (ContextQ's row id), used in messages about partial failures.
+    pub id: Option<String>,
+}
+
+/// How [`Store::put`] may treat an existing file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutMode {
+    /// Only if nothing is there.
+    Create,
+    /// Whatever is there.
+    Overwrite,
+    /// Only if the file is at this version.
+    Update(Version),
+}
+
+/// A file in a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileMeta {
+    /// Its path.
+    pub path: MemoryPath,
+    /// Size in bytes, when known.
+    pub size: Option<u64>,
+    /// Its version, when known.
+    pub version: Option<Version>,
+    /// Last change (RFC 3339), when known; shown instead of a size when the size is unknown.
+    pub modified: Option<String>,
+}
+
+/// A real directory in a listing (stores with real directories only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirMeta {
+    /// Its path.
+    pub path: MemoryPath,
+    /// Its size as the store reports it (a file system's directory size).
+    pub size: Option<u64>,
+}
+
+/// Everything beneath a directory.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Listing {
+    /// The listed directory's own size, when the store has real directories.
+    pub own_size: Option<u64>,
+    /// Every file beneath it, at any depth, in any order.
+    pub files: Vec<FileMeta>,
+    /// Real directories beneath it (empty for stores with derived directories).
+    pub dirs: Vec<DirMeta>,
+}
+
+/// Where the memory tool keeps its files. See the module docs for the contract.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The file at `path`, or `None`.
+    async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>>;
+
+    /// Everything beneath the directory `dir`, or `None` if it is not a directory.
+    async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>>;
+
+    /// Writes `content` at `path` under `mode`; returns the new version.
+    async fn put(&self, path: &MemoryPath, content: &str, mode: PutMode)
+    -> Result<Option<Version>>;
+
+    /// Deletes the file at `path`, only at version `expected` when given.
+    async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()>;
+
+    /// Atomically moves a file or directory; never overwrites. Optional.
+    async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
+        let _ = (from, to);
+        Err(crate::Error::NotSupported {
+            operation: "rename",
+        })
+    }
+
+    /// Removes the (emptied) directory `dir`; a no-op for stores with derived directories.
+    async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
+        let _ = dir;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
+    async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
+        (**self).get(path).await
+    }
+    async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
+        (**self).list(dir).await
+    }
+    async fn put(
+        &self,
+        path: &MemoryPath,
+        content: &str,
+        mode: PutMode,
+    ) -> Result<Option<Version>> {
+        (**self).put(path, content, mode).await
+    }
+    async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
+        (**self).delete(path, expected).await
+    }
+    async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
+        (**self).rename(from, to).await
+    }
+    async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
+        (**self).remove_dir(dir).await
+    }
+}
+
+#[async_trait]
+impl Store for Box<dyn Store> {
+    async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
+        (**self).get(path).await
+    }
+    async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
+        (**self).list(dir).await
+    }
+    async fn put(
+        &self,
+        path: &MemoryPath,
+        content: &str,
+        mode: PutMode,
+    ) -> Result<Option<Version>> {
+        (**self).put(path, content, mode).await
+    }
+    async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
+        (**self).delete(path, expected).await
+    }
+    async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
+        (**self).rename(from, to).await
+    }
+    async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
+        (**self).remove_dir(dir).await
+    }
+}
+
+/// A 64-bit FNV-1a hash: the version of content for stores without a counter.
+pub(crate) fn content_version(content: &[u8]) -> Version {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in content {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    Version(h)
+}

@@ -1,0 +1,440 @@
+//! `LocalStore`: memory files in a directory on disk, the official SDKs' reference behaviour made safe.
+//!
+//! `/memories` maps to `DIR/memories`, the layout the official SDKs' local memory tools use, so a
+//! directory written by them can be used (and imported) as is.
+//!
+//! Safety and durability:
+//! - writes go to a hidden temporary file in the target directory, are `fsync`ed, then put in
+//!   place with `rename(2)` (overwrite) or `link(2)` (create: fails if anything is there, so a
+//!   create never overwrites, even against another process); the directory is `fsync`ed after;
+//! - files are created `0600` and directories `0700` (Unix);
+//! - a symbolic link anywhere beneath the root is refused, never followed, so nothing outside
+//!   the root can be read or written through one;
+//! - conditional operations (update at a version, delete at a version, rename) hold a lock inside
+//!   this process; across processes only create is race-free (see `docs/stores.md`).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{DirMeta, Entry, FileMeta, Listing, PutMode, Store, Version, content_version};
+use crate::error::{Error, Result};
+use crate::path::MemoryPath;
+
+/// A [`Store`] over a directory on disk.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: Arc<PathBuf>,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+fn io(operation: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error + use<> {
+    let path = path.display().to_string();
+    move |source| Error::Io {
+        operation,
+        path,
+        source,
+    }
+}
+
+impl LocalStore {
+    /// A store whose `/memories` is `dir/memories` (created, `0700`, if missing).
+    pub fn new(dir: impl AsRef<Path>) -> Result<Self> {
+        let root = dir.as_ref().join("memories");
+        create_dir_all_private(&root)?;
+        Ok(LocalStore {
+            root: Arc::new(root),
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+        })
+    }
+
+    /// The directory that holds `/memories`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file system path of `path`, refusing symbolic links on the way.
+    fn resolve(&self, path: &MemoryPath) -> Result<PathBuf> {
+        let mut fs_path = (*self.root).clone();
+        for segment in path.segments() {
+            fs_path.push(segment);
+            match fs::symlink_metadata(&fs_path) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    return Err(Error::InvalidPath {
+                        message: format!(
+                            "Path {} would escape /memories directory (a symbolic link is in the way)",
+                            path.normalized()
+                        ),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(fs_path)
+    }
+
+    async fn blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&LocalStore) -> Result<T> + Send + 'static,
+    {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || f(&this))
+            .await
+            .map_err(|e| Error::Io {
+                operation: "run a file operation",
+                path: String::new(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+    }
+}
+
+fn create_dir_all_private(dir: &Path) -> Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir).map_err(io("create directory", dir))
+}
+
+fn read_text(fs_path: &Path) -> Result<Option<String>> {
+    match fs::symlink_metadata(fs_path) {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(20) => return Ok(None), // ENOTDIR: a parent is a file
+        Err(e) => return Err(io("read", fs_path)(e)),
+    }
+    let bytes = fs::read(fs_path).map_err(io("read", fs_path))?;
+    String::from_utf8(bytes).map(Some).map_err(|_| Error::Io {
+        operation: "read",
+        path: fs_path.display().to_string(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the file is not UTF-8 text",
+        ),
+    })
+}
+
+fn sync_dir(dir: &Path) {
+    // Durability of the directory entry; not all platforms allow opening a directory, and a
+    // failure here does not undo the (already atomic) write, so it is best effort.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Writes `content` to a new hidden temporary file next to `dest`, synced, mode 0600.
+fn write_temp(dest: &Path, content: &str) -> Result<PathBuf> {
+    let dir = dest.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".cqmem-tmp-{}-{:016x}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let result = (|| {
+        let mut f = options.open(&tmp)?;
+        f.write_all(content.as_bytes())?;
+        f.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(io("write", dest)(e));
+    }
+    Ok(tmp)
+}
+
+fn walk(dir: &Path, base: &MemoryPath, listing: &mut Listing) -> Result<()> {
+    let entries = fs::read_dir(dir).map_err(io("list", dir))?;
+    for entry in entries {
+        let entry = entry.map_err(io("list", dir))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue; // not UTF-8: cannot be named by Claude, so not listed
+        };
+        if name.starts_with(".cqmem-tmp-") {
+            continue;
+        }
+        let meta = entry.metadata().map_err(io("stat", &entry.path()))?;
+        let Ok(path) = base.join(&name) else {
+            continue; // a name the path rules refuse cannot be addressed either
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        } else if meta.is_dir() {
+            listing.dirs.push(DirMeta {
+                path: path.clone(),
+                size: Some(meta.len()),
+            });
+            walk(&entry.path(), &path, listing)?;
+        } else if meta.is_file() {
+            listing.files.push(FileMeta {
+                path,
+                size: Some(meta.len()),
+                version: None,
+                modified: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Store for LocalStore {
+    async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
+        let path = path.clone();
+        self.blocking(move |s| {
+            let fs_path = s.resolve(&path)?;
+            Ok(read_text(&fs_path)?.map(|content| Entry {
+                version: Some(content_version(content.as_bytes())),
+                content,
+                id: None,
+            }))
+        })
+        .await
+    }
+
+    async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
+        let dir = dir.clone();
+        self.blocking(move |s| {
+            let fs_path = s.resolve(&dir)?;
+            let meta = match fs::symlink_metadata(&fs_path) {
+                Ok(m) if m.is_dir() => m,
+                _ if dir.is_root() => {
+                    create_dir_all_private(&fs_path)?;
+                    fs::metadata(&fs_path).map_err(io("stat", &fs_path))?
+                }
+                _ => return Ok(None),
+            };
+            let mut listing = Listing {
+                own_size: Some(meta.len()),
+                ..Listing::default()
+            };
+            walk(&fs_path, &dir.normalised_copy(), &mut listing)?;
+            Ok(Some(listing))
+        })
+        .await
+    }
+
+    async fn put(
+        &self,
+        path: &MemoryPath,
+        content: &str,
+        mode: PutMode,
+    ) -> Result<Option<Version>> {
+        let _guard = match mode {
+            PutMode::Create => None,
+            _ => Some(self.lock.lock().await),
+        };
+        let path = path.clone();
+        let content = content.to_string();
+        self.blocking(move |s| {
+            let fs_path = s.resolve(&path)?;
+            if let Some(parent) = fs_path.parent() {
+                create_dir_all_private(parent).map_err(|_| Error::InvalidPath {
+                    message: format!(
+                        "Cannot create {}: a parent of it is a file, not a directory",
+                        path.normalized()
+                    ),
+                })?;
+            }
+            if let PutMode::Update(want) = mode {
+                match read_text(&fs_path)? {
+                    None => {
+                        return Err(Error::NotFound {
+                            path: path.normalized(),
+                        });
+                    }
+                    Some(old) if content_version(old.as_bytes()) != want => {
+                        return Err(Error::Precondition {
+                            path: path.normalized(),
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+            let tmp = write_temp(&fs_path, &content)?;
+            let placed = match mode {
+                PutMode::Create => {
+                    let linked = fs::hard_link(&tmp, &fs_path);
+                    let _ = fs::remove_file(&tmp);
+                    linked.map_err(|e| {
+                        if e.kind() == std::io::ErrorKind::AlreadyExists {
+                            Error::AlreadyExists {
+                                path: path.normalized(),
+                            }
+                        } else {
+                            io("create", &fs_path)(e)
+                        }
+                    })
+                }
+                _ => fs::rename(&tmp, &fs_path).map_err(|e| {
+                    let _ = fs::remove_file(&tmp);
+                    io("write", &fs_path)(e)
+                }),
+            };
+            placed?;
+            if let Some(parent) = fs_path.parent() {
+                sync_dir(parent);
+            }
+            Ok(Some(content_version(content.as_bytes())))
+        })
+        .await
+    }
+
+    async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
+        let _guard = self.lock.lock().await;
+        let path = path.clone();
+        self.blocking(move |s| {
+            let fs_path = s.resolve(&path)?;
+            match read_text(&fs_path) {
+                Ok(None) => {
+                    return Err(Error::NotFound {
+                        path: path.normalized(),
+                    });
+                }
+                Ok(Some(old)) => {
+                    if let Some(want) = expected {
+                        if content_version(old.as_bytes()) != want {
+                            return Err(Error::Precondition {
+                                path: path.normalized(),
+                            });
+                        }
+                    }
+                }
+                // A file that is not UTF-8 can still be deleted unconditionally.
+                Err(_) if expected.is_none() => {}
+                Err(e) => return Err(e),
+            }
+            fs::remove_file(&fs_path).map_err(io("delete", &fs_path))?;
+            if let Some(parent) = fs_path.parent() {
+                sync_dir(parent);
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
+        let _guard = self.lock.lock().await;
+        let (from, to) = (from.clone(), to.clone());
+        self.blocking(move |s| {
+            let src = s.resolve(&from)?;
+            let dst = s.resolve(&to)?;
+            if fs::symlink_metadata(&src).is_err() {
+                return Err(Error::NotFound {
+                    path: from.normalized(),
+                });
+            }
+            if fs::symlink_metadata(&dst).is_ok() {
+                return Err(Error::AlreadyExists {
+                    path: to.normalized(),
+                });
+            }
+            if let Some(parent) = dst.parent() {
+                create_dir_all_private(parent).map_err(|_| Error::InvalidPath {
+                    message: format!(
+                        "Cannot rename to {}: a parent of it is a file, not a directory",
+                        to.normalized()
+                    ),
+                })?;
+            }
+            fs::rename(&src, &dst).map_err(io("rename", &src))?;
+            for dir in [src.parent(), dst.parent()].into_iter().flatten() {
+                sync_dir(dir);
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
+        if dir.is_root() {
+            return Ok(());
+        }
+        let dir = dir.clone();
+        self.blocking(move |s| {
+            let fs_path = s.resolve(&dir)?;
+            match fs::remove_dir_all(&fs_path) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io("delete directory", &fs_path)(e)),
+            }
+        })
+        .await
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn p(s: &str) -> MemoryPath {
+        MemoryPath::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn files_are_private_and_writes_atomic() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(tmp.path()).unwrap();
+        store
+            .put(&p("/memories/a/b.md"), "hi", PutMode::Create)
+            .await
+            .unwrap();
+        let file = tmp.path().join("memories/a/b.md");
+        assert_eq!(
+            fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let dir = tmp.path().join("memories/a");
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        // No temporary file is left behind.
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec!["b.md"]);
+        // Create never overwrites.
+        let err = store
+            .put(&p("/memories/a/b.md"), "x", PutMode::Create)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::AlreadyExists { .. }));
+        assert_eq!(fs::read_to_string(&file).unwrap(), "hi");
+    }
+
+    #[tokio::test]
+    async fn symlinks_are_never_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), "s3cret").unwrap();
+        let store = LocalStore::new(tmp.path()).unwrap();
+        std::os::unix::fs::symlink(outside.path(), tmp.path().join("memories/link")).unwrap();
+        assert!(store.get(&p("/memories/link/secret")).await.is_err());
+        assert!(
+            store
+                .put(&p("/memories/link/new"), "x", PutMode::Overwrite)
+                .await
+                .is_err()
+        );
+        assert!(!outside.path().join("new").exists());
+        let listing = store.list(&MemoryPath::root()).await.unwrap().unwrap();
+        assert!(listing.files.is_empty() && listing.dirs.is_empty());
+    }
+}

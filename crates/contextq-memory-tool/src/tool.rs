@@ -1,0 +1,627 @@
+//! `MemoryTool<S>`: the six commands written once, over any [`Store`].
+//!
+//! Because every backend goes through this one implementation, every backend answers with the
+//! same strings and the same edge cases; the conformance suite checks the stores underneath.
+//!
+//! Concurrency: `str_replace` and `insert` write with [`PutMode::Update`] at the version they
+//! read and, when another writer got there first, read again and re-apply the same edit, up to
+//! [`MemoryTool::with_edit_attempts`] times, then tell Claude the file changed under it. A store
+//! that reports no versions gets unconditional writes (the seed's documented gap).
+//!
+//! Round trips (for a store where each method is one request): view file 1, view directory 2
+//! (1 for the root), create 1, str_replace 2, insert 2, delete file 2, rename file 3 (or one
+//! native rename), and per file for directory delete and rename.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::error::Error;
+use crate::handlers::{MemoryToolHandlers, ToolError};
+use crate::path::MemoryPath;
+use crate::protocol::{
+    CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
+};
+use crate::render::{self, ListingRow};
+use crate::store::{Entry, Listing, PutMode, Store, Version};
+
+/// Default number of attempts for a conditional edit before giving up.
+pub const DEFAULT_EDIT_ATTEMPTS: usize = 5;
+
+/// Claude's memory tool over the store `S`.
+#[derive(Debug, Clone)]
+pub struct MemoryTool<S> {
+    store: S,
+    edit_attempts: usize,
+}
+
+type Outcome = Result<String, ToolError>;
+
+impl<S: Store> MemoryTool<S> {
+    /// The tool over `store`.
+    pub fn new(store: S) -> Self {
+        MemoryTool {
+            store,
+            edit_attempts: DEFAULT_EDIT_ATTEMPTS,
+        }
+    }
+
+    /// How many times a conditional edit is tried before Claude is told the file kept changing
+    /// (default [`DEFAULT_EDIT_ATTEMPTS`]; at least 1).
+    pub fn with_edit_attempts(mut self, attempts: usize) -> Self {
+        self.edit_attempts = attempts.max(1);
+        self
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// `None` for a missing path, `Some(true)` for a directory.
+    async fn is_dir(&self, path: &MemoryPath) -> Result<bool, ToolError> {
+        Ok(self.store.list(path).await?.is_some())
+    }
+
+    /// The answer for a path that is not a file: "not a file" or "does not exist".
+    async fn not_a_file(&self, path: &MemoryPath) -> ToolError {
+        match self.is_dir(path).await {
+            Ok(true) => ToolError::new(render::not_a_file(path.raw())),
+            Ok(false) => ToolError::new(render::does_not_exist_valid(path.raw())),
+            Err(e) => e,
+        }
+    }
+
+    /// Reads, applies `edit`, writes back conditionally; re-applies on a concurrent change.
+    async fn edit<F>(&self, path: &MemoryPath, edit: F) -> Outcome
+    where
+        F: Fn(&str) -> Result<(String, String), ToolError> + Send + Sync,
+    {
+        if path.is_root() {
+            return Err(ToolError::new(render::not_a_file(path.raw())));
+        }
+        for _ in 0..self.edit_attempts {
+            let Some(entry) = self.store.get(path).await? else {
+                return Err(self.not_a_file(path).await);
+            };
+            let (new_content, answer) = edit(&entry.content)?;
+            let mode = entry.version.map_or(PutMode::Overwrite, PutMode::Update);
+            match self.store.put(path, &new_content, mode).await {
+                Ok(_) => return Ok(answer),
+                Err(Error::Precondition { .. }) => continue,
+                Err(Error::NotFound { .. }) => {
+                    return Err(ToolError::new(render::does_not_exist_valid(path.raw())));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ToolError::new(render::edit_conflict(
+            path.raw(),
+            self.edit_attempts,
+        )))
+    }
+
+    async fn delete_tree(&self, dir: &MemoryPath, listing: Listing) -> Outcome {
+        let mut files: Vec<_> = listing.files.into_iter().map(|f| f.path).collect();
+        files.sort();
+        let total = files.len();
+        for (done, file) in files.iter().enumerate() {
+            match self.store.delete(file, None).await {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(e) => {
+                    let left: Vec<String> = files[done..].iter().map(|p| p.normalized()).collect();
+                    return Err(ToolError::new(format!(
+                        "Deleting {} stopped part way: {done} of {total} files were deleted; still present: {}. Cause: {} Run delete on {} again to finish.",
+                        dir.raw(),
+                        summarize(&left),
+                        e.tool_message(),
+                        dir.raw()
+                    )));
+                }
+            }
+        }
+        self.store.remove_dir(dir).await?;
+        Ok(render::deleted(dir.raw()))
+    }
+
+    async fn rename_file(&self, old: &MemoryPath, new: &MemoryPath, mut entry: Entry) -> Outcome {
+        for _ in 0..self.edit_attempts {
+            let created = match self.store.put(new, &entry.content, PutMode::Create).await {
+                Ok(v) => v,
+                Err(Error::AlreadyExists { .. }) => {
+                    return Err(ToolError::new(render::destination_exists(new.raw())));
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let cause = match self.store.delete(old, entry.version).await {
+                Ok(()) | Err(Error::NotFound { .. }) => {
+                    return Ok(render::renamed(old.raw(), new.raw()));
+                }
+                Err(e) => e,
+            };
+            // The source could not be deleted: undo the destination if it is still ours.
+            let undone = self.store.delete(new, created).await.is_ok();
+            if !undone {
+                return Err(ToolError::new(format!(
+                    "Rename of {} to {} is incomplete: {} was created, but deleting the source {} (id {}) failed: {} Both files now exist; delete one of them.",
+                    old.raw(),
+                    new.raw(),
+                    new.raw(),
+                    old.raw(),
+                    entry.id.as_deref().unwrap_or("unknown"),
+                    cause.tool_message()
+                )));
+            }
+            if matches!(cause, Error::Precondition { .. }) {
+                // The source changed while we copied it: start again from its new content.
+                match self.store.get(old).await? {
+                    Some(fresh) => {
+                        entry = fresh;
+                        continue;
+                    }
+                    None => return Err(ToolError::new(render::does_not_exist(old.raw()))),
+                }
+            }
+            return Err(ToolError::new(format!(
+                "Rename of {} to {} failed and nothing was changed: {}",
+                old.raw(),
+                new.raw(),
+                cause.tool_message()
+            )));
+        }
+        Err(ToolError::new(render::edit_conflict(
+            old.raw(),
+            self.edit_attempts,
+        )))
+    }
+
+    async fn rename_dir(&self, old: &MemoryPath, new: &MemoryPath, listing: Listing) -> Outcome {
+        if self.store.get(new).await?.is_some() || self.store.list(new).await?.is_some() {
+            return Err(ToolError::new(render::destination_exists(new.raw())));
+        }
+        let mut files: Vec<_> = listing.files.into_iter().map(|f| f.path).collect();
+        files.sort();
+        // Phase 1: copy every file (create-only). On failure, undo the copies.
+        let mut copied: Vec<(MemoryPath, MemoryPath, Option<Version>, Option<Version>)> =
+            Vec::new();
+        for src in &files {
+            let step: Result<_, Error> = async {
+                let dst = src.rebase(old, new).ok_or_else(|| Error::InvalidPath {
+                    message: render::does_not_exist(src.raw()),
+                })?;
+                let Some(entry) = self.store.get(src).await? else {
+                    return Ok(None); // deleted meanwhile: nothing to move
+                };
+                let v = self
+                    .store
+                    .put(&dst, &entry.content, PutMode::Create)
+                    .await?;
+                Ok(Some((src.clone(), dst, entry.version, v)))
+            }
+            .await;
+            match step {
+                Ok(Some(c)) => copied.push(c),
+                Ok(None) => {}
+                Err(e) => {
+                    let mut not_undone = Vec::new();
+                    for (_, dst, _, v) in &copied {
+                        if self.store.delete(dst, *v).await.is_err() {
+                            not_undone.push(dst.normalized());
+                        }
+                    }
+                    let state = if not_undone.is_empty() {
+                        "nothing was changed".to_string()
+                    } else {
+                        format!(
+                            "these copies could not be removed and now exist at both places: {}",
+                            summarize(&not_undone)
+                        )
+                    };
+                    return Err(ToolError::new(format!(
+                        "Rename of {} to {} failed while copying {}: {} {state}.",
+                        old.raw(),
+                        new.raw(),
+                        src.normalized(),
+                        e.tool_message()
+                    )));
+                }
+            }
+        }
+        // Phase 2: delete the sources.
+        for (i, (src, _, version, _)) in copied.iter().enumerate() {
+            match self.store.delete(src, *version).await {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(e) => {
+                    let left: Vec<String> = copied[i..].iter().map(|c| c.0.normalized()).collect();
+                    return Err(ToolError::new(format!(
+                        "Rename of {} to {} is incomplete: every file was copied to {}, but {} of {} sources could not be deleted and now exist at both places: {}. Cause: {} Delete them from {} to finish.",
+                        old.raw(),
+                        new.raw(),
+                        new.raw(),
+                        left.len(),
+                        copied.len(),
+                        summarize(&left),
+                        e.tool_message(),
+                        old.raw()
+                    )));
+                }
+            }
+        }
+        self.store.remove_dir(old).await?;
+        Ok(render::renamed(old.raw(), new.raw()))
+    }
+}
+
+/// At most ten paths, then "and N more".
+fn summarize(paths: &[String]) -> String {
+    const SHOWN: usize = 10;
+    if paths.len() <= SHOWN {
+        paths.join(", ")
+    } else {
+        format!(
+            "{}, and {} more",
+            paths[..SHOWN].join(", "),
+            paths.len() - SHOWN
+        )
+    }
+}
+
+/// Whether a name is left out of listings.
+fn hidden(name: &str) -> bool {
+    name.starts_with('.') || name == "node_modules"
+}
+
+/// The 2-level tree of the spec from a recursive listing.
+pub(crate) fn listing_rows(dir: &MemoryPath, listing: &Listing) -> (String, Vec<ListingRow>) {
+    #[derive(Default)]
+    struct Node {
+        is_dir: bool,
+        real_size: Option<u64>,
+        bytes: u64,
+        unknown: bool,
+        modified: Option<String>,
+        children: BTreeMap<String, Node>,
+    }
+    impl Node {
+        fn add_file(&mut self, size: Option<u64>, modified: &Option<String>) {
+            match size {
+                Some(s) => self.bytes += s,
+                None => self.unknown = true,
+            }
+            if modified.as_ref() > self.modified.as_ref() {
+                self.modified = modified.clone();
+            }
+        }
+        fn size_text(&self) -> String {
+            if let Some(s) = self.real_size {
+                return render::human_size(s);
+            }
+            if self.unknown {
+                return self.modified.clone().unwrap_or_else(|| "-".to_string());
+            }
+            render::human_size(self.bytes)
+        }
+    }
+
+    let mut root = Node {
+        is_dir: true,
+        real_size: listing.own_size,
+        ..Node::default()
+    };
+    for file in &listing.files {
+        let Some(rel) = file.path.strip_prefix(dir) else {
+            continue;
+        };
+        if rel.is_empty() {
+            continue;
+        }
+        root.add_file(file.size, &file.modified);
+        let mut node = &mut root;
+        for (depth, seg) in rel.iter().enumerate().take(2) {
+            let is_last = depth + 1 == rel.len();
+            let child = node.children.entry(seg.clone()).or_default();
+            child.add_file(file.size, &file.modified);
+            if !is_last {
+                child.is_dir = true;
+            }
+            node = child;
+        }
+    }
+    for d in &listing.dirs {
+        let Some(rel) = d.path.strip_prefix(dir) else {
+            continue;
+        };
+        let mut node = &mut root;
+        for seg in rel.iter().take(2) {
+            node = node.children.entry(seg.clone()).or_default();
+            node.is_dir = true;
+        }
+        if rel.len() <= 2 && !rel.is_empty() {
+            node.real_size = d.size;
+        }
+    }
+
+    let base = dir.normalized();
+    let mut rows = Vec::new();
+    for (name, child) in &root.children {
+        if hidden(name) {
+            continue;
+        }
+        let slash = if child.is_dir { "/" } else { "" };
+        rows.push(ListingRow {
+            size: child.size_text(),
+            path: format!("{base}/{name}{slash}"),
+        });
+        for (grand, g) in &child.children {
+            if hidden(grand) {
+                continue;
+            }
+            let slash = if g.is_dir { "/" } else { "" };
+            rows.push(ListingRow {
+                size: g.size_text(),
+                path: format!("{base}/{name}/{grand}{slash}"),
+            });
+        }
+    }
+    (root.size_text(), rows)
+}
+
+fn parse(raw: &str) -> Result<MemoryPath, ToolError> {
+    MemoryPath::parse(raw).map_err(ToolError::from)
+}
+
+/// 1-based line numbers where each match of `needle` starts (distinct, ascending).
+fn match_lines(haystack: &str, needle: &str) -> Vec<usize> {
+    let mut lines: Vec<usize> = haystack
+        .match_indices(needle)
+        .map(|(i, _)| haystack[..i].matches('\n').count() + 1)
+        .collect();
+    lines.dedup();
+    lines
+}
+
+#[async_trait]
+impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
+    async fn view(&self, c: ViewCommand) -> Outcome {
+        let path = parse(&c.path)?;
+        if !path.is_root() {
+            if let Some(entry) = self.store.get(&path).await? {
+                let range = c.view_range.map(|[a, b]| (a, b));
+                return render::view_file(path.raw(), &entry.content, range)
+                    .map_err(ToolError::new);
+            }
+        }
+        match self.store.list(&path).await? {
+            Some(listing) => {
+                let (own, rows) = listing_rows(&path, &listing);
+                Ok(render::view_directory(path.raw(), &own, &rows))
+            }
+            None => Err(ToolError::new(render::does_not_exist_valid(path.raw()))),
+        }
+    }
+
+    async fn create(&self, c: CreateCommand) -> Outcome {
+        let path = parse(&c.path)?;
+        if path.is_root() {
+            return Err(ToolError::new(render::is_a_directory(path.raw())));
+        }
+        match self.store.put(&path, &c.file_text, PutMode::Create).await {
+            Ok(_) => Ok(render::created(path.raw())),
+            Err(Error::AlreadyExists { .. }) => {
+                Err(ToolError::new(render::already_exists(path.raw())))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn str_replace(&self, c: StrReplaceCommand) -> Outcome {
+        let path = parse(&c.path)?;
+        let raw = path.raw().to_string();
+        self.edit(&path, |content| {
+            if c.old_str.is_empty() {
+                return Err(ToolError::new(render::str_replace_empty(&raw)));
+            }
+            let lines = match_lines(content, &c.old_str);
+            let count = content.matches(c.old_str.as_str()).count();
+            match count {
+                0 => Err(ToolError::new(render::str_replace_not_found(
+                    &c.old_str, &raw,
+                ))),
+                1 => {
+                    let new_content = content.replacen(c.old_str.as_str(), &c.new_str, 1);
+                    Ok((
+                        new_content.clone(),
+                        render::str_replace_done(&new_content, lines[0]),
+                    ))
+                }
+                _ => Err(ToolError::new(render::str_replace_multiple(
+                    &c.old_str, &lines,
+                ))),
+            }
+        })
+        .await
+    }
+
+    async fn insert(&self, c: InsertCommand) -> Outcome {
+        let path = parse(&c.path)?;
+        let raw = path.raw().to_string();
+        self.edit(&path, |content| {
+            let mut lines: Vec<&str> = content.split('\n').collect();
+            if content.ends_with('\n') || content.is_empty() {
+                lines.pop();
+            }
+            let n_lines = lines.len();
+            let at = usize::try_from(c.insert_line)
+                .ok()
+                .filter(|n| *n <= n_lines)
+                .ok_or_else(|| {
+                    ToolError::new(render::insert_out_of_range(c.insert_line, n_lines))
+                })?;
+            let text = c.insert_text.strip_suffix('\n').unwrap_or(&c.insert_text);
+            let mut out: Vec<&str> = Vec::with_capacity(n_lines + 1);
+            out.extend_from_slice(&lines[..at]);
+            out.extend(text.split('\n'));
+            out.extend_from_slice(&lines[at..]);
+            let mut new_content = out.join("\n");
+            new_content.push('\n');
+            Ok((new_content, render::inserted(&raw)))
+        })
+        .await
+    }
+
+    async fn delete(&self, c: DeleteCommand) -> Outcome {
+        let path = parse(&c.path)?;
+        if path.is_root() {
+            return Err(ToolError::new(render::cannot_delete_root()));
+        }
+        for _ in 0..self.edit_attempts {
+            if let Some(entry) = self.store.get(&path).await? {
+                match self.store.delete(&path, entry.version).await {
+                    Ok(()) => return Ok(render::deleted(path.raw())),
+                    // Changed or deleted since it was read: look again.
+                    Err(Error::Precondition { .. } | Error::NotFound { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            return match self.store.list(&path).await? {
+                Some(listing) => self.delete_tree(&path, listing).await,
+                None => Err(ToolError::new(render::does_not_exist(path.raw()))),
+            };
+        }
+        Err(ToolError::new(render::edit_conflict(
+            path.raw(),
+            self.edit_attempts,
+        )))
+    }
+
+    async fn rename(&self, c: RenameCommand) -> Outcome {
+        let old = parse(&c.old_path)?;
+        let new = parse(&c.new_path)?;
+        if old.is_root() {
+            return Err(ToolError::new(render::cannot_rename_root()));
+        }
+        if new.is_root() || new == old {
+            return Err(ToolError::new(render::destination_exists(new.raw())));
+        }
+        if new.starts_with(&old) {
+            return Err(ToolError::new(render::rename_into_itself(
+                old.raw(),
+                new.raw(),
+            )));
+        }
+        match self.store.rename(&old, &new).await {
+            Ok(()) => return Ok(render::renamed(old.raw(), new.raw())),
+            Err(Error::NotFound { .. }) => {
+                return Err(ToolError::new(render::does_not_exist(old.raw())));
+            }
+            Err(Error::AlreadyExists { .. }) => {
+                return Err(ToolError::new(render::destination_exists(new.raw())));
+            }
+            Err(Error::NotSupported { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(entry) = self.store.get(&old).await? {
+            return self.rename_file(&old, &new, entry).await;
+        }
+        match self.store.list(&old).await? {
+            Some(listing) => self.rename_dir(&old, &new, listing).await,
+            None => Err(ToolError::new(render::does_not_exist(old.raw()))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{DirMeta, FileMeta};
+
+    fn p(s: &str) -> MemoryPath {
+        MemoryPath::parse(s).unwrap()
+    }
+
+    fn file(path: &str, size: u64) -> FileMeta {
+        FileMeta {
+            path: p(path),
+            size: Some(size),
+            version: None,
+            modified: None,
+        }
+    }
+
+    #[test]
+    fn tree_is_two_levels_sorted_depth_first_with_derived_sizes() {
+        let listing = Listing {
+            own_size: None,
+            files: vec![
+                file("/memories/b.md", 18),
+                file("/memories/a/x.md", 1000),
+                file("/memories/a/deep/y.md", 30),
+                file("/memories/a/deep/more/z.md", 2),
+                file("/memories/.hidden/q", 5),
+                file("/memories/node_modules/m", 5),
+                file("/memories/a/.secret", 1),
+                file("/memories/A.md", 0),
+            ],
+            dirs: vec![],
+        };
+        let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
+        assert_eq!(own, "1.0K"); // 1061 bytes in all
+        let got: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{}\t{}", r.size, r.path))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "0B\t/memories/A.md",
+                "1.0K\t/memories/a/",
+                "32B\t/memories/a/deep/",
+                "1000B\t/memories/a/x.md",
+                "18B\t/memories/b.md",
+            ]
+        );
+    }
+
+    #[test]
+    fn tree_uses_real_dir_sizes_and_modified_fallback() {
+        let listing = Listing {
+            own_size: Some(4096),
+            files: vec![FileMeta {
+                path: p("/memories/d/f"),
+                size: None,
+                version: None,
+                modified: Some("2026-01-01T00:00:00Z".into()),
+            }],
+            dirs: vec![
+                DirMeta {
+                    path: p("/memories/d"),
+                    size: Some(4096),
+                },
+                DirMeta {
+                    path: p("/memories/empty"),
+                    size: Some(4096),
+                },
+            ],
+        };
+        let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
+        assert_eq!(own, "4K");
+        let got: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{}\t{}", r.size, r.path))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "4K\t/memories/d/",
+                "2026-01-01T00:00:00Z\t/memories/d/f",
+                "4K\t/memories/empty/",
+            ]
+        );
+    }
+
+    #[test]
+    fn match_lines_are_distinct_and_ascending() {
+        assert_eq!(match_lines("ab ab\nx\nab", "ab"), vec![1, 3]);
+        assert_eq!(match_lines("a\nb\na\nb", "a\nb"), vec![1, 3]);
+    }
+}

@@ -1,0 +1,70 @@
+//! The shared conformance suite on the two local stores, and LocalStore's real directory sizes.
+
+use contextq_memory_tool::conformance::{self, Dirs};
+use contextq_memory_tool::render::human_size;
+use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers};
+use serde_json::json;
+
+#[tokio::test]
+async fn memory_store_conforms() {
+    conformance::run_all(|| async { MemoryStore::new() }, Dirs::Derived).await;
+}
+
+#[tokio::test]
+async fn local_store_conforms() {
+    let dirs: std::sync::Mutex<Vec<tempfile::TempDir>> = Default::default();
+    conformance::run_all(
+        || {
+            let tmp = tempfile::tempdir().unwrap();
+            let store = LocalStore::new(tmp.path()).unwrap();
+            dirs.lock().unwrap().push(tmp);
+            async move { store }
+        },
+        Dirs::Real,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn local_store_shows_real_directory_sizes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tool = MemoryTool::new(LocalStore::new(tmp.path()).unwrap());
+    for (p, text) in [
+        ("/memories/a/x.md", "hello"),
+        ("/memories/b.md", "eighteen bytes!!!\n"),
+    ] {
+        let r = tool
+            .execute(json!({"command": "create", "path": p, "file_text": text}))
+            .await;
+        assert!(!r.is_error, "{r:?}");
+    }
+    let size = |rel: &str| human_size(std::fs::metadata(tmp.path().join(rel)).unwrap().len());
+    let out = tool
+        .execute(json!({"command": "view", "path": "/memories"}))
+        .await
+        .content;
+    assert_eq!(
+        out,
+        format!(
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n{}\t/memories\n{}\t/memories/a/\n5B\t/memories/a/x.md\n18B\t/memories/b.md",
+            size("memories"),
+            size("memories/a")
+        )
+    );
+}
+
+#[tokio::test]
+async fn local_store_reads_sdk_layout() {
+    // The official SDKs' local memory tools keep `/memories` at `<base>/memories`.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("memories/sdk")).unwrap();
+    std::fs::write(tmp.path().join("memories/sdk/note.md"), "from the sdk\n").unwrap();
+    let tool = MemoryTool::new(LocalStore::new(tmp.path()).unwrap());
+    let out = tool
+        .execute(json!({"command": "view", "path": "/memories/sdk/note.md"}))
+        .await;
+    assert_eq!(
+        out.content,
+        "Here's the content of /memories/sdk/note.md with line numbers:\n     1\tfrom the sdk\n     2\t"
+    );
+}
