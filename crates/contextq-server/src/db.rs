@@ -1,0 +1,289 @@
+//! The database: one pool over SQLite or PostgreSQL, chosen by URL scheme, migrated on start.
+//!
+//! Queries are written once in SQL both dialects accept (`$N` parameters, `RETURNING`,
+//! `ON CONFLICT`) and run through sqlx's `Any` driver; only the migrations differ per backend
+//! (`migrations/sqlite`, `migrations/postgres`). Integer columns are `BIGINT` in PostgreSQL so
+//! that every integer decodes as `i64` on both.
+//!
+//! Every write transaction starts by locking the single `audit_head` row (see [`crate::audit`]):
+//! that serialises writers across processes and servers (SQLite: `BEGIN IMMEDIATE`;
+//! PostgreSQL: the row lock), and versions are still checked in SQL (`WHERE version = $n`), so
+//! several server processes on one PostgreSQL are correct together.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{Any, AnyPool, Row, Transaction};
+
+use crate::error::{Error, Result};
+
+/// Which database a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:PATH` (the default).
+    Sqlite,
+    /// `postgres://...` or `postgresql://...`.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend for `url`, or an error naming the accepted schemes.
+    pub fn from_url(url: &str) -> Result<Backend> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(Error::Config(format!(
+                "unsupported database URL {:?}: use sqlite:PATH or postgres://USER:PASSWORD@HOST/DB",
+                redact_url(url)
+            )))
+        }
+    }
+}
+
+/// A URL with its password replaced by `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if let Some((userinfo, host)) = rest.split_once('@') {
+            if let Some((user, _)) = userinfo.split_once(':') {
+                return format!("{scheme}://{user}:***@{host}");
+            }
+        }
+    }
+    url.to_string()
+}
+
+struct Migration {
+    version: i64,
+    description: &'static str,
+    sql: &'static str,
+}
+
+const SQLITE_MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "init",
+    sql: include_str!("../migrations/sqlite/0001_init.sql"),
+}];
+
+const POSTGRES_MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    description: "init",
+    sql: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+/// A connection pool and its backend.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// Pool settings.
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// Most connections held open (default 16; SQLite 8).
+    pub max_connections: u32,
+    /// How long to wait for a free connection (default 30 s).
+    pub acquire_timeout: Duration,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Db {
+    /// Connects to `url` (`sqlite:PATH`, created if missing; or `postgres://...`) and migrates.
+    pub async fn connect(url: &str, options: &DbOptions) -> Result<Db> {
+        install_default_drivers();
+        let backend = Backend::from_url(url)?;
+        let url = match backend {
+            Backend::Sqlite => sqlite_url(url)?,
+            Backend::Postgres => url.to_string(),
+        };
+        let mut pool_options = AnyPoolOptions::new()
+            .acquire_timeout(options.acquire_timeout)
+            .max_connections(match backend {
+                Backend::Sqlite => options.max_connections.min(8),
+                Backend::Postgres => options.max_connections,
+            });
+        if backend == Backend::Sqlite {
+            pool_options = pool_options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    for pragma in [
+                        "PRAGMA busy_timeout = 30000",
+                        "PRAGMA foreign_keys = ON",
+                        "PRAGMA synchronous = FULL",
+                    ] {
+                        sqlx::query(pragma).execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            });
+        }
+        let pool = pool_options
+            .connect(&url)
+            .await
+            .map_err(|e| Error::Connect(redact_url(&url), e))?;
+        let db = Db { pool, backend };
+        if backend == Backend::Sqlite {
+            // Persistent in the file: set once.
+            sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&db.pool)
+                .await?;
+        }
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Starts a read-write transaction that takes the write lock at once.
+    pub async fn begin_write(&self) -> Result<Transaction<'static, Any>> {
+        Ok(match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
+            Backend::Postgres => self.pool.begin().await?,
+        })
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let migrations = match self.backend {
+            Backend::Sqlite => SQLITE_MIGRATIONS,
+            Backend::Postgres => POSTGRES_MIGRATIONS,
+        };
+        // One transaction under one lock: two servers starting together on one database do not
+        // race (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock held to commit).
+        let mut tx = self.begin_write().await?;
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock(7301452)")
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, applied_at TEXT NOT NULL)",
+        )
+        .execute(&mut *tx)
+        .await?;
+        for m in migrations {
+            let done = sqlx::query("SELECT version FROM schema_migrations WHERE version = $1")
+                .bind(m.version)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if done.is_some() {
+                continue;
+            }
+            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| Error::Migration(m.version, e))?;
+            sqlx::query(
+                "INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)",
+            )
+            .bind(m.version)
+            .bind(m.description)
+            .bind(crate::model::now())
+            .execute(&mut *tx)
+            .await?;
+            tracing::info!(version = m.version, "applied migration {}", m.description);
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Closes the pool (waits for connections to be returned).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// The latest applied migration.
+    pub async fn schema_version(&self) -> Result<i64> {
+        let row = sqlx::query("SELECT MAX(version) AS v FROM schema_migrations")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<Option<i64>, _>("v")?.unwrap_or(0))
+    }
+}
+
+/// `sqlite:PATH` with `mode=rwc` (create if missing) unless a mode was given.
+fn sqlite_url(url: &str) -> Result<String> {
+    let rest = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    if rest.is_empty() || rest.starts_with(":memory:") {
+        return Err(Error::Config(
+            "in-memory SQLite is not supported (each pooled connection would get its own database): use sqlite:PATH".into(),
+        ));
+    }
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if let Some(parent) = std::path::Path::new(path).parent() {
+        if !parent.as_os_str().is_empty() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::Config(format!("cannot create the directory of {path}: {e}"))
+            })?;
+        }
+    }
+    let query = if query.contains("mode=") {
+        query.to_string()
+    } else if query.is_empty() {
+        "mode=rwc".to_string()
+    } else {
+        format!("{query}&mode=rwc")
+    };
+    Ok(format!("sqlite://{path}?{query}"))
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Backend::from_url(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            Backend::from_url("sqlite:/tmp/x.db").unwrap(),
+            Backend::Sqlite
+        );
+        assert_eq!(
+            Backend::from_url("postgres://u:p@h/db").unwrap(),
+            Backend::Postgres
+        );
+        let err = Backend::from_url("mysql://u:secret@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sqlite:PATH") && !err.contains("secret"),
+            "{err}"
+        );
+        assert_eq!(
+            redact_url("postgres://u:pw@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            sqlite_url("sqlite:/tmp/a.db").unwrap(),
+            "sqlite:///tmp/a.db?mode=rwc"
+        );
+        assert_eq!(
+            sqlite_url("sqlite:rel.db").unwrap(),
+            "sqlite://rel.db?mode=rwc"
+        );
+        assert!(sqlite_url("sqlite::memory:").is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! The `contextq-server` binary: serve prints its address, logs never contain keys, admin
+//! commands print what they promise and fail loudly.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_contextq-server");
+
+fn admin(db: &str, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["admin", "--database-url", db])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn serve_bootstrap_and_logs_without_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("c.db").display());
+    let out = admin(
+        &db,
+        &[
+            "bootstrap",
+            "--tenant",
+            "acme",
+            "--plan",
+            "pro",
+            "--workspace",
+            "notes",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let key = line["apiKey"].as_str().unwrap().to_string();
+    assert!(key.starts_with("sk_live_") && key.len() == 48);
+    assert_eq!(line["workspace"], "notes");
+    assert!(line["tenantId"].as_str().unwrap().starts_with("ten_"));
+
+    let mut child = Command::new(BIN)
+        .args(["serve", "--database-url", &db, "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "trace")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = String::new();
+    stdout.read_line(&mut addr).unwrap();
+    let addr = addr.trim().to_string();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let r = http
+            .post(format!("http://{addr}/api/contexts/bulk-upsert"))
+            .bearer_auth(&key)
+            .json(&serde_json::json!({"contexts": [{"externalId": "x", "workspace": "notes", "type": "reference", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let r = http.get(format!("http://{addr}/api/workspaces")).bearer_auth("sk_live_0000000000000000000000000000000000000000").send().await.unwrap();
+        assert_eq!(r.status(), 401);
+    });
+    // Graceful stop on SIGTERM.
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let logs = String::from_utf8_lossy(&out.stderr);
+    assert!(logs.contains("listening"), "{logs}");
+    assert!(
+        logs.contains("/api/contexts/bulk-upsert"),
+        "requests are logged: {logs}"
+    );
+    assert!(!logs.contains(&key), "the key leaked into the log");
+    assert!(
+        !logs.contains(&key[8..]),
+        "the key's secret part leaked into the log"
+    );
+    assert!(!logs.contains("0000000000000000000000000000000000000000"));
+
+    let out = admin(&db, &["verify-audit"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("2 rows verified"));
+}
+
+#[test]
+fn delete_tenant_and_tampered_audit_fail_loudly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("c.db").display());
+    let out = admin(&db, &["bootstrap", "--tenant", "acme"]);
+    let tenant = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["tenantId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = admin(&db, &["delete-tenant", "--tenant-id", &tenant]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("chained audit rows"), "{err}");
+
+    let plain = admin(&db, &["create-tenant", "--name", "plain"]);
+    let plain_id = String::from_utf8_lossy(&plain.stdout).trim().to_string();
+    let key = admin(
+        &db,
+        &["create-key", "--tenant-id", &plain_id, "--scopes", "read"],
+    );
+    let key: serde_json::Value = serde_json::from_slice(&key.stdout).unwrap();
+    assert!(
+        admin(&db, &["revoke-key", key["keyId"].as_str().unwrap()])
+            .status
+            .success()
+    );
+    assert!(
+        !admin(&db, &["revoke-key", key["keyId"].as_str().unwrap()])
+            .status
+            .success()
+    );
+    assert!(
+        admin(
+            &db,
+            &["create-workspace", "--tenant-id", &plain_id, "--slug", "w2"]
+        )
+        .status
+        .success()
+    );
+    assert!(
+        !admin(&db, &["create-key", "--tenant-id", "ten_nope"])
+            .status
+            .success()
+    );
+
+    // Tamper with the chain directly in the file.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let d = contextq_server::Db::connect(&db, &Default::default())
+            .await
+            .unwrap();
+        sqlx::query("UPDATE activity_logs SET entity_id = 'forged' WHERE seq = 1")
+            .execute(d.pool())
+            .await
+            .unwrap();
+        d.close().await;
+    });
+    let out = admin(&db, &["verify-audit"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("BROKEN at row 1"), "{text}");
+    let bad = Command::new(BIN)
+        .args([
+            "admin",
+            "--database-url",
+            "mysql://u:secret@h/db",
+            "verify-audit",
+        ])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("sqlite:PATH") && !err.contains("secret"),
+        "{err}"
+    );
+}
