@@ -26,10 +26,12 @@
 //! - [`handlers`]: [`MemoryToolHandlers`], the handler trait, and `execute`.
 //! - [`tool`]: [`MemoryTool`], the six commands over any [`Store`].
 //! - [`store`]: the [`Store`] trait and its local backends, [`MemoryStore`] and [`LocalStore`].
+//! - [`contextq`]: the ContextQ client, options and [`contextq::ContextQMemoryTool`].
 //! - `conformance` (feature `test-util`): the suite every store passes.
 
 #![warn(missing_docs)]
 
+pub mod contextq;
 pub mod error;
 pub mod handlers;
 pub mod path;
@@ -45,5 +47,6 @@ pub use error::{Error, Result};
 pub use handlers::{MemoryToolHandlers, ToolError};
 pub use path::{MemoryPath, PathError};
 pub use protocol::{Command, ToolDefinition, ToolResult};
-pub use store::{Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
+pub use contextq::{ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool};
+pub use store::{ContextQStore, Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
 pub use tool::MemoryTool;

@@ -36,9 +36,11 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::path::MemoryPath;
 
+pub mod contextq;
 pub mod local;
 pub mod memory;
 
+pub use contextq::ContextQStore;
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 

@@ -1,0 +1,471 @@
+//! `ContextQStore`: memory files as ContextQ contexts, over the typed client.
+//!
+//! # Path model (the seed's, plus pinning)
+//! - Per-workspace mode (default): `/memories` lists workspaces, `/memories/<ws>` is a workspace
+//!   (slug lowercased), `/memories/<ws>/a/b.md` is the context with external id
+//!   `<tag>:<ws>/a/b.md` (`mem-tool:` by default: external ids are unique per tenant, so the
+//!   workspace is part of the key).
+//! - Pinned mode (`workspace` option): the whole tree lives in one workspace;
+//!   `/memories/a/b.md` is `<tag>:<ws>/a/b.md`.
+//!
+//! # Rules
+//! - Every row written carries the configured `type` and tag; only rows carrying the tag are
+//!   ever read, listed, changed or deleted.
+//! - Listings page through `nextCursor` (no 500-row cap), filter by `externalIdPrefix` on the
+//!   server and again here (segment-aligned), and report `sizeBytes` (or `updatedAt` when the
+//!   server has no sizes).
+//! - When reads show an `ETag`, writes are conditional: create is create-only (`ifAbsent`),
+//!   updates and deletes send `If-Match`. Without `ETag` the seed's non-atomic behaviour applies.
+//! - A write whose outcome is unknown (timeout, dropped connection, 5xx) is reconciled by
+//!   reading the row back: applied, not applied (then retried once), or reported as unknown.
+//!
+//! Requests per store call: `get` 1, `list` 1 per 500 rows (+1 at the root in per-workspace
+//! mode), `put` 1 (an update needs the row id: known from the `get` that precedes it),
+//! `delete` 1 (same).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use async_trait::async_trait;
+
+use super::{DirMeta, Entry, FileMeta, Listing, PutMode, Store, Version};
+use crate::contextq::client::{Client, ContextInput, Fetched, ListParams};
+use crate::error::{Error, Result};
+use crate::path::MemoryPath;
+
+const UNKNOWN: u8 = 0;
+const CONDITIONAL: u8 = 1;
+const PLAIN: u8 = 2;
+
+/// Where a path lives in ContextQ.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    workspace: String,
+    /// Segments below the workspace joined with `/` (empty: the workspace itself).
+    rel: String,
+}
+
+/// A [`Store`] on ContextQ.
+#[derive(Debug)]
+pub struct ContextQStore {
+    client: Client,
+    tag: String,
+    context_type: String,
+    workspace: Option<String>,
+    create_workspaces: bool,
+    conditional: AtomicU8,
+    ids: Mutex<HashMap<String, String>>,
+}
+
+fn is_ambiguous(e: &Error) -> bool {
+    matches!(e, Error::Transport { .. }) || matches!(e, Error::Api { status, .. } if *status >= 500)
+}
+
+/// Validates and lowercases a workspace slug.
+pub(crate) fn workspace_slug(segment: &str) -> Result<String> {
+    let slug = segment.to_lowercase();
+    let b = slug.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 63
+        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+    if ok {
+        Ok(slug)
+    } else {
+        Err(Error::InvalidPath {
+            message: format!(
+                "{segment:?} cannot be a workspace: the first folder under /memories is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. /memories/acme/notes.md)"
+            ),
+        })
+    }
+}
+
+impl ContextQStore {
+    /// A store over `client`. `workspace` pins the tree to one workspace.
+    pub fn new(
+        client: Client,
+        tag: impl Into<String>,
+        context_type: impl Into<String>,
+        workspace: Option<String>,
+        create_workspaces: bool,
+    ) -> Result<Self> {
+        let tag = tag.into();
+        if tag.is_empty() || tag.contains(['/', ':']) || tag.len() > 64 {
+            return Err(Error::Config {
+                message: format!(
+                    "the tag {tag:?} must be 1 to 64 characters without '/' or ':' (default mem-tool)"
+                ),
+            });
+        }
+        let workspace = match workspace {
+            Some(ws) => Some(workspace_slug(&ws).map_err(|_| Error::Config {
+                message: format!(
+                    "the workspace {ws:?} is not a ContextQ slug: use 1 to 63 of a-z, 0-9 and '-'"
+                ),
+            })?),
+            None => None,
+        };
+        Ok(ContextQStore {
+            client,
+            tag,
+            context_type: context_type.into(),
+            workspace,
+            create_workspaces,
+            conditional: AtomicU8::new(UNKNOWN),
+            ids: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The tag every row carries.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The pinned workspace, if any.
+    pub fn pinned_workspace(&self) -> Option<&str> {
+        self.workspace.as_deref()
+    }
+
+    /// Whether the server showed `ETag`s (`None` until the first read).
+    pub fn conditional_requests(&self) -> Option<bool> {
+        match self.conditional.load(Ordering::Relaxed) {
+            CONDITIONAL => Some(true),
+            PLAIN => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The external id of a memory path (`None` for directories only a workspace can be).
+    pub fn external_id(&self, path: &MemoryPath) -> Result<Option<String>> {
+        Ok(self
+            .target(path)?
+            .filter(|t| !t.rel.is_empty())
+            .map(|t| format!("{}:{}/{}", self.tag, t.workspace, t.rel)))
+    }
+
+    fn target(&self, path: &MemoryPath) -> Result<Option<Target>> {
+        let segs = path.segments();
+        Ok(match &self.workspace {
+            Some(ws) => Some(Target {
+                workspace: ws.clone(),
+                rel: segs.join("/"),
+            }),
+            None if segs.is_empty() => None,
+            None => Some(Target {
+                workspace: workspace_slug(&segs[0])?,
+                rel: segs[1..].join("/"),
+            }),
+        })
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn remember(&self, external_id: &str, id: &str) {
+        let mut ids = self.ids();
+        if ids.len() > 100_000 {
+            ids.clear();
+        }
+        ids.insert(external_id.to_string(), id.to_string());
+    }
+
+    fn forget(&self, external_id: &str) {
+        self.ids().remove(external_id);
+    }
+
+    fn observe(&self, fetched: &Fetched) {
+        let seen = if fetched.etag.is_some() { CONDITIONAL } else { PLAIN };
+        self.conditional.store(seen, Ordering::Relaxed);
+    }
+
+    fn uses_conditional(&self) -> bool {
+        self.conditional.load(Ordering::Relaxed) == CONDITIONAL
+    }
+
+    /// Fetches a row by external id, only if it carries the tag.
+    async fn fetch(&self, external_id: &str) -> Result<Option<Fetched>> {
+        let fetched = self.client.get_by_external(external_id).await?;
+        Ok(match fetched {
+            Some(f) if f.context.tags.iter().any(|t| *t == self.tag) => {
+                self.observe(&f);
+                self.remember(external_id, &f.context.id);
+                Some(f)
+            }
+            Some(_) | None => {
+                self.forget(external_id);
+                None
+            }
+        })
+    }
+
+    async fn id_of(&self, external_id: &str) -> Result<Option<String>> {
+        if let Some(id) = self.ids().get(external_id).cloned() {
+            return Ok(Some(id));
+        }
+        Ok(self.fetch(external_id).await?.map(|f| f.context.id))
+    }
+
+    fn input(&self, target: &Target, external_id: &str, path: &MemoryPath, content: &str, if_absent: bool) -> ContextInput {
+        ContextInput {
+            external_id: external_id.to_string(),
+            workspace: target.workspace.clone(),
+            kind: self.context_type.clone(),
+            title: Some(path.normalized()),
+            content: content.to_string(),
+            tags: Some(vec![self.tag.clone()]),
+            if_absent,
+        }
+    }
+
+    /// Upserts one row; creates a missing workspace when allowed.
+    async fn upsert(&self, target: &Target, input: ContextInput) -> Result<i64> {
+        for attempt in 0..2 {
+            match self.client.bulk_upsert(std::slice::from_ref(&input)).await {
+                Ok(results) => {
+                    let r = results.into_iter().next().ok_or_else(|| Error::Protocol {
+                        url: format!("{}/api/contexts/bulk-upsert", self.client.base_url()),
+                        message: "no result for the one item sent".into(),
+                    })?;
+                    self.remember(&input.external_id, &r.id);
+                    return Ok(r.version);
+                }
+                Err(Error::Api { status: 404, .. }) if attempt == 0 => {
+                    if !self.create_workspaces {
+                        return Err(Error::InvalidPath {
+                            message: format!(
+                                "The workspace {:?} does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)",
+                                target.workspace
+                            ),
+                        });
+                    }
+                    match self.client.create_workspace(&target.workspace, &target.workspace).await {
+                        Ok(_) | Err(Error::Api { status: 409, .. }) => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::InvalidPath {
+            message: format!("The workspace {:?} could not be created", target.workspace),
+        })
+    }
+
+    async fn create(&self, target: &Target, external_id: &str, path: &MemoryPath, content: &str) -> Result<Option<Version>> {
+        let not_here = || Error::AlreadyExists {
+            path: path.normalized(),
+        };
+        if self.conditional.load(Ordering::Relaxed) == PLAIN {
+            // The seed's documented gap: check, then upsert (not atomic on such a server).
+            if self.fetch(external_id).await?.is_some() {
+                return Err(not_here());
+            }
+            let v = self.upsert(target, self.input(target, external_id, path, content, false)).await?;
+            return Ok(Some(Version(v as u64)).filter(|_| self.uses_conditional()));
+        }
+        let input = self.input(target, external_id, path, content, true);
+        for attempt in 0..2 {
+            match self.upsert(target, input.clone()).await {
+                Ok(v) => return Ok(Some(Version(v as u64))),
+                Err(e @ Error::Api { status: 409, .. }) => {
+                    // Exists, or refused for another reason (archived workspace, ...).
+                    return match self.client.get_by_external(external_id).await? {
+                        Some(_) => Err(not_here()),
+                        None => Err(e),
+                    };
+                }
+                Err(e) if is_ambiguous(&e) => {
+                    // Unknown outcome: read back.
+                    match self.client.get_by_external(external_id).await? {
+                        Some(f) if f.context.content == content && f.context.version == 1 => {
+                            self.remember(external_id, &f.context.id);
+                            return Ok(Some(Version(1)));
+                        }
+                        None if attempt == 0 => continue,
+                        _ => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(not_here())
+    }
+
+    async fn update(&self, external_id: &str, path: &MemoryPath, content: &str, expected: Version) -> Result<Option<Version>> {
+        let not_found = || Error::NotFound {
+            path: path.normalized(),
+        };
+        let Some(mut id) = self.id_of(external_id).await? else {
+            return Err(not_found());
+        };
+        let conditional = self.uses_conditional();
+        let if_match = conditional.then_some(expected.0 as i64);
+        for attempt in 0..2 {
+            match self.client.update(&id, content, None, None, if_match).await {
+                Ok(f) => {
+                    return Ok(conditional.then_some(Version(f.context.version as u64)));
+                }
+                Err(Error::Api { status: 412, .. }) => {
+                    return Err(Error::Precondition {
+                        path: path.normalized(),
+                    });
+                }
+                Err(Error::Api { status: 404, .. }) if attempt == 0 => {
+                    // The cached id is stale (deleted, perhaps recreated): look again.
+                    self.forget(external_id);
+                    match self.fetch(external_id).await? {
+                        None => return Err(not_found()),
+                        Some(f) if conditional && f.etag != Some(expected.0 as i64) => {
+                            return Err(Error::Precondition {
+                                path: path.normalized(),
+                            });
+                        }
+                        Some(f) => id = f.context.id,
+                    }
+                }
+                Err(e) if is_ambiguous(&e) && conditional => match self.client.get(&id).await? {
+                    Some(f) if f.context.content == content && f.context.version == expected.0 as i64 + 1 => {
+                        return Ok(Some(Version(f.context.version as u64)));
+                    }
+                    Some(f) if f.context.version == expected.0 as i64 && attempt == 0 => continue,
+                    _ => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        }
+        Err(not_found())
+    }
+}
+
+#[async_trait]
+impl Store for ContextQStore {
+    async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
+        let Some(external_id) = self.external_id(path)? else {
+            return Ok(None);
+        };
+        Ok(self.fetch(&external_id).await?.map(|f| Entry {
+            version: f.etag.map(|v| Version(v as u64)),
+            content: f.context.content,
+            id: Some(f.context.id),
+        }))
+    }
+
+    async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
+        let dir = dir.normalised_copy();
+        let target = self.target(&dir)?;
+        let (prefix, workspace) = match &target {
+            None => (format!("{}:", self.tag), None),
+            Some(t) if t.rel.is_empty() => (format!("{}:{}/", self.tag, t.workspace), Some(t.workspace.clone())),
+            Some(t) => (format!("{}:{}/{}/", self.tag, t.workspace, t.rel), Some(t.workspace.clone())),
+        };
+        let mut listing = Listing::default();
+        if target.is_none() {
+            for ws in self.client.list_workspaces().await? {
+                if let Ok(path) = dir.join(&ws.slug) {
+                    listing.dirs.push(DirMeta { path, size: None });
+                }
+            }
+        }
+        let params = ListParams {
+            workspace,
+            tag: Some(self.tag.clone()),
+            external_id_prefix: Some(prefix.clone()),
+            limit: Some(500),
+            cursor: None,
+        };
+        let rows = match self.client.list_all(&params).await {
+            Ok(rows) => rows,
+            Err(Error::Api { status: 404, .. }) => {
+                // The workspace does not exist (yet).
+                return Ok(dir.is_root().then(Listing::default));
+            }
+            Err(e) => return Err(e),
+        };
+        let versions = self.uses_conditional();
+        for row in rows {
+            let Some(rel) = row.external_id.strip_prefix(&prefix) else {
+                continue; // a server without externalIdPrefix: filter here
+            };
+            if rel.is_empty() || !row.tags.iter().any(|t| *t == self.tag) {
+                continue;
+            }
+            let path = match &target {
+                // At the root of per-workspace mode the external id's workspace is the first segment.
+                None => MemoryPath::root().join(rel),
+                Some(_) => dir.join(rel),
+            };
+            let Ok(path) = path else {
+                tracing::warn!(external_id = %row.external_id, "skipping a row whose external id is not a valid memory path");
+                continue;
+            };
+            self.remember(&row.external_id, &row.id);
+            listing.files.push(FileMeta {
+                path,
+                size: row.size_bytes,
+                version: versions.then_some(Version(row.version as u64)),
+                modified: Some(row.updated_at),
+            });
+        }
+        let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
+        if listing.files.is_empty() && !dir.is_root() && !workspace_level {
+            return Ok(None);
+        }
+        Ok(Some(listing))
+    }
+
+    async fn put(&self, path: &MemoryPath, content: &str, mode: PutMode) -> Result<Option<Version>> {
+        let target = self.target(path)?.filter(|t| !t.rel.is_empty()).ok_or_else(|| Error::InvalidPath {
+            message: format!(
+                "{} is a workspace, not a file: files live inside it (e.g. {}/notes.md)",
+                path.raw(),
+                path.normalized()
+            ),
+        })?;
+        let external_id = format!("{}:{}/{}", self.tag, target.workspace, target.rel);
+        match mode {
+            PutMode::Create => self.create(&target, &external_id, path, content).await,
+            PutMode::Overwrite => {
+                let v = self
+                    .upsert(&target, self.input(&target, &external_id, path, content, false))
+                    .await?;
+                Ok(self.uses_conditional().then_some(Version(v as u64)))
+            }
+            PutMode::Update(expected) => self.update(&external_id, path, content, expected).await,
+        }
+    }
+
+    async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
+        let not_found = || Error::NotFound {
+            path: path.normalized(),
+        };
+        let Some(external_id) = self.external_id(path)? else {
+            return Err(not_found());
+        };
+        let Some(id) = self.id_of(&external_id).await? else {
+            return Err(not_found());
+        };
+        let if_match = expected.filter(|_| self.uses_conditional()).map(|v| v.0 as i64);
+        let result = match self.client.delete(&id, if_match).await {
+            Err(Error::Api { status: 412, .. }) => Err(Error::Precondition {
+                path: path.normalized(),
+            }),
+            Err(Error::Api { status: 404, .. }) => Err(not_found()),
+            Err(e) if is_ambiguous(&e) => match self.client.get(&id).await? {
+                None => Ok(()),
+                Some(_) => Err(e),
+            },
+            other => other,
+        };
+        if !matches!(result, Err(Error::Precondition { .. })) {
+            self.forget(&external_id);
+        }
+        result
+    }
+}

@@ -1,0 +1,185 @@
+//! A loopback proxy of the test's own: forwards to the real server, counts requests, and
+//! injects faults (statuses, Retry-After, delays, dropped connections, lost responses), or
+//! plays a server without conditional requests (strips ETag, If-Match and ifAbsent).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Answer this status without forwarding (with Retry-After seconds when given).
+    Status(u16, Option<u64>),
+    /// Wait, then forward.
+    Delay(Duration),
+    /// Drop the connection before forwarding (never processed).
+    Drop,
+    /// Forward (processed), then drop the connection instead of answering.
+    ForwardThenDrop,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    method: Method,
+    path_contains: String,
+    fault: Fault,
+    remaining: usize,
+}
+
+#[derive(Clone, Default)]
+struct Shared {
+    upstream: String,
+    http: reqwest::Client,
+    rules: Arc<Mutex<Vec<Rule>>>,
+    log: Arc<Mutex<Vec<String>>>,
+    strip_conditional: bool,
+}
+
+pub struct Proxy {
+    pub url: String,
+    shared: Shared,
+}
+
+impl Proxy {
+    pub async fn start(upstream: &str) -> Proxy {
+        Self::start_with(upstream, false).await
+    }
+
+    /// A proxy that hides the conditional-request extension (a plain ContextQ).
+    pub async fn without_conditional(upstream: &str) -> Proxy {
+        Self::start_with(upstream, true).await
+    }
+
+    async fn start_with(upstream: &str, strip_conditional: bool) -> Proxy {
+        let shared = Shared {
+            upstream: upstream.to_string(),
+            http: reqwest::Client::new(),
+            strip_conditional,
+            ..Default::default()
+        };
+        let app = axum::Router::new().fallback(handle).with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Proxy { url, shared }
+    }
+
+    /// The next `times` requests of `method` whose path contains `path_contains` get `fault`.
+    pub fn fault(&self, method: Method, path_contains: &str, fault: Fault, times: usize) {
+        self.shared.rules.lock().unwrap().push(Rule {
+            method,
+            path_contains: path_contains.to_string(),
+            fault,
+            remaining: times,
+        });
+    }
+
+    pub fn clear_faults(&self) {
+        self.shared.rules.lock().unwrap().clear();
+    }
+
+    /// Requests seen ("METHOD /path"), and clears the log.
+    pub fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *self.shared.log.lock().unwrap())
+    }
+}
+
+fn dropped() -> Response {
+    // Headers go out, then the body fails: the client sees the connection break.
+    let stream = futures::stream::once(async {
+        Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped by the fault proxy"))
+    });
+    Response::builder().status(200).body(Body::from_stream(stream)).unwrap()
+}
+
+async fn handle(State(s): State<Shared>, req: Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let headers = req.headers().clone();
+    let body = axum::body::to_bytes(req.into_body(), 64 << 20).await.unwrap_or_default();
+    s.log.lock().unwrap().push(format!("{method} {}", path.split('?').next().unwrap_or("")));
+
+    let fault = {
+        let mut rules = s.rules.lock().unwrap();
+        let hit = rules
+            .iter_mut()
+            .find(|r| r.remaining > 0 && r.method == method && path.contains(&r.path_contains));
+        hit.map(|r| {
+            r.remaining -= 1;
+            r.fault.clone()
+        })
+    };
+    match &fault {
+        Some(Fault::Status(code, retry_after)) => {
+            let mut b = Response::builder().status(*code).header("content-type", "application/json");
+            if let Some(s) = retry_after {
+                b = b.header("retry-after", s.to_string());
+            }
+            let code_name = match code {
+                429 => "rate_limited",
+                403 => "forbidden",
+                c if *c >= 500 => "internal",
+                _ => "bad_request",
+            };
+            return b
+                .body(Body::from(format!(r#"{{"error":{{"code":"{code_name}","message":"injected {code}"}}}}"#)))
+                .unwrap();
+        }
+        Some(Fault::Delay(d)) => tokio::time::sleep(*d).await,
+        Some(Fault::Drop) => return dropped(),
+        _ => {}
+    }
+    let resp = forward(&s, method, &path, &headers, body).await;
+    if matches!(fault, Some(Fault::ForwardThenDrop)) {
+        return dropped();
+    }
+    resp
+}
+
+async fn forward(s: &Shared, method: Method, path: &str, headers: &HeaderMap, body: Bytes) -> Response {
+    let mut req = s.http.request(method, format!("{}{}", s.upstream, path));
+    for name in ["authorization", "content-type", "if-match"] {
+        if name == "if-match" && s.strip_conditional {
+            continue;
+        }
+        if let Some(v) = headers.get(name) {
+            req = req.header(name, v);
+        }
+    }
+    let body = if s.strip_conditional && !body.is_empty() {
+        match serde_json::from_slice::<serde_json::Value>(&body) {
+            Ok(mut v) => {
+                if let Some(items) = v.get_mut("contexts").and_then(|c| c.as_array_mut()) {
+                    for item in items {
+                        if let Some(o) = item.as_object_mut() {
+                            o.remove("ifAbsent");
+                        }
+                    }
+                }
+                Bytes::from(serde_json::to_vec(&v).unwrap())
+            }
+            Err(_) => body,
+        }
+    } else {
+        body
+    };
+    let upstream = match req.body(body).send().await {
+        Ok(r) => r,
+        Err(_) => return Response::builder().status(StatusCode::BAD_GATEWAY).body(Body::empty()).unwrap(),
+    };
+    let mut out = Response::builder().status(upstream.status().as_u16());
+    for name in ["content-type", "etag", "retry-after"] {
+        if name == "etag" && s.strip_conditional {
+            continue;
+        }
+        if let Some(v) = upstream.headers().get(name) {
+            out = out.header(name, v.as_bytes());
+        }
+    }
+    let bytes = upstream.bytes().await.unwrap_or_default();
+    out.body(Body::from(bytes)).unwrap()
+}
