@@ -43,10 +43,10 @@ pub mod tool;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 
+pub use contextq::{ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool};
 pub use error::{Error, Result};
 pub use handlers::{MemoryToolHandlers, ToolError};
 pub use path::{MemoryPath, PathError};
 pub use protocol::{Command, ToolDefinition, ToolResult};
-pub use contextq::{ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool};
 pub use store::{ContextQStore, Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
 pub use tool::MemoryTool;

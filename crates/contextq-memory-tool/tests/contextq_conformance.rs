@@ -63,9 +63,16 @@ impl Store for UnderWorkspace {
             l
         }))
     }
-    async fn put(&self, path: &MemoryPath, content: &str, mode: PutMode) -> Result<Option<Version>> {
+    async fn put(
+        &self,
+        path: &MemoryPath,
+        content: &str,
+        mode: PutMode,
+    ) -> Result<Option<Version>> {
         if path.is_root() {
-            return Err(contextq_memory_tool::Error::AlreadyExists { path: path.normalized() });
+            return Err(contextq_memory_tool::Error::AlreadyExists {
+                path: path.normalized(),
+            });
         }
         self.inner.put(&self.inside(path), content, mode).await
     }

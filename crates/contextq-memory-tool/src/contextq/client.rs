@@ -25,7 +25,9 @@ impl ApiKey {
         let key = key.into();
         let key = key.trim().to_string();
         let valid = key.strip_prefix("sk_live_").is_some_and(|h| {
-            h.len() == 40 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            h.len() == 40
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         });
         if !valid {
             return Err(Error::Config {
@@ -275,9 +277,16 @@ fn api_error(status: StatusCode, body: &[u8], retry_after: Option<u64>) -> Error
     }
 }
 
-/// Percent-encodes `s` as one path segment.
+/// Everything but RFC 3986's unreserved characters is escaped.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes `s` as one path segment (or query value): `/` becomes `%2F`.
 pub fn segment(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 impl Client {
@@ -297,7 +306,9 @@ impl Client {
         })?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(Error::Config {
-                message: format!("the ContextQ base URL {base_url:?} must start with http:// or https://"),
+                message: format!(
+                    "the ContextQ base URL {base_url:?} must start with http:// or https://"
+                ),
             });
         }
         let http = match http {
@@ -352,7 +363,10 @@ impl Client {
             if let Some(v) = if_match {
                 req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
             }
-            let outcome: std::result::Result<std::convert::Infallible, (Failure, Error, Option<u64>)> = match req.send().await {
+            let outcome: std::result::Result<
+                std::convert::Infallible,
+                (Failure, Error, Option<u64>),
+            > = match req.send().await {
                 Ok(resp) => {
                     let status = resp.status();
                     let etag = etag_version(resp.headers());
@@ -378,7 +392,11 @@ impl Client {
                     }
                 }
                 Err(e) => {
-                    let failure = if e.is_connect() { Failure::Connect } else { Failure::Lost };
+                    let failure = if e.is_connect() {
+                        Failure::Connect
+                    } else {
+                        Failure::Lost
+                    };
                     Err((failure, self.transport(&url, &e), None))
                 }
             };
@@ -436,7 +454,9 @@ impl Client {
             workspaces: Vec<Workspace>,
         }
         let path = "/api/workspaces";
-        let a = self.request(Method::GET, path, None, None, Idempotency::Safe).await?;
+        let a = self
+            .request(Method::GET, path, None, None, Idempotency::Safe)
+            .await?;
         Ok(self.decode::<W>(path, &a.body)?.workspaces)
     }
 
@@ -454,7 +474,13 @@ impl Client {
     pub async fn archive_workspace(&self, slug: &str) -> Result<Workspace> {
         let path = format!("/api/workspaces/{}/archive", segment(slug));
         let a = self
-            .request(Method::POST, &path, Some(&serde_json::json!({})), None, Idempotency::Safe)
+            .request(
+                Method::POST,
+                &path,
+                Some(&serde_json::json!({})),
+                None,
+                Idempotency::Safe,
+            )
             .await?;
         self.decode(&path, &a.body)
     }
@@ -491,7 +517,9 @@ impl Client {
         } else {
             format!("/api/contexts?{}", query.join("&"))
         };
-        let a = self.request(Method::GET, &path, None, None, Idempotency::Safe).await?;
+        let a = self
+            .request(Method::GET, &path, None, None, Idempotency::Safe)
+            .await?;
         self.decode(&path, &a.body)
     }
 
@@ -526,7 +554,10 @@ impl Client {
     }
 
     async fn fetch(&self, path: &str) -> Result<Option<Fetched>> {
-        match self.request(Method::GET, path, None, None, Idempotency::Safe).await {
+        match self
+            .request(Method::GET, path, None, None, Idempotency::Safe)
+            .await
+        {
             Ok(a) => Ok(Some(Fetched {
                 context: self.decode(path, &a.body)?,
                 etag: a.etag,
@@ -550,7 +581,9 @@ impl Client {
         } else {
             Idempotency::Safe
         };
-        let a = self.request(Method::POST, path, Some(&body), None, kind).await?;
+        let a = self
+            .request(Method::POST, path, Some(&body), None, kind)
+            .await?;
         Ok(self.decode::<R>(path, &a.body)?.results)
     }
 
@@ -608,7 +641,10 @@ mod tests {
         let err = ApiKey::new("sk_live_0123456789ABCDEF0123456789abcdef0123abcd")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("CONTEXT_API_KEY") && err.contains("sk_live_…abcd"), "{err}");
+        assert!(
+            err.contains("CONTEXT_API_KEY") && err.contains("sk_live_…abcd"),
+            "{err}"
+        );
         assert!(!err.contains("0123456789ABCDEF"), "{err}");
         assert!(ApiKey::new("").is_err());
     }
@@ -616,10 +652,25 @@ mod tests {
     #[test]
     fn bad_base_urls_name_the_setting() {
         let key = ApiKey::new("sk_live_0123456789abcdef0123456789abcdef0123abcd").unwrap();
-        let err = Client::new("localhost:38200", key.clone(), RetryConfig::default(), Duration::from_secs(1), None)
-            .unwrap_err()
-            .to_string();
+        let err = Client::new(
+            "localhost:38200",
+            key.clone(),
+            RetryConfig::default(),
+            Duration::from_secs(1),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("CONTEXT_API_URL"), "{err}");
-        assert!(Client::new("ftp://x", key, RetryConfig::default(), Duration::from_secs(1), None).is_err());
+        assert!(
+            Client::new(
+                "ftp://x",
+                key,
+                RetryConfig::default(),
+                Duration::from_secs(1),
+                None
+            )
+            .is_err()
+        );
     }
 }

@@ -180,7 +180,13 @@ impl ContextQMemoryToolOptions {
         })?;
         let key = ApiKey::new(key)?;
         let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-        Client::new(base_url, key, self.retry.clone(), self.timeout, self.http_client.clone())
+        Client::new(
+            base_url,
+            key,
+            self.retry.clone(),
+            self.timeout,
+            self.http_client.clone(),
+        )
     }
 
     /// Builds the store these options describe.
@@ -214,17 +220,25 @@ mod tests {
 
     #[test]
     fn missing_or_bad_settings_name_what_to_change() {
-        let err = contextq_memory_tool(ContextQMemoryToolOptions::default()).unwrap_err().to_string();
+        let err = contextq_memory_tool(ContextQMemoryToolOptions::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("CONTEXT_API_KEY"), "{err}");
-        let err = contextq_memory_tool(ContextQMemoryToolOptions::new("nope")).unwrap_err().to_string();
+        let err = contextq_memory_tool(ContextQMemoryToolOptions::new("nope"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("sk_live_"), "{err}");
         let key = "sk_live_0123456789abcdef0123456789abcdef0123abcd";
         let err = contextq_memory_tool(ContextQMemoryToolOptions::new(key).workspace("Not A Slug"))
             .unwrap_err()
             .to_string();
         assert!(err.contains("slug"), "{err}");
-        let err = contextq_memory_tool(ContextQMemoryToolOptions::new(key).tag("a/b")).unwrap_err().to_string();
+        let err = contextq_memory_tool(ContextQMemoryToolOptions::new(key).tag("a/b"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("tag"), "{err}");
-        assert!(contextq_memory_tool(ContextQMemoryToolOptions::new(key).workspace("Acme")).is_ok());
+        assert!(
+            contextq_memory_tool(ContextQMemoryToolOptions::new(key).workspace("Acme")).is_ok()
+        );
     }
 }

@@ -93,7 +93,13 @@ mod tests {
             assert!(!RetryConfig::retryable(Unsafe, f));
             assert!(RetryConfig::retryable(Safe, f));
         }
-        for f in [Status(400), Status(404), Status(409), Status(412), Status(402)] {
+        for f in [
+            Status(400),
+            Status(404),
+            Status(409),
+            Status(412),
+            Status(402),
+        ] {
             assert!(!RetryConfig::retryable(Safe, f));
         }
     }

@@ -69,7 +69,8 @@ pub(crate) fn workspace_slug(segment: &str) -> Result<String> {
     let ok = !b.is_empty()
         && b.len() <= 63
         && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
     if ok {
         Ok(slug)
     } else {
@@ -181,7 +182,11 @@ impl ContextQStore {
     }
 
     fn observe(&self, fetched: &Fetched) {
-        let seen = if fetched.etag.is_some() { CONDITIONAL } else { PLAIN };
+        let seen = if fetched.etag.is_some() {
+            CONDITIONAL
+        } else {
+            PLAIN
+        };
         self.conditional.store(seen, Ordering::Relaxed);
     }
 
@@ -212,7 +217,14 @@ impl ContextQStore {
         Ok(self.fetch(external_id).await?.map(|f| f.context.id))
     }
 
-    fn input(&self, target: &Target, external_id: &str, path: &MemoryPath, content: &str, if_absent: bool) -> ContextInput {
+    fn input(
+        &self,
+        target: &Target,
+        external_id: &str,
+        path: &MemoryPath,
+        content: &str,
+        if_absent: bool,
+    ) -> ContextInput {
         ContextInput {
             external_id: external_id.to_string(),
             workspace: target.workspace.clone(),
@@ -245,7 +257,11 @@ impl ContextQStore {
                             ),
                         });
                     }
-                    match self.client.create_workspace(&target.workspace, &target.workspace).await {
+                    match self
+                        .client
+                        .create_workspace(&target.workspace, &target.workspace)
+                        .await
+                    {
                         Ok(_) | Err(Error::Api { status: 409, .. }) => continue,
                         Err(e) => return Err(e),
                     }
@@ -258,7 +274,13 @@ impl ContextQStore {
         })
     }
 
-    async fn create(&self, target: &Target, external_id: &str, path: &MemoryPath, content: &str) -> Result<Option<Version>> {
+    async fn create(
+        &self,
+        target: &Target,
+        external_id: &str,
+        path: &MemoryPath,
+        content: &str,
+    ) -> Result<Option<Version>> {
         let not_here = || Error::AlreadyExists {
             path: path.normalized(),
         };
@@ -267,7 +289,12 @@ impl ContextQStore {
             if self.fetch(external_id).await?.is_some() {
                 return Err(not_here());
             }
-            let v = self.upsert(target, self.input(target, external_id, path, content, false)).await?;
+            let v = self
+                .upsert(
+                    target,
+                    self.input(target, external_id, path, content, false),
+                )
+                .await?;
             return Ok(Some(Version(v as u64)).filter(|_| self.uses_conditional()));
         }
         let input = self.input(target, external_id, path, content, true);
@@ -298,7 +325,13 @@ impl ContextQStore {
         Err(not_here())
     }
 
-    async fn update(&self, external_id: &str, path: &MemoryPath, content: &str, expected: Version) -> Result<Option<Version>> {
+    async fn update(
+        &self,
+        external_id: &str,
+        path: &MemoryPath,
+        content: &str,
+        expected: Version,
+    ) -> Result<Option<Version>> {
         let not_found = || Error::NotFound {
             path: path.normalized(),
         };
@@ -331,7 +364,10 @@ impl ContextQStore {
                     }
                 }
                 Err(e) if is_ambiguous(&e) && conditional => match self.client.get(&id).await? {
-                    Some(f) if f.context.content == content && f.context.version == expected.0 as i64 + 1 => {
+                    Some(f)
+                        if f.context.content == content
+                            && f.context.version == expected.0 as i64 + 1 =>
+                    {
                         return Ok(Some(Version(f.context.version as u64)));
                     }
                     Some(f) if f.context.version == expected.0 as i64 && attempt == 0 => continue,
@@ -362,8 +398,14 @@ impl Store for ContextQStore {
         let target = self.target(&dir)?;
         let (prefix, workspace) = match &target {
             None => (format!("{}:", self.tag), None),
-            Some(t) if t.rel.is_empty() => (format!("{}:{}/", self.tag, t.workspace), Some(t.workspace.clone())),
-            Some(t) => (format!("{}:{}/{}/", self.tag, t.workspace, t.rel), Some(t.workspace.clone())),
+            Some(t) if t.rel.is_empty() => (
+                format!("{}:{}/", self.tag, t.workspace),
+                Some(t.workspace.clone()),
+            ),
+            Some(t) => (
+                format!("{}:{}/{}/", self.tag, t.workspace, t.rel),
+                Some(t.workspace.clone()),
+            ),
         };
         let mut listing = Listing::default();
         if target.is_none() {
@@ -420,20 +462,36 @@ impl Store for ContextQStore {
         Ok(Some(listing))
     }
 
-    async fn put(&self, path: &MemoryPath, content: &str, mode: PutMode) -> Result<Option<Version>> {
-        let target = self.target(path)?.filter(|t| !t.rel.is_empty()).ok_or_else(|| Error::InvalidPath {
-            message: format!(
-                "{} is a workspace, not a file: files live inside it (e.g. {}/notes.md)",
-                path.raw(),
-                path.normalized()
-            ),
-        })?;
+    async fn put(
+        &self,
+        path: &MemoryPath,
+        content: &str,
+        mode: PutMode,
+    ) -> Result<Option<Version>> {
+        if self.workspace.is_none() && path.segments().len() < 2 {
+            return Err(Error::InvalidPath {
+                message: format!(
+                    "{} is not inside a workspace: the first folder under /memories is a ContextQ workspace, so write to /memories/<workspace>/{}",
+                    path.raw(),
+                    path.name().unwrap_or("notes.md")
+                ),
+            });
+        }
+        let target = self
+            .target(path)?
+            .filter(|t| !t.rel.is_empty())
+            .ok_or_else(|| Error::InvalidPath {
+                message: format!("{} is a directory, not a file", path.raw()),
+            })?;
         let external_id = format!("{}:{}/{}", self.tag, target.workspace, target.rel);
         match mode {
             PutMode::Create => self.create(&target, &external_id, path, content).await,
             PutMode::Overwrite => {
                 let v = self
-                    .upsert(&target, self.input(&target, &external_id, path, content, false))
+                    .upsert(
+                        &target,
+                        self.input(&target, &external_id, path, content, false),
+                    )
                     .await?;
                 Ok(self.uses_conditional().then_some(Version(v as u64)))
             }
@@ -451,7 +509,9 @@ impl Store for ContextQStore {
         let Some(id) = self.id_of(&external_id).await? else {
             return Err(not_found());
         };
-        let if_match = expected.filter(|_| self.uses_conditional()).map(|v| v.0 as i64);
+        let if_match = expected
+            .filter(|_| self.uses_conditional())
+            .map(|v| v.0 as i64);
         let result = match self.client.delete(&id, if_match).await {
             Err(Error::Api { status: 412, .. }) => Err(Error::Precondition {
                 path: path.normalized(),

@@ -32,16 +32,24 @@ impl Server {
         let (database_url, dir) = match backend {
             Backend::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
-                (format!("sqlite:{}", dir.path().join("cq.db").display()), Some(dir))
+                (
+                    format!("sqlite:{}", dir.path().join("cq.db").display()),
+                    Some(dir),
+                )
             }
             Backend::Postgres => {
                 let admin_url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").unwrap();
                 sqlx::any::install_default_drivers();
                 let mut conn = sqlx::AnyConnection::connect(&admin_url).await.unwrap();
                 let name = format!("cqtool_{:016x}", fastrand::u64(..));
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&mut conn).await.unwrap();
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
                 conn.close().await.unwrap();
-                let (base, query) = admin_url.split_once('?').map_or((admin_url.as_str(), None), |(b, q)| (b, Some(q)));
+                let (base, query) = admin_url
+                    .split_once('?')
+                    .map_or((admin_url.as_str(), None), |(b, q)| (b, Some(q)));
                 let cut = base.rfind('/').unwrap();
                 let mut url = format!("{}/{name}", &base[..cut]);
                 if let Some(q) = query {
@@ -50,26 +58,46 @@ impl Server {
                 (url, None)
             }
         };
-        let db = Db::connect(&database_url, &DbOptions::default()).await.unwrap();
+        let db = Db::connect(&database_url, &DbOptions::default())
+            .await
+            .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(contextq_server::serve(listener, AppState::new(db.clone(), ServerConfig::default()), async {
-            let _ = rx.await;
-        }));
-        Server { url, db, backend, _dir: dir, _stop: tx }
+        tokio::spawn(contextq_server::serve(
+            listener,
+            AppState::new(db.clone(), ServerConfig::default()),
+            async {
+                let _ = rx.await;
+            },
+        ));
+        Server {
+            url,
+            db,
+            backend,
+            _dir: dir,
+            _stop: tx,
+        }
     }
 
     /// A tenant with a key of `scopes` and workspace `ws`; returns (tenant id, key).
     pub async fn tenant(&self, plan: Plan, scopes: &[Scope], ws: &str) -> (String, String) {
-        let tenant = admin::create_tenant(&self.db, &format!("t{:016x}", fastrand::u64(..)), plan).await.unwrap();
-        let key = admin::create_key(&self.db, &tenant, None, scopes).await.unwrap();
-        admin::create_workspace(&self.db, &tenant, ws, ws).await.unwrap();
+        let tenant = admin::create_tenant(&self.db, &format!("t{:016x}", fastrand::u64(..)), plan)
+            .await
+            .unwrap();
+        let key = admin::create_key(&self.db, &tenant, None, scopes)
+            .await
+            .unwrap();
+        admin::create_workspace(&self.db, &tenant, ws, ws)
+            .await
+            .unwrap();
         (tenant, key.api_key)
     }
 
     pub async fn workspace(&self, tenant: &str, ws: &str) {
-        admin::create_workspace(&self.db, tenant, ws, ws).await.unwrap();
+        admin::create_workspace(&self.db, tenant, ws, ws)
+            .await
+            .unwrap();
     }
 }
 

@@ -61,7 +61,9 @@ impl Proxy {
             strip_conditional,
             ..Default::default()
         };
-        let app = axum::Router::new().fallback(handle).with_state(shared.clone());
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
@@ -91,17 +93,31 @@ impl Proxy {
 fn dropped() -> Response {
     // Headers go out, then the body fails: the client sees the connection break.
     let stream = futures::stream::once(async {
-        Err::<Bytes, std::io::Error>(std::io::Error::other("connection dropped by the fault proxy"))
+        Err::<Bytes, std::io::Error>(std::io::Error::other(
+            "connection dropped by the fault proxy",
+        ))
     });
-    Response::builder().status(200).body(Body::from_stream(stream)).unwrap()
+    Response::builder()
+        .status(200)
+        .body(Body::from_stream(stream))
+        .unwrap()
 }
 
 async fn handle(State(s): State<Shared>, req: Request) -> Response {
     let method = req.method().clone();
-    let path = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
     let headers = req.headers().clone();
-    let body = axum::body::to_bytes(req.into_body(), 64 << 20).await.unwrap_or_default();
-    s.log.lock().unwrap().push(format!("{method} {}", path.split('?').next().unwrap_or("")));
+    let body = axum::body::to_bytes(req.into_body(), 64 << 20)
+        .await
+        .unwrap_or_default();
+    s.log
+        .lock()
+        .unwrap()
+        .push(format!("{method} {}", path.split('?').next().unwrap_or("")));
 
     let fault = {
         let mut rules = s.rules.lock().unwrap();
@@ -115,7 +131,9 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
     };
     match &fault {
         Some(Fault::Status(code, retry_after)) => {
-            let mut b = Response::builder().status(*code).header("content-type", "application/json");
+            let mut b = Response::builder()
+                .status(*code)
+                .header("content-type", "application/json");
             if let Some(s) = retry_after {
                 b = b.header("retry-after", s.to_string());
             }
@@ -126,7 +144,9 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
                 _ => "bad_request",
             };
             return b
-                .body(Body::from(format!(r#"{{"error":{{"code":"{code_name}","message":"injected {code}"}}}}"#)))
+                .body(Body::from(format!(
+                    r#"{{"error":{{"code":"{code_name}","message":"injected {code}"}}}}"#
+                )))
                 .unwrap();
         }
         Some(Fault::Delay(d)) => tokio::time::sleep(*d).await,
@@ -140,7 +160,13 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
     resp
 }
 
-async fn forward(s: &Shared, method: Method, path: &str, headers: &HeaderMap, body: Bytes) -> Response {
+async fn forward(
+    s: &Shared,
+    method: Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
     let mut req = s.http.request(method, format!("{}{}", s.upstream, path));
     for name in ["authorization", "content-type", "if-match"] {
         if name == "if-match" && s.strip_conditional {
@@ -169,7 +195,12 @@ async fn forward(s: &Shared, method: Method, path: &str, headers: &HeaderMap, bo
     };
     let upstream = match req.body(body).send().await {
         Ok(r) => r,
-        Err(_) => return Response::builder().status(StatusCode::BAD_GATEWAY).body(Body::empty()).unwrap(),
+        Err(_) => {
+            return Response::builder()
+                .status(StatusCode::BAD_GATEWAY)
+                .body(Body::empty())
+                .unwrap();
+        }
     };
     let mut out = Response::builder().status(upstream.status().as_u16());
     for name in ["content-type", "etag", "retry-after"] {

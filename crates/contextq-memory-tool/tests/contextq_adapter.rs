@@ -1,0 +1,673 @@
+//! ContextQ adapter behaviour against the real server: round trips, the path model, tag scoping,
+//! pagination, and every failure turned into a tool error Claude can act on, with faults
+//! injected by a loopback proxy of the test's own.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::proxy::{Fault, Proxy};
+use common::{ALL, Server, backends, options};
+use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
+use contextq_memory_tool::{MemoryToolHandlers, ToolResult};
+use contextq_server::model::{Plan, Scope};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+async fn run(tool: &ContextQMemoryTool, input: Value) -> ToolResult {
+    tool.execute(input).await
+}
+
+fn create(path: &str, text: &str) -> Value {
+    json!({"command": "create", "path": path, "file_text": text})
+}
+
+fn view(path: &str) -> Value {
+    json!({"command": "view", "path": path})
+}
+
+#[tokio::test]
+async fn round_trips_per_command() {
+    let server = Server::start(contextq_server::Backend::Sqlite).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let tool = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
+    // The first read learns that the server has conditional requests.
+    assert!(
+        run(&tool, view("/memories"))
+            .await
+            .content
+            .contains("/memories")
+    );
+    proxy.take_log();
+
+    let mut counts = Vec::new();
+    let mut step = |name: &str, log: Vec<String>| counts.push((name.to_string(), log));
+    assert!(
+        !run(&tool, create("/memories/a.md", "one\ntwo\n"))
+            .await
+            .is_error
+    );
+    step("create", proxy.take_log());
+    assert!(!run(&tool, view("/memories/a.md")).await.is_error);
+    step("view file", proxy.take_log());
+    assert!(!run(&tool, json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "one", "new_str": "1"})).await.is_error);
+    step("str_replace", proxy.take_log());
+    assert!(!run(&tool, json!({"command": "insert", "path": "/memories/a.md", "insert_line": 0, "insert_text": "zero"})).await.is_error);
+    step("insert", proxy.take_log());
+    assert!(!run(&tool, view("/memories")).await.is_error);
+    step("view root", proxy.take_log());
+    assert!(!run(&tool, create("/memories/d/b.md", "b")).await.is_error);
+    proxy.take_log();
+    assert!(!run(&tool, view("/memories/d")).await.is_error);
+    step("view directory", proxy.take_log());
+    assert!(
+        !run(
+            &tool,
+            json!({"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/c.md"})
+        )
+        .await
+        .is_error
+    );
+    step("rename file", proxy.take_log());
+    assert!(
+        !run(
+            &tool,
+            json!({"command": "delete", "path": "/memories/c.md"})
+        )
+        .await
+        .is_error
+    );
+    step("delete file", proxy.take_log());
+
+    let shape: Vec<(String, Vec<String>)> = counts;
+    let expect = |name: &str| shape.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    assert_eq!(expect("create"), vec!["POST /api/contexts/bulk-upsert"]);
+    assert_eq!(expect("view file").len(), 1);
+    let methods = |name: &str| {
+        expect(name)
+            .iter()
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        expect("str_replace")[0],
+        "GET /api/contexts/by-external/mem-tool%3Aws%2Fa.md"
+    );
+    assert_eq!(methods("str_replace"), vec!["GET", "PUT"]);
+    assert_eq!(methods("rename file"), vec!["GET", "POST", "DELETE"]);
+    assert_eq!(methods("delete file"), vec!["GET", "DELETE"]);
+    assert_eq!(expect("insert").len(), 2);
+    assert_eq!(expect("view root"), vec!["GET /api/contexts"]);
+    assert_eq!(
+        expect("view directory").len(),
+        2,
+        "{:?}",
+        expect("view directory")
+    );
+    assert_eq!(
+        expect("rename file").len(),
+        3,
+        "{:?}",
+        expect("rename file")
+    );
+    assert_eq!(
+        expect("delete file").len(),
+        2,
+        "{:?}",
+        expect("delete file")
+    );
+    eprintln!("round trips: {shape:#?}");
+}
+
+#[tokio::test]
+async fn per_workspace_path_model() {
+    for b in backends() {
+        let server = Server::start(b).await;
+        let (tenant, key) = server.tenant(Plan::Free, ALL, "acme").await;
+        server.workspace(&tenant, "empty").await;
+        let tool = contextq_memory_tool(options(&server.url, &key)).unwrap();
+        assert!(
+            !run(&tool, create("/memories/acme/notes.md", "Prefers Rust\n"))
+                .await
+                .is_error
+        );
+        assert!(
+            !run(&tool, create("/memories/ACME/deep/x.md", "x"))
+                .await
+                .is_error,
+            "slug is lowercased"
+        );
+        let root = run(&tool, view("/memories")).await;
+        assert_eq!(
+            root.content,
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n\
+             14B\t/memories\n\
+             14B\t/memories/acme/\n\
+             1B\t/memories/acme/deep/\n\
+             13B\t/memories/acme/notes.md\n\
+             0B\t/memories/empty/"
+        );
+        // The external id carries the workspace.
+        let raw = reqwest::Client::new()
+            .get(format!(
+                "{}/api/contexts/by-external/{}",
+                server.url, "mem-tool%3Aacme%2Fnotes.md"
+            ))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(raw.status(), 200);
+        let body: Value = raw.json().await.unwrap();
+        assert_eq!(body["workspace"], "acme");
+        assert_eq!(body["type"], "reference");
+        assert_eq!(body["tags"], json!(["mem-tool"]));
+        // Files live inside a workspace; unknown and invalid workspaces are explained.
+        let r = run(&tool, create("/memories/notes.md", "x")).await;
+        assert!(
+            r.is_error && r.content.contains("is not inside a workspace"),
+            "{r:?}"
+        );
+        let r = run(&tool, create("/memories/nope/x.md", "x")).await;
+        assert!(
+            r.is_error && r.content.contains("does not exist in ContextQ"),
+            "{r:?}"
+        );
+        let r = run(&tool, create("/memories/bad slug!/x.md", "x")).await;
+        assert!(
+            r.is_error && r.content.contains("cannot be a workspace"),
+            "{r:?}"
+        );
+        assert_eq!(
+            run(&tool, view("/memories/empty")).await.content,
+            "Here're the files and directories up to 2 levels deep in /memories/empty, excluding hidden items and node_modules:\n0B\t/memories/empty"
+        );
+        assert!(run(&tool, view("/memories/nope")).await.is_error);
+        // With create_workspaces, a missing workspace is created on first write.
+        let auto =
+            contextq_memory_tool(options(&server.url, &key).create_workspaces(true)).unwrap();
+        assert!(
+            !run(&auto, create("/memories/fresh/x.md", "x"))
+                .await
+                .is_error
+        );
+        assert!(
+            run(&tool, view("/memories"))
+                .await
+                .content
+                .contains("/memories/fresh/")
+        );
+    }
+}
+
+#[tokio::test]
+async fn never_touches_rows_without_the_tag() {
+    let server = Server::start(contextq_server::Backend::Sqlite).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let http = reqwest::Client::new();
+    // The caller's own contexts: one under the adapter's namespace but untagged, one elsewhere.
+    let r = http
+        .post(format!("{}/api/contexts/bulk-upsert", server.url))
+        .bearer_auth(&key)
+        .json(&json!({"contexts": [
+            {"externalId": "mem-tool:ws/dir/foreign.md", "workspace": "ws", "type": "note", "content": "not mine"},
+            {"externalId": "crm:42", "workspace": "ws", "type": "note", "content": "customer", "tags": ["crm"]}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    assert!(
+        !run(&tool, create("/memories/dir/mine.md", "mine"))
+            .await
+            .is_error
+    );
+    let listing = run(&tool, view("/memories")).await.content;
+    assert!(
+        !listing.contains("foreign") && !listing.contains("crm"),
+        "{listing}"
+    );
+    assert!(run(&tool, view("/memories/dir/foreign.md")).await.is_error);
+    assert!(run(&tool, json!({"command": "str_replace", "path": "/memories/dir/foreign.md", "old_str": "not", "new_str": "now"})).await.is_error);
+    assert!(
+        !run(&tool, json!({"command": "delete", "path": "/memories/dir"}))
+            .await
+            .is_error
+    );
+    let still = http
+        .get(format!(
+            "{}/api/contexts/by-external/mem-tool%3Aws%2Fdir%2Fforeign.md",
+            server.url
+        ))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        still.status(),
+        200,
+        "the untagged row survived the directory delete"
+    );
+    let v: Value = still.json().await.unwrap();
+    assert_eq!(v["content"], "not mine");
+    assert_eq!(v["version"], 1);
+}
+
+#[tokio::test]
+async fn listings_page_past_500_rows() {
+    for b in backends() {
+        let server = Server::start(b).await;
+        let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
+        let http = reqwest::Client::new();
+        for chunk in 0..12 {
+            let items: Vec<Value> = (0..100)
+                .map(|i| {
+                    let n = chunk * 100 + i;
+                    json!({"externalId": format!("mem-tool:ws/bulk/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "12345", "tags": ["mem-tool"]})
+                })
+                .collect();
+            let r = http
+                .post(format!("{}/api/contexts/bulk-upsert", server.url))
+                .bearer_auth(&key)
+                .json(&json!({"contexts": items}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        }
+        let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+        let out = run(&tool, view("/memories/bulk")).await.content;
+        assert_eq!(
+            out.lines().count(),
+            2 + 1200,
+            "header, the directory, 1,200 files"
+        );
+        assert!(out.contains("5.9K\t/memories/bulk\n"), "6,000 bytes in all");
+        assert!(out.ends_with("5B\t/memories/bulk/f1199.md"));
+        // Deleting the directory removes all 1,200.
+        assert_eq!(
+            run(
+                &tool,
+                json!({"command": "delete", "path": "/memories/bulk"})
+            )
+            .await
+            .content,
+            "Successfully deleted /memories/bulk"
+        );
+        assert!(run(&tool, view("/memories/bulk")).await.is_error);
+    }
+}
+
+#[tokio::test]
+async fn retries_what_is_safe_and_honours_retry_after() {
+    let server = Server::start(contextq_server::Backend::Sqlite).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let tool = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
+    assert!(!run(&tool, create("/memories/a.md", "a\n")).await.is_error);
+
+    // 5xx then success on a read.
+    proxy.fault(Method::GET, "/by-external/", Fault::Status(500, None), 2);
+    let r = run(&tool, view("/memories/a.md")).await;
+    assert!(!r.is_error, "{r:?}");
+    // 503 on a conditional write: refused before doing anything, so retried.
+    proxy.fault(Method::PUT, "/api/contexts/", Fault::Status(503, None), 1);
+    let r = run(
+        &tool,
+        json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "a", "new_str": "b"}),
+    )
+    .await;
+    assert!(!r.is_error, "{r:?}");
+    // 429 with Retry-After: 1 is waited out.
+    proxy.fault(Method::GET, "/by-external/", Fault::Status(429, Some(1)), 1);
+    let started = Instant::now();
+    let r = run(&tool, view("/memories/a.md")).await;
+    assert!(!r.is_error, "{r:?}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    // A dropped connection on a read is retried.
+    proxy.fault(Method::GET, "/by-external/", Fault::Drop, 1);
+    assert!(!run(&tool, view("/memories/a.md")).await.is_error);
+    // Rate limited beyond the retries: Claude is told to retry later, nothing changed.
+    proxy.fault(
+        Method::POST,
+        "/bulk-upsert",
+        Fault::Status(429, Some(0)),
+        10,
+    );
+    let r = run(&tool, create("/memories/b.md", "b")).await;
+    assert!(r.is_error && r.content.contains("rate limiting"), "{r:?}");
+    proxy.clear_faults();
+    assert!(run(&tool, view("/memories/b.md")).await.is_error);
+    // A Retry-After longer than the retry budget is not waited for.
+    let mut opts = options(&proxy.url, &key).workspace("ws");
+    opts.retry.retry_timeout = Duration::from_millis(500);
+    let impatient = contextq_memory_tool(opts).unwrap();
+    proxy.fault(
+        Method::GET,
+        "/by-external/",
+        Fault::Status(429, Some(30)),
+        1,
+    );
+    let started = Instant::now();
+    let r = run(&impatient, view("/memories/a.md")).await;
+    assert!(r.is_error && r.content.contains("retry after 30s"), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn timeouts_and_lost_answers_are_reported_or_reconciled() {
+    let server = Server::start(contextq_server::Backend::Sqlite).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let mut opts = options(&proxy.url, &key)
+        .workspace("ws")
+        .timeout(Duration::from_millis(300));
+    opts.retry.max_retries = 0;
+    let tool = contextq_memory_tool(opts).unwrap();
+    assert!(!run(&tool, create("/memories/a.md", "a\n")).await.is_error);
+
+    // A timeout on a read, without retries: an error saying so.
+    proxy.fault(
+        Method::GET,
+        "/by-external/",
+        Fault::Delay(Duration::from_secs(2)),
+        1,
+    );
+    let r = run(&tool, view("/memories/a.md")).await;
+    assert!(
+        r.is_error && r.content.contains("did not answer in time"),
+        "{r:?}"
+    );
+
+    // The answer to an edit is lost after the server applied it: read back, reported as done,
+    // applied exactly once.
+    proxy.fault(Method::PUT, "/api/contexts/", Fault::ForwardThenDrop, 1);
+    let r = run(&tool, json!({"command": "insert", "path": "/memories/a.md", "insert_line": 1, "insert_text": "b"})).await;
+    assert_eq!(r.content, "The file /memories/a.md has been edited.");
+    assert!(
+        run(&tool, view("/memories/a.md"))
+            .await
+            .content
+            .ends_with("     1\ta\n     2\tb\n     3\t")
+    );
+    // The same for a create.
+    proxy.fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
+    let r = run(&tool, create("/memories/new.md", "n")).await;
+    assert_eq!(r.content, "File created successfully at: /memories/new.md");
+    // And a delete.
+    proxy.fault(Method::DELETE, "/api/contexts/", Fault::ForwardThenDrop, 1);
+    let r = run(
+        &tool,
+        json!({"command": "delete", "path": "/memories/new.md"}),
+    )
+    .await;
+    assert_eq!(r.content, "Successfully deleted /memories/new.md");
+    // Never sent (dropped before forwarding): not applied, and the read-back retries it once.
+    proxy.fault(Method::PUT, "/api/contexts/", Fault::Drop, 1);
+    let r = run(&tool, json!({"command": "insert", "path": "/memories/a.md", "insert_line": 0, "insert_text": "top"})).await;
+    assert!(!r.is_error, "{r:?}");
+    let content = run(&tool, view("/memories/a.md")).await.content;
+    assert_eq!(content.matches("top").count(), 1, "{content}");
+}
+
+#[tokio::test]
+async fn partial_failures_say_exactly_what_happened() {
+    let server = Server::start(contextq_server::Backend::Sqlite).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let mut opts = options(&proxy.url, &key).workspace("ws");
+    opts.retry.max_retries = 0;
+    let tool = contextq_memory_tool(opts).unwrap();
+    for f in ["a", "b", "c", "d"] {
+        assert!(
+            !run(&tool, create(&format!("/memories/dir/{f}.md"), f))
+                .await
+                .is_error
+        );
+    }
+    // A failure in the middle of a directory delete.
+    proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Delay(Duration::ZERO),
+        2,
+    );
+    proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Status(403, None),
+        1,
+    );
+    let r = run(&tool, json!({"command": "delete", "path": "/memories/dir"})).await;
+    assert!(r.is_error);
+    assert!(
+        r.content.contains("2 of 4 files were deleted"),
+        "{}",
+        r.content
+    );
+    assert!(
+        r.content
+            .contains("still present: /memories/dir/c.md, /memories/dir/d.md"),
+        "{}",
+        r.content
+    );
+    let listing = run(&tool, view("/memories/dir")).await.content;
+    assert!(
+        listing.contains("c.md") && listing.contains("d.md") && !listing.contains("a.md"),
+        "{listing}"
+    );
+
+    // Rename whose delete step fails, undo succeeds: nothing changed.
+    proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Status(503, None),
+        1,
+    );
+    let r = run(&tool, json!({"command": "rename", "old_path": "/memories/dir/c.md", "new_path": "/memories/moved.md"})).await;
+    assert!(
+        r.is_error && r.content.contains("nothing was changed"),
+        "{}",
+        r.content
+    );
+    assert!(run(&tool, view("/memories/moved.md")).await.is_error);
+    assert!(!run(&tool, view("/memories/dir/c.md")).await.is_error);
+
+    // Rename whose delete step fails and whose undo fails too: both rows kept, both paths and
+    // the source row's id named.
+    let source_id = {
+        let v: Value = reqwest::Client::new()
+            .get(format!(
+                "{}/api/contexts/by-external/mem-tool%3Aws%2Fdir%2Fc.md",
+                server.url
+            ))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["id"].as_str().unwrap().to_string()
+    };
+    proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Status(403, None),
+        2,
+    );
+    let r = run(&tool, json!({"command": "rename", "old_path": "/memories/dir/c.md", "new_path": "/memories/moved.md"})).await;
+    assert!(r.is_error);
+    assert!(
+        r.content.contains("/memories/dir/c.md") && r.content.contains("/memories/moved.md"),
+        "{}",
+        r.content
+    );
+    assert!(r.content.contains(&source_id), "{}", r.content);
+    assert!(r.content.contains("Both files now exist"), "{}", r.content);
+    assert!(!run(&tool, view("/memories/moved.md")).await.is_error);
+    assert!(!run(&tool, view("/memories/dir/c.md")).await.is_error);
+}
+
+#[tokio::test]
+async fn contextq_refusals_become_actionable_tool_errors() {
+    let server = Server::start(contextq_server::Backend::Sqlite).await;
+    // Quota: a free tenant at its cap of 100.
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let items: Vec<Value> = (0..100).map(|n| json!({"externalId": format!("x{n}"), "workspace": "ws", "type": "note", "content": ""})).collect();
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/contexts/bulk-upsert", server.url))
+        .bearer_auth(&key)
+        .json(&json!({"contexts": items}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let r = run(&tool, create("/memories/one-too-many.md", "x")).await;
+    assert!(r.is_error, "{r:?}");
+    assert!(
+        r.content.contains("full") && r.content.contains("free") && r.content.contains("100"),
+        "{}",
+        r.content
+    );
+
+    // Scope: a read-only key.
+    let (tenant, _) = server.tenant(Plan::Free, ALL, "ws").await;
+    let ro = contextq_server::admin::create_key(&server.db, &tenant, None, &[Scope::Read])
+        .await
+        .unwrap();
+    let tool = contextq_memory_tool(options(&server.url, &ro.api_key).workspace("ws")).unwrap();
+    let r = run(&tool, create("/memories/a.md", "x")).await;
+    assert!(
+        r.is_error && r.content.contains("lacks the scope"),
+        "{}",
+        r.content
+    );
+    assert!(!run(&tool, view("/memories")).await.is_error);
+
+    // Archived workspace: read-only.
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    assert!(!run(&tool, create("/memories/a.md", "x")).await.is_error);
+    tool.store().client().archive_workspace("ws").await.unwrap();
+    let r = run(&tool, create("/memories/b.md", "x")).await;
+    assert!(
+        r.is_error && r.content.contains("archived"),
+        "{}",
+        r.content
+    );
+    let r = run(
+        &tool,
+        json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "x", "new_str": "y"}),
+    )
+    .await;
+    assert!(
+        r.is_error && r.content.contains("archived"),
+        "{}",
+        r.content
+    );
+    assert!(!run(&tool, view("/memories/a.md")).await.is_error);
+
+    // Too large.
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let r = run(
+        &tool,
+        create("/memories/big.md", &"x".repeat((1 << 20) + 1)),
+    )
+    .await;
+    assert!(
+        r.is_error && r.content.contains("too large"),
+        "{}",
+        r.content
+    );
+
+    // A bad key and an unreachable server.
+    let tool = contextq_memory_tool(
+        options(
+            &server.url,
+            "sk_live_0000000000000000000000000000000000000000",
+        )
+        .workspace("ws"),
+    )
+    .unwrap();
+    let r = run(&tool, view("/memories")).await;
+    assert!(r.is_error && r.content.contains("401"), "{}", r.content);
+    assert!(
+        !r.content
+            .contains("0000000000000000000000000000000000000000")
+    );
+    let mut opts = options("http://127.0.0.1:9", &key).workspace("ws");
+    opts.retry.max_retries = 1;
+    let tool = contextq_memory_tool(opts).unwrap();
+    let r = run(&tool, view("/memories")).await;
+    assert!(
+        r.is_error && r.content.contains("unreachable"),
+        "{}",
+        r.content
+    );
+}
+
+async fn insert_race(url: &str, key: &str) -> (usize, Option<bool>) {
+    let setup = contextq_memory_tool(options(url, key).workspace("ws")).unwrap();
+    assert!(!run(&setup, create("/memories/race.md", "")).await.is_error);
+    let mut tasks = Vec::new();
+    for worker in 0..8 {
+        let mut opts = options(url, key).workspace("ws");
+        opts.edit_attempts = 1000;
+        let tool = contextq_memory_tool(opts).unwrap();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let r = run(&tool, json!({"command": "insert", "path": "/memories/race.md", "insert_line": 0, "insert_text": format!("w{worker}-{i}")})).await;
+                assert!(!r.is_error, "{r:?}");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let content = run(&setup, view("/memories/race.md")).await.content;
+    let lines = (0..8)
+        .flat_map(|w| (0..25).map(move |i| format!("\tw{w}-{i}\n")))
+        .filter(|l| content.contains(l.as_str()))
+        .count();
+    (lines, setup.store().conditional_requests())
+}
+
+#[tokio::test]
+async fn concurrent_inserts_lose_nothing_with_etag() {
+    for b in backends() {
+        let server = Server::start(b).await;
+        let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+        let (lines, conditional) = insert_race(&server.url, &key).await;
+        assert_eq!(conditional, Some(true));
+        assert_eq!(lines, 200, "{b:?}: every one of 8 × 25 inserts is present");
+    }
+}
+
+/// The seed's named gap, shown rather than hidden: against a ContextQ without conditional
+/// requests the same race can lose edits (last writer wins). The test records how many.
+#[tokio::test]
+async fn concurrent_inserts_without_etag_document_the_gap() {
+    let server = Server::start(contextq_server::Backend::Sqlite).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let plain = Proxy::without_conditional(&server.url).await;
+    let (lines, conditional) = insert_race(&plain.url, &key).await;
+    assert_eq!(
+        conditional,
+        Some(false),
+        "the adapter noticed the server has no ETag"
+    );
+    assert!((1..=200).contains(&lines), "{lines}");
+    eprintln!(
+        "without ETag: {lines} of 200 inserts survived ({} lost to last-writer-wins)",
+        200 - lines
+    );
+}
