@@ -384,12 +384,11 @@ fn match_lines(haystack: &str, needle: &str) -> Vec<usize> {
 impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     async fn view(&self, c: ViewCommand) -> Outcome {
         let path = parse(&c.path)?;
-        if !path.is_root() {
-            if let Some(entry) = self.store.get(&path).await? {
-                let range = c.view_range.map(|[a, b]| (a, b));
-                return render::view_file(path.raw(), &entry.content, range)
-                    .map_err(ToolError::new);
-            }
+        if !path.is_root()
+            && let Some(entry) = self.store.get(&path).await?
+        {
+            let range = c.view_range.map(|[a, b]| (a, b));
+            return render::view_file(path.raw(), &entry.content, range).map_err(ToolError::new);
         }
         match self.store.list(&path).await? {
             Some(listing) => {

@@ -45,12 +45,11 @@ impl Backend {
 
 /// A URL with its password replaced by `***`, for messages and logs.
 pub fn redact_url(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        if let Some((userinfo, host)) = rest.split_once('@') {
-            if let Some((user, _)) = userinfo.split_once(':') {
-                return format!("{scheme}://{user}:***@{host}");
-            }
-        }
+    if let Some((scheme, rest)) = url.split_once("://")
+        && let Some((userinfo, host)) = rest.split_once('@')
+        && let Some((user, _)) = userinfo.split_once(':')
+    {
+        return format!("{scheme}://{user}:***@{host}");
     }
     url.to_string()
 }
@@ -227,12 +226,11 @@ fn sqlite_url(url: &str) -> Result<String> {
         ));
     }
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if let Some(parent) = std::path::Path::new(path).parent() {
-        if !parent.as_os_str().is_empty() {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                Error::Config(format!("cannot create the directory of {path}: {e}"))
-            })?;
-        }
+    if let Some(parent) = std::path::Path::new(path).parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::Config(format!("cannot create the directory of {path}: {e}")))?;
     }
     let query = if query.contains("mode=") {
         query.to_string()

@@ -124,10 +124,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
         let mut response = (self.status, axum::Json(body)).into_response();
-        if let Some(secs) = self.retry_after {
-            if let Ok(v) = secs.to_string().parse() {
-                response.headers_mut().insert("retry-after", v);
-            }
+        if let Some(secs) = self.retry_after
+            && let Ok(v) = secs.to_string().parse()
+        {
+            response.headers_mut().insert("retry-after", v);
         }
         response
     }

@@ -654,12 +654,12 @@ async fn writable(
         )));
     }
     let version: i64 = row.try_get("version")?;
-    if let Some(want) = if_match {
-        if want != version {
-            return Err(ApiError::precondition(format!(
-                "context {id:?} is at version {version}, not {want}"
-            )));
-        }
+    if let Some(want) = if_match
+        && want != version
+    {
+        return Err(ApiError::precondition(format!(
+            "context {id:?} is at version {version}, not {want}"
+        )));
     }
     Ok((version, row.try_get("external_id")?))
 }

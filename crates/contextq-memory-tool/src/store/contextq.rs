@@ -198,7 +198,7 @@ impl ContextQStore {
     async fn fetch(&self, external_id: &str) -> Result<Option<Fetched>> {
         let fetched = self.client.get_by_external(external_id).await?;
         Ok(match fetched {
-            Some(f) if f.context.tags.iter().any(|t| *t == self.tag) => {
+            Some(f) if f.context.tags.contains(&self.tag) => {
                 self.observe(&f);
                 self.remember(external_id, &f.context.id);
                 Some(f)
@@ -435,7 +435,7 @@ impl Store for ContextQStore {
             let Some(rel) = row.external_id.strip_prefix(&prefix) else {
                 continue; // a server without externalIdPrefix: filter here
             };
-            if rel.is_empty() || !row.tags.iter().any(|t| *t == self.tag) {
+            if rel.is_empty() || !row.tags.contains(&self.tag) {
                 continue;
             }
             let path = match &target {

@@ -306,12 +306,12 @@ impl Store for LocalStore {
                     });
                 }
                 Ok(Some(old)) => {
-                    if let Some(want) = expected {
-                        if content_version(old.as_bytes()) != want {
-                            return Err(Error::Precondition {
-                                path: path.normalized(),
-                            });
-                        }
+                    if let Some(want) = expected
+                        && content_version(old.as_bytes()) != want
+                    {
+                        return Err(Error::Precondition {
+                            path: path.normalized(),
+                        });
                     }
                 }
                 // A file that is not UTF-8 can still be deleted unconditionally.

@@ -1,0 +1,119 @@
+//! `contextq-memory demo`: a realistic memory session through the real adapter and server,
+//! printing each command and the result Claude would read, then the rows as ContextQ holds them,
+//! read back independently with `GET /api/contexts`.
+
+use anyhow::{Context as _, Result};
+use contextq_memory_tool::MemoryToolHandlers;
+use serde_json::{Value, json};
+
+use crate::stores::Opened;
+
+const DIR: &str = "/memories/demo";
+
+fn session() -> Vec<Value> {
+    vec![
+        json!({"command": "create", "path": "/memories/demo/preferences.md",
+               "file_text": "# User preferences\n- Language: TypeScript\n- Editor: Helix\n"}),
+        json!({"command": "view", "path": "/memories/demo/preferences.md"}),
+        json!({"command": "str_replace", "path": "/memories/demo/preferences.md",
+               "old_str": "- Language: TypeScript", "new_str": "- Language: Rust (switched from TypeScript)"}),
+        json!({"command": "insert", "path": "/memories/demo/preferences.md", "insert_line": 1,
+               "insert_text": "- Timezone: Europe/Berlin\n"}),
+        json!({"command": "create", "path": "/memories/demo/projects/contextq.md",
+               "file_text": "Memory backend for Claude agents.\nStatus: adapter done, benchmarks next.\n"}),
+        json!({"command": "create", "path": "/memories/demo/scratch.md", "file_text": "temporary notes\n"}),
+        json!({"command": "rename", "old_path": "/memories/demo/preferences.md",
+               "new_path": "/memories/demo/user/preferences.md"}),
+        json!({"command": "view", "path": "/memories/demo"}),
+        json!({"command": "delete", "path": "/memories/demo/scratch.md"}),
+        json!({"command": "view", "path": "/memories/demo/user/preferences.md", "view_range": [1, 3]}),
+    ]
+}
+
+/// Runs the demo on `opened`.
+pub async fn run(opened: &Opened) -> Result<()> {
+    println!("contextq-memory demo: a memory session as Claude would run it");
+    println!("{}", opened.describe());
+    println!();
+    // Start from a clean slate so the demo can run again.
+    let _ = opened
+        .tool
+        .execute(json!({"command": "delete", "path": DIR}))
+        .await;
+    let mut failures = 0;
+    for input in session() {
+        println!("> {input}");
+        let result = opened.tool.execute(input).await;
+        if result.is_error {
+            failures += 1;
+        }
+        println!("{}\n", result.content);
+    }
+    if let Some(cq) = &opened.contextq {
+        print_rows(cq).await?;
+    }
+    if std::env::var("ANTHROPIC_API_KEY").is_ok_and(|k| !k.is_empty()) {
+        println!(
+            "ANTHROPIC_API_KEY is set: run `contextq-memory chat` to talk to Claude with this memory."
+        );
+    } else {
+        println!(
+            "To talk to Claude with this memory, set ANTHROPIC_API_KEY and run `contextq-memory chat`."
+        );
+    }
+    if failures > 0 {
+        anyhow::bail!("{failures} demo command(s) failed");
+    }
+    Ok(())
+}
+
+async fn print_rows(cq: &crate::stores::ContextQInfo) -> Result<()> {
+    let mut url = format!("{}/api/contexts?tag=mem-tool", cq.url.trim_end_matches('/'));
+    if let Some(ws) = &cq.workspace {
+        url.push_str(&format!("&workspace={ws}"));
+    }
+    println!("Rows as ContextQ holds them (independent read: GET {url}):");
+    let http = reqwest::Client::new();
+    let mut cursor: Option<String> = None;
+    let mut rows = Vec::new();
+    loop {
+        let page_url = match &cursor {
+            Some(c) => format!("{url}&cursor={c}"),
+            None => url.clone(),
+        };
+        let page: Value = http
+            .get(&page_url)
+            .bearer_auth(&cq.api_key)
+            .send()
+            .await
+            .context("reading the rows back from ContextQ")?
+            .error_for_status()?
+            .json()
+            .await?;
+        for c in page["contexts"].as_array().into_iter().flatten() {
+            let ext = c["externalId"].as_str().unwrap_or_default();
+            if ext.contains("/demo/") {
+                rows.push(c.clone());
+            }
+        }
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    println!(
+        "{:<46} {:<10} {:>7} {:>6}",
+        "externalId", "tag", "version", "size"
+    );
+    for c in &rows {
+        println!(
+            "{:<46} {:<10} {:>7} {:>6}",
+            c["externalId"].as_str().unwrap_or_default(),
+            c["tags"][0].as_str().unwrap_or_default(),
+            c["version"].to_string(),
+            format!("{}B", c["sizeBytes"])
+        );
+    }
+    println!();
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! The embedded default: contextq-server in this process on 127.0.0.1:0, over SQLite in the
+//! user's data directory, with a local tenant, key and workspace created on first use.
+//!
+//! Layout of the data directory (`--data-dir`, `CONTEXTQ_MEMORY_DATA_DIR`, or the platform data
+//! directory + `contextq-memory`):
+//! - `contextq.db`: the SQLite database (WAL);
+//! - `embedded.json` (mode 0600): `{"tenantId", "apiKey", "workspace"}` of the local tenant.
+//!
+//! Several processes may use one data directory at once: each runs its own server over the same
+//! database file, and SQLite serialises their writes.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use contextq_server::model::{Plan, Scope};
+use contextq_server::{AppState, Db, DbOptions, ServerConfig, admin};
+use serde::{Deserialize, Serialize};
+
+/// The local tenant's credentials, as stored in `embedded.json`.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Credentials {
+    /// The local tenant.
+    pub tenant_id: String,
+    /// Its key (read, write, admin).
+    pub api_key: String,
+    /// The default workspace.
+    pub workspace: String,
+}
+
+/// The default data directory.
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join("contextq-memory"))
+        .unwrap_or_else(|| PathBuf::from(".contextq-memory"))
+}
+
+/// A running embedded server.
+pub struct Embedded {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The local tenant.
+    pub credentials: Credentials,
+    /// The database (for admin operations).
+    pub db: Db,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Embedded {
+    /// Opens (creating on first use) the data directory and serves it on `listen`.
+    pub async fn start(data_dir: &Path, listen: &str) -> Result<Embedded> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700));
+        }
+        let db_url = format!("sqlite:{}", data_dir.join("contextq.db").display());
+        let db = Db::connect(&db_url, &DbOptions::default())
+            .await
+            .with_context(|| format!("cannot open {}", data_dir.join("contextq.db").display()))?;
+        let credentials = credentials(&db, data_dir).await?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let state = AppState::new(db.clone(), ServerConfig::default());
+        let task = tokio::spawn(contextq_server::serve(listener, state, async {
+            let _ = stopped.await;
+        }));
+        Ok(Embedded {
+            url,
+            credentials,
+            db,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// Makes sure workspace `slug` exists for the local tenant.
+    pub async fn ensure_workspace(&self, slug: &str) -> Result<()> {
+        let workspaces =
+            contextq_server::store::list_workspaces(&self.db, &self.credentials.tenant_id)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !workspaces.iter().any(|w| w.slug == slug) {
+            admin::create_workspace(&self.db, &self.credentials.tenant_id, slug, slug).await?;
+        }
+        Ok(())
+    }
+
+    /// Stops the server after in-flight requests finish.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+        self.db.close().await;
+    }
+
+    /// Waits until the server stops (for `serve`).
+    pub async fn wait(mut self) -> Result<()> {
+        if let Some(t) = self.task.take() {
+            t.await??;
+        }
+        Ok(())
+    }
+}
+
+/// Reads `embedded.json`, or provisions the local tenant and writes it (atomically: a second
+/// process racing to do the same uses whichever file landed first).
+async fn credentials(db: &Db, data_dir: &Path) -> Result<Credentials> {
+    let file = data_dir.join("embedded.json");
+    if let Ok(text) = std::fs::read_to_string(&file) {
+        return serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is damaged: delete it to provision a new local tenant",
+                file.display()
+            )
+        });
+    }
+    let name = format!("local-{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
+    let made = admin::bootstrap(
+        db,
+        &name,
+        Plan::Unlimited,
+        "default",
+        &[Scope::Read, Scope::Write, Scope::Admin],
+    )
+    .await?;
+    let creds = Credentials {
+        tenant_id: made.tenant_id,
+        api_key: made.key.api_key.clone(),
+        workspace: made.workspace,
+    };
+    let tmp = data_dir.join(format!(".embedded.json.{}", std::process::id()));
+    {
+        use std::io::Write;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut f = options.open(&tmp)?;
+        f.write_all(serde_json::to_string_pretty(&creds)?.as_bytes())?;
+        f.sync_all()?;
+    }
+    let linked = std::fs::hard_link(&tmp, &file);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(creds),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let text = std::fs::read_to_string(&file)?;
+            Ok(serde_json::from_str(&text)?)
+        }
+        Err(e) => Err(e).with_context(|| format!("cannot write {}", file.display())),
+    }
+}

@@ -1,0 +1,162 @@
+//! Which store a command runs on: the embedded ContextQ (default), a configured ContextQ
+//! (`CONTEXT_API_URL` + `CONTEXT_API_KEY`), memory, or a local directory.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, bail};
+use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, contextq_memory_tool};
+use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers};
+
+use crate::embedded::Embedded;
+
+/// `--store` values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// ContextQ: embedded unless `CONTEXT_API_URL` is set.
+    ContextQ,
+    /// In this process only.
+    Memory,
+    /// A directory (`/memories` is `DIR/memories`).
+    Local(PathBuf),
+}
+
+impl std::str::FromStr for StoreChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "contextq" => Ok(StoreChoice::ContextQ),
+            "memory" => Ok(StoreChoice::Memory),
+            other => match other.strip_prefix("local:") {
+                Some(dir) if !dir.is_empty() => Ok(StoreChoice::Local(PathBuf::from(dir))),
+                _ => Err(format!(
+                    "unknown store {other:?}: use contextq (default), memory, or local:DIR"
+                )),
+            },
+        }
+    }
+}
+
+/// Settings shared by the commands.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The embedded default's data directory.
+    pub data_dir: PathBuf,
+    /// Pin the tree to this workspace.
+    pub workspace: Option<String>,
+}
+
+/// Where ContextQ is, for messages.
+#[derive(Debug, Clone)]
+pub struct ContextQInfo {
+    /// Base URL.
+    pub url: String,
+    /// Key (for the demo's independent read-back; never printed).
+    pub api_key: String,
+    /// The pinned workspace, if any.
+    pub workspace: Option<String>,
+    /// Whether it is the embedded server.
+    pub embedded: bool,
+}
+
+/// An opened store: the tool, and the embedded server to stop when done.
+pub struct Opened {
+    /// The memory tool.
+    pub tool: Arc<dyn MemoryToolHandlers>,
+    /// ContextQ details, when on ContextQ.
+    pub contextq: Option<ContextQInfo>,
+    /// The embedded server, when used.
+    pub embedded: Option<Embedded>,
+}
+
+impl Opened {
+    /// Stops the embedded server, if any.
+    pub async fn close(self) {
+        if let Some(e) = self.embedded {
+            e.stop().await;
+        }
+    }
+
+    /// One line saying where the memory lives.
+    pub fn describe(&self) -> String {
+        match &self.contextq {
+            Some(c) if c.embedded => format!(
+                "ContextQ: {} (embedded, workspace {})",
+                c.url,
+                c.workspace.as_deref().unwrap_or("-")
+            ),
+            Some(c) => format!(
+                "ContextQ: {} ({})",
+                c.url,
+                c.workspace
+                    .as_deref()
+                    .map(|w| format!("workspace {w}"))
+                    .unwrap_or_else(|| "first folder under /memories = workspace".into())
+            ),
+            None => "local store".to_string(),
+        }
+    }
+}
+
+/// Opens `choice`.
+pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
+    match choice {
+        StoreChoice::Memory => Ok(Opened {
+            tool: Arc::new(MemoryTool::new(MemoryStore::new())),
+            contextq: None,
+            embedded: None,
+        }),
+        StoreChoice::Local(dir) => Ok(Opened {
+            tool: Arc::new(MemoryTool::new(
+                LocalStore::new(dir).with_context(|| format!("cannot use {}", dir.display()))?,
+            )),
+            contextq: None,
+            embedded: None,
+        }),
+        StoreChoice::ContextQ => open_contextq(settings).await,
+    }
+}
+
+async fn open_contextq(settings: &Settings) -> Result<Opened> {
+    let configured = std::env::var("CONTEXT_API_URL").is_ok_and(|v| !v.trim().is_empty());
+    if configured {
+        let mut options = ContextQMemoryToolOptions::from_env();
+        if options.api_key.is_none() {
+            bail!(
+                "CONTEXT_API_URL is set but CONTEXT_API_KEY is not: set CONTEXT_API_KEY to a ContextQ key (sk_live_ + 40 hex), or unset CONTEXT_API_URL to use the embedded store"
+            );
+        }
+        options.workspace = settings.workspace.clone();
+        let info = ContextQInfo {
+            url: options.base_url.clone().unwrap_or_default(),
+            api_key: options.api_key.clone().unwrap_or_default(),
+            workspace: settings.workspace.clone(),
+            embedded: false,
+        };
+        return Ok(Opened {
+            tool: Arc::new(contextq_memory_tool(options)?),
+            contextq: Some(info),
+            embedded: None,
+        });
+    }
+    let embedded = Embedded::start(&settings.data_dir, "127.0.0.1:0").await?;
+    let workspace = settings
+        .workspace
+        .clone()
+        .unwrap_or_else(|| embedded.credentials.workspace.clone());
+    embedded.ensure_workspace(&workspace).await?;
+    let options = ContextQMemoryToolOptions::new(embedded.credentials.api_key.clone())
+        .base_url(embedded.url.clone())
+        .workspace(workspace.clone());
+    let info = ContextQInfo {
+        url: embedded.url.clone(),
+        api_key: embedded.credentials.api_key.clone(),
+        workspace: Some(workspace),
+        embedded: true,
+    };
+    Ok(Opened {
+        tool: Arc::new(contextq_memory_tool(options)?),
+        contextq: Some(info),
+        embedded: Some(embedded),
+    })
+}

@@ -1,0 +1,214 @@
+//! The `contextq-memory` binary: `exec`'s line protocol on every store, the embedded default
+//! (provisioned once, shared by processes), `demo`, and errors that name what to change.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
+
+fn exec(
+    data_dir: &std::path::Path,
+    args: &[&str],
+    input: &str,
+) -> (Vec<serde_json::Value>, String, bool) {
+    let mut child = Command::new(BIN)
+        .arg("exec")
+        .args(args)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data_dir)
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (
+        lines,
+        String::from_utf8_lossy(&out.stderr).to_string(),
+        out.status.success(),
+    )
+}
+
+const SCRIPT: &str = r#"{"command":"create","path":"/memories/notes.md","file_text":"hello\n"}
+{"command":"view","path":"/memories/notes.md"}
+
+not json
+{"command":"bogus"}
+{"command":"str_replace","path":"/memories/notes.md","old_str":"hello","new_str":"bye"}
+{"command":"view","path":"/memories"}
+"#;
+
+fn check_script(results: &[serde_json::Value]) {
+    assert_eq!(
+        results.len(),
+        6,
+        "one result per non-empty line: {results:?}"
+    );
+    assert_eq!(
+        results[0]["content"],
+        "File created successfully at: /memories/notes.md"
+    );
+    assert_eq!(results[0]["is_error"], false);
+    assert_eq!(
+        results[1]["content"],
+        "Here's the content of /memories/notes.md with line numbers:\n     1\thello\n     2\t"
+    );
+    assert_eq!(results[2]["is_error"], true);
+    assert!(
+        results[2]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error: The input line is not JSON")
+    );
+    assert_eq!(results[3]["content"], "Error: Unknown command: bogus");
+    assert_eq!(results[4]["is_error"], false);
+    assert!(
+        results[5]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("4B\t/memories/notes.md")
+    );
+}
+
+#[test]
+fn exec_on_every_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    for store in [
+        "memory",
+        &format!("local:{}", tmp.path().join("local").display()),
+        "contextq",
+    ] {
+        let data = tempfile::tempdir().unwrap();
+        let (results, stderr, ok) = exec(data.path(), &["--store", store], SCRIPT);
+        assert!(ok, "{store}: {stderr}");
+        check_script(&results);
+    }
+    assert!(
+        tmp.path().join("local/memories/notes.md").exists(),
+        "the SDK layout"
+    );
+}
+
+#[test]
+fn embedded_default_persists_and_is_shared() {
+    let data = tempfile::tempdir().unwrap();
+    let (r, stderr, ok) = exec(
+        data.path(),
+        &[],
+        r#"{"command":"create","path":"/memories/a.md","file_text":"kept"}"#,
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(r[0]["is_error"], false);
+    assert!(data.path().join("contextq.db").exists());
+    let creds = data.path().join("embedded.json");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&creds).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    let before = std::fs::read_to_string(&creds).unwrap();
+    // A second process sees the file; two at once both work on the same database.
+    let handles: Vec<_> = (0..2)
+        .map(|i| {
+            let dir = data.path().to_path_buf();
+            std::thread::spawn(move || {
+                exec(&dir, &[], &format!("{{\"command\":\"create\",\"path\":\"/memories/p{i}.md\",\"file_text\":\"x\"}}\n{{\"command\":\"view\",\"path\":\"/memories/a.md\"}}"))
+            })
+        })
+        .collect();
+    for h in handles {
+        let (r, stderr, ok) = h.join().unwrap();
+        assert!(ok, "{stderr}");
+        assert_eq!(r[0]["is_error"], false, "{r:?}");
+        assert!(r[1]["content"].as_str().unwrap().ends_with("\tkept"));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&creds).unwrap(),
+        before,
+        "provisioned once"
+    );
+    // Another workspace is created on demand and pinned.
+    let (r, _, ok) = exec(
+        data.path(),
+        &["--workspace", "side"],
+        r#"{"command":"view","path":"/memories"}"#,
+    );
+    assert!(ok);
+    assert!(!r[0]["content"].as_str().unwrap().contains("a.md"));
+}
+
+#[test]
+fn demo_runs_on_a_fresh_data_dir_and_again() {
+    let data = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        let out = Command::new(BIN)
+            .arg("demo")
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env_remove("CONTEXT_API_URL")
+            .env_remove("ANTHROPIC_API_KEY")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("Successfully renamed /memories/demo/preferences.md to /memories/demo/user/preferences.md"));
+        assert!(
+            stdout.contains("mem-tool:default/demo/user/preferences.md"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("mem-tool:default/demo/scratch.md"));
+        assert!(stdout.contains("contextq-memory chat"));
+        assert!(!stdout.contains("Error:"), "{stdout}");
+    }
+}
+
+#[test]
+fn configuration_errors_name_what_to_change() {
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["exec", "--store", "bogus"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("local:DIR"));
+    let out = Command::new(BIN)
+        .arg("exec")
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env("CONTEXT_API_URL", "http://127.0.0.1:9")
+        .env_remove("CONTEXT_API_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CONTEXT_API_KEY"));
+    let out = Command::new(BIN)
+        .arg("exec")
+        .env("CONTEXT_API_URL", "http://127.0.0.1:9")
+        .env("CONTEXT_API_KEY", "sk_live_SECRETSECRETSECRET")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("sk_live_") && !err.contains("SECRETSECRET"),
+        "{err}"
+    );
+}
