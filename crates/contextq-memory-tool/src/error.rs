@@ -92,6 +92,18 @@ pub enum Error {
         /// The full account, for Claude and for logs.
         message: String,
     },
+    /// The Anthropic Messages API answered with an error.
+    #[error("Anthropic API answered {status} {error_type}: {message}")]
+    Anthropic {
+        /// HTTP status.
+        status: u16,
+        /// `error.type` (`overloaded_error`, `invalid_request_error`, ...).
+        error_type: String,
+        /// `error.message`.
+        message: String,
+        /// The `request-id` header, for support requests.
+        request_id: Option<String>,
+    },
     /// Wrong configuration; the message names what to change.
     #[error("invalid configuration: {message}")]
     Config {
@@ -158,6 +170,7 @@ impl Error {
                 operation, source, ..
             } => format!("The memory store failed to {operation}: {source}"),
             Error::Config { message } => format!("The memory tool is misconfigured: {message}"),
+            Error::Anthropic { message, .. } => format!("The Anthropic API failed: {message}"),
         }
     }
 }

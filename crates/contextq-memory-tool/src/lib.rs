@@ -27,10 +27,14 @@
 //! - [`tool`]: [`MemoryTool`], the six commands over any [`Store`].
 //! - [`store`]: the [`Store`] trait and its local backends, [`MemoryStore`] and [`LocalStore`].
 //! - [`contextq`]: the ContextQ client, options and [`contextq::ContextQMemoryTool`].
+//! - `anthropic` (feature `runner`): the Messages API client, `ToolRunner`, context management.
 //! - `conformance` (feature `test-util`): the suite every store passes.
+//! - `testing` (feature `test-util`): a scripted stand-in for the Messages API.
 
 #![warn(missing_docs)]
 
+#[cfg(feature = "runner")]
+pub mod anthropic;
 pub mod contextq;
 pub mod error;
 pub mod handlers;
@@ -42,6 +46,8 @@ pub mod tool;
 
 #[cfg(feature = "test-util")]
 pub mod conformance;
+#[cfg(feature = "test-util")]
+pub mod testing;
 
 pub use contextq::{ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool};
 pub use error::{Error, Result};

@@ -307,7 +307,7 @@ impl Client {
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(Error::Config {
                 message: format!(
-                    "the ContextQ base URL {base_url:?} must start with http:// or https://"
+                    "the ContextQ base URL {base_url:?} must start with http:// or https://: set base_url or CONTEXT_API_URL to e.g. http://localhost:38200"
                 ),
             });
         }

@@ -1,0 +1,224 @@
+//! The Messages client and ToolRunner against the scripted stand-in, which checks each request
+//! as the real API would.
+
+use std::sync::{Arc, Mutex};
+
+use contextq_memory_tool::anthropic::{
+    AnthropicConfig, ClearToolUses, ContentBlock, MessageParam, MessageRequest, MessagesClient,
+    StopReason, ToolRunner, memory_tool,
+};
+use contextq_memory_tool::testing::ScriptedClaude;
+use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers, ToolDefinition};
+use futures::StreamExt;
+use serde_json::json;
+
+fn client(url: &str) -> MessagesClient {
+    let mut config = AnthropicConfig::new("sk-ant-test-0000000000000000");
+    config.base_url = url.to_string();
+    config.retry.initial_backoff = std::time::Duration::from_millis(5);
+    MessagesClient::new(config).unwrap()
+}
+
+fn request(text: &str) -> MessageRequest {
+    let mut r = MessageRequest::new("claude-opus-5", 1024);
+    r.messages.push(MessageParam::user(text));
+    r
+}
+
+#[tokio::test]
+async fn remembers_and_recalls_through_the_tool_loop() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let store = Arc::new(MemoryTool::new(MemoryStore::new()));
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    let mut runner = ToolRunner::new(
+        client(&claude.url),
+        ClearToolUses::default().apply(request(
+            "Remember under /memories/acme/ that FACT: the sky is green",
+        )),
+    )
+    .tool(memory_tool(store.clone()))
+    .on_tool_call(move |c| {
+        seen.lock()
+            .unwrap()
+            .push((c.input.clone(), c.result.clone()))
+    });
+    let mut messages = Vec::new();
+    while let Some(m) = runner.next_message().await {
+        messages.push(m.unwrap());
+    }
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0].stop_reason, Some(StopReason::ToolUse));
+    assert_eq!(messages[1].text(), "Saved it.");
+    assert!(messages[1].context_management.is_some());
+    assert_eq!(
+        calls.lock().unwrap()[0].1.content,
+        "File created successfully at: /memories/acme/fact.md"
+    );
+    assert!(claude.violations().is_empty(), "{:?}", claude.violations());
+
+    // The request the API saw: tool definition, headers, context management, tool results.
+    let reqs = claude.requests();
+    let first = &reqs[0];
+    assert_eq!(
+        first.body["tools"],
+        json!([{"type": "memory_20250818", "name": "memory"}])
+    );
+    assert_eq!(first.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(
+        first.header("anthropic-beta"),
+        Some("context-management-2025-06-27")
+    );
+    assert_eq!(first.header("x-api-key"), Some("sk-ant-…0000"));
+    assert_eq!(
+        first.body["context_management"]["edits"][0]["exclude_tools"],
+        json!(["memory"])
+    );
+    let second = &reqs[1].body["messages"];
+    assert_eq!(second[2]["content"][0]["type"], "tool_result");
+    assert_eq!(
+        second[2]["content"][0]["tool_use_id"],
+        second[1]["content"][1]["id"]
+    );
+    assert!(second[2]["content"][0].get("is_error").is_none());
+    // The unknown block came back verbatim inside the assistant message.
+    assert_eq!(
+        second[1]["content"][2],
+        json!({"type": "x_standin_marker", "seq": 1, "nested": {"keep": [1, 2, 3]}})
+    );
+
+    // A separate conversation recalls it.
+    let mut recall = ToolRunner::new(
+        client(&claude.url),
+        request("What did I ask you to remember under /memories/acme/?"),
+    )
+    .tool(memory_tool(store));
+    let last = recall.run().await.unwrap();
+    assert_eq!(last.text(), "You told me: the sky is green");
+    assert!(claude.violations().is_empty(), "{:?}", claude.violations());
+}
+
+#[tokio::test]
+async fn errors_reach_claude_as_is_error_results() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let tool = MemoryTool::new(MemoryStore::new());
+    let mut runner = ToolRunner::new(
+        client(&claude.url),
+        request("What is under /memories/nothing-here/?"),
+    )
+    .tool(memory_tool(tool));
+    let last = runner.run().await.unwrap();
+    assert!(
+        last.text().starts_with(
+            "The memory tool failed: Error: The path /memories/nothing-here/fact.md does not exist"
+        ),
+        "{}",
+        last.text()
+    );
+    let reqs = claude.requests();
+    assert_eq!(reqs[1].body["messages"][2]["content"][0]["is_error"], true);
+    assert!(claude.violations().is_empty());
+}
+
+#[tokio::test]
+async fn parallel_calls_keep_same_path_order_and_answer_every_id() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let tool = Arc::new(MemoryTool::new(MemoryStore::new()));
+    let mut runner =
+        ToolRunner::new(client(&claude.url), request("PARALLEL")).tool(memory_tool(tool.clone()));
+    let last = runner.run().await.unwrap();
+    assert!(claude.violations().is_empty(), "{:?}", claude.violations());
+    // The view of a.md ran after its create (same path), so it saw the fact.
+    assert!(last.text().contains("You told me: a"), "{}", last.text());
+    let results = &runner.messages()[2].content;
+    assert_eq!(results.len(), 3);
+    for b in results {
+        assert!(
+            matches!(
+                b,
+                ContentBlock::ToolResult {
+                    is_error: false,
+                    ..
+                }
+            ),
+            "{b:?}"
+        );
+    }
+    assert!(
+        !tool
+            .execute(json!({"command": "view", "path": "/memories/p/b.md"}))
+            .await
+            .is_error
+    );
+}
+
+#[tokio::test]
+async fn retries_429_and_529_and_streams_messages() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let runner = ToolRunner::new(
+        client(&claude.url),
+        request("RATE_LIMITED_ONCE OVERLOADED_ONCE hi"),
+    );
+    let messages: Vec<_> = runner.into_stream().collect().await;
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        messages[0].as_ref().unwrap().text(),
+        "Hello from the stand-in."
+    );
+    assert_eq!(claude.requests().len(), 3, "429, 529, then success");
+}
+
+#[tokio::test]
+async fn api_errors_keep_status_type_and_request_id() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    // A memory tool definition with a wrong name is refused the way the API would.
+    let mut r = request("hi");
+    r.tools.push(
+        ToolDefinition::new()
+            .with("name", json!("ignored"))
+            .to_json(),
+    );
+    r.tools[0]["name"] = json!("notes");
+    let err = client(&claude.url)
+        .create(&r.beta("context-management-2025-06-27"))
+        .await
+        .unwrap_err();
+    match err {
+        contextq_memory_tool::Error::Anthropic {
+            status,
+            error_type,
+            message,
+            request_id,
+        } => {
+            assert_eq!(status, 400);
+            assert_eq!(error_type, "invalid_request_error");
+            assert!(message.contains("named \"memory\""), "{message}");
+            assert_eq!(request_id.as_deref(), Some("req_standin"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without the beta the memory tool is refused too; the runner adds it by itself.
+    let mut plain = request("hi");
+    plain.tools.push(ToolDefinition::new().to_json());
+    assert!(client(&claude.url).create(&plain).await.is_err());
+    let ok = ToolRunner::new(client(&claude.url), request("hi"))
+        .tool(memory_tool(MemoryTool::new(MemoryStore::new())))
+        .run()
+        .await;
+    assert!(ok.is_ok());
+}
+
+#[tokio::test]
+async fn max_iterations_bounds_the_loop() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let mut runner = ToolRunner::new(
+        client(&claude.url),
+        request("Remember under /memories/x/ that FACT: y"),
+    )
+    .tool(memory_tool(MemoryTool::new(MemoryStore::new())))
+    .max_iterations(1);
+    let last = runner.run().await.unwrap();
+    assert_eq!(last.stop_reason, Some(StopReason::ToolUse));
+    assert!(runner.hit_iteration_limit());
+    assert_eq!(claude.requests().len(), 1);
+}
