@@ -4,7 +4,9 @@
 //! this process over SQLite in the data directory, so it works on a fresh machine with nothing
 //! else installed.
 
+mod chat;
 mod demo;
+mod e2e;
 mod embedded;
 mod exec;
 mod stores;
@@ -44,6 +46,30 @@ enum Command {
     },
     /// Run a realistic memory session through the adapter and server, and show the rows.
     Demo,
+    /// Talk to Claude with the memory tool (one user turn per stdin line; needs ANTHROPIC_API_KEY).
+    Chat {
+        /// Model id.
+        #[arg(long, env = "ANTHROPIC_MODEL", default_value = "claude-opus-5")]
+        model: String,
+        /// System prompt.
+        #[arg(long)]
+        system: Option<String>,
+        /// Output cap per response.
+        #[arg(long, default_value_t = 4096)]
+        max_tokens: u32,
+    },
+    /// The live end-to-end check: throwaway tenant, two Claude turns, independent verification.
+    E2e {
+        /// The server's database (default: a temporary SQLite file).
+        #[arg(long)]
+        database_url: Option<String>,
+        /// A running server on that database (default: one in this process).
+        #[arg(long)]
+        contextq_url: Option<String>,
+        /// Model id.
+        #[arg(long, env = "ANTHROPIC_MODEL", default_value = "claude-opus-5")]
+        model: String,
+    },
     /// Serve the embedded store over HTTP so other processes can share it.
     Serve {
         /// Address to listen on.
@@ -87,6 +113,39 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let result = demo::run(&opened).await;
             opened.close().await;
             result?;
+        }
+        Command::Chat {
+            model,
+            system,
+            max_tokens,
+        } => {
+            let opened = stores::open(&StoreChoice::ContextQ, &settings).await?;
+            let result = chat::run(
+                &opened,
+                chat::ChatOptions {
+                    model,
+                    system,
+                    max_tokens,
+                },
+            )
+            .await;
+            opened.close().await;
+            result?;
+        }
+        Command::E2e {
+            database_url,
+            contextq_url,
+            model,
+        } => {
+            let ok = e2e::run(e2e::E2eOptions {
+                database_url,
+                contextq_url,
+                model,
+            })
+            .await?;
+            if !ok {
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Command::Serve { listen } => {
             let server = embedded::Embedded::start(&settings.data_dir, &listen).await?;

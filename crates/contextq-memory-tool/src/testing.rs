@@ -130,7 +130,7 @@ fn validate(headers: &HeaderMap, body: &Value, produced: &[Value]) -> Result<(),
     if !body["model"].is_string() {
         return Err("model: field required".into());
     }
-    if !body["max_tokens"].as_u64().is_some_and(|n| n > 0) {
+    if body["max_tokens"].as_u64().is_none_or(|n| n == 0) {
         return Err("max_tokens: must be a positive integer".into());
     }
     let Some(messages) = body["messages"].as_array().filter(|m| !m.is_empty()) else {

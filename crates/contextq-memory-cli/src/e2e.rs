@@ -1,0 +1,286 @@
+//! `contextq-memory e2e`: the seed's live end-to-end check with a real Claude and a real ContextQ.
+//!
+//! 1. A throwaway tenant, owner user and API key (read+write+admin) are created by direct INSERT
+//!    into the server's database (SQLite or PostgreSQL; schema in docs/schema.md).
+//! 2. A workspace is created through the API.
+//! 3. Turn 1 asks Claude to remember a fact under `/memories/<ws>/`; turn 2, a separate
+//!    conversation, asks it to recall the fact.
+//! 4. `GET /api/contexts` checks independently that the fact landed in ContextQ.
+//! 5. Cleanup runs whatever happened, in the seed's order: the contexts and the workspace via the
+//!    API, then the key row, the user row, and the tenant row only when no chained audit row
+//!    forbids it (then it is left in place and the run says so).
+//!
+//! The resolved Anthropic base URL is logged on every run; without `ANTHROPIC_API_KEY` it says
+//! why it cannot run and exits 0.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result, bail};
+use std::sync::Arc;
+
+use contextq_memory_tool::anthropic::{
+    AnthropicConfig, MemoryRunnableTool, MessageParam, MessageRequest, MessagesClient, ToolRunner,
+};
+use contextq_memory_tool::contextq::{
+    ContextQMemoryTool, ContextQMemoryToolOptions, client::ListParams, contextq_memory_tool,
+};
+use contextq_server::{AppState, Db, DbOptions, ServerConfig};
+use sqlx::Row;
+
+/// Options of `e2e`.
+pub struct E2eOptions {
+    /// The server's database (default: a new temporary SQLite file).
+    pub database_url: Option<String>,
+    /// A running server on that database (default: one started in this process).
+    pub contextq_url: Option<String>,
+    /// Model id.
+    pub model: String,
+}
+
+struct Throwaway {
+    tenant_id: String,
+    user_id: String,
+    key_id: String,
+    api_key: String,
+}
+
+async fn insert_throwaway(db: &Db, tag: &str) -> Result<Throwaway> {
+    let now = contextq_server::model::now();
+    let t = Throwaway {
+        tenant_id: format!("ten_{tag}"),
+        user_id: format!("usr_{tag}"),
+        key_id: format!("key_{tag}"),
+        api_key: contextq_server::auth::generate_key(),
+    };
+    sqlx::query("INSERT INTO tenants (id, name, plan, created_at) VALUES ($1, $2, 'free', $3)")
+        .bind(t.tenant_id.clone())
+        .bind(format!("e2e-{tag}"))
+        .bind(now.clone())
+        .execute(db.pool())
+        .await?;
+    sqlx::query("INSERT INTO users (id, tenant_id, email, role, created_at) VALUES ($1, $2, $3, 'owner', $4)")
+        .bind(t.user_id.clone())
+        .bind(t.tenant_id.clone())
+        .bind(format!("e2e-{tag}@example.invalid"))
+        .bind(now.clone())
+        .execute(db.pool())
+        .await?;
+    sqlx::query(
+        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at) VALUES ($1, $2, $3, $4, $5, 'read,write,admin', $6)",
+    )
+    .bind(t.key_id.clone())
+    .bind(t.tenant_id.clone())
+    .bind(t.user_id.clone())
+    .bind(contextq_server::auth::hash_key(&t.api_key))
+    .bind(t.api_key[t.api_key.len() - 4..].to_string())
+    .bind(now)
+    .execute(db.pool())
+    .await?;
+    Ok(t)
+}
+
+/// Runs the e2e; `Ok(true)` when the fact was saved, recalled and verified.
+pub async fn run(options: E2eOptions) -> Result<bool> {
+    let anthropic = AnthropicConfig::from_env();
+    let base = anthropic
+        .as_ref()
+        .map(|c| c.base_url.clone())
+        .unwrap_or_else(|_| {
+            std::env::var("ANTHROPIC_BASE_URL")
+                .unwrap_or_else(|_| contextq_memory_tool::anthropic::DEFAULT_BASE_URL.into())
+        });
+    println!("anthropic base url: {base}");
+    let Ok(anthropic) = anthropic else {
+        println!(
+            "ANTHROPIC_API_KEY is not set: the live e2e needs a real Claude API key, so nothing was run (not a failure)."
+        );
+        return Ok(true);
+    };
+
+    let tmp = tempfile::tempdir()?;
+    let database_url = options.database_url.unwrap_or_else(|| {
+        format!(
+            "sqlite:{}",
+            PathBuf::from(tmp.path()).join("e2e.db").display()
+        )
+    });
+    let db = Db::connect(&database_url, &DbOptions::default())
+        .await
+        .with_context(|| {
+            format!(
+                "cannot open {}",
+                contextq_server::db::redact_url(&database_url)
+            )
+        })?;
+    let (url, stop) = match options.contextq_url {
+        Some(u) => (u, None),
+        None => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let url = format!("http://{}", listener.local_addr()?);
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            tokio::spawn(contextq_server::serve(
+                listener,
+                AppState::new(db.clone(), ServerConfig::default()),
+                async {
+                    let _ = rx.await;
+                },
+            ));
+            (url, Some(tx))
+        }
+    };
+    println!("contextq: {url}");
+    let tag = format!("{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
+    let t = insert_throwaway(&db, &tag).await?;
+    println!(
+        "throwaway tenant {} with key {} (read, write, admin)",
+        t.tenant_id,
+        contextq_server::auth::mask_key(&t.api_key)
+    );
+    let workspace = format!("e2e-{tag}");
+    let fact = format!("the e2e code word is {}", &tag[..8]);
+    let tool = Arc::new(contextq_memory_tool(
+        ContextQMemoryToolOptions::new(t.api_key.clone()).base_url(url.clone()),
+    )?);
+
+    let outcome = conversation(&anthropic, &options.model, &tool, &workspace, &fact).await;
+    let cleanup = cleanup(&db, &tool, &t, &workspace).await;
+    if let Some(stop) = stop {
+        let _ = stop.send(());
+    }
+    db.close().await;
+    let verified = match outcome {
+        Ok(v) => v,
+        Err(e) => {
+            println!("FAILED: {e:#}");
+            false
+        }
+    };
+    if let Err(e) = cleanup {
+        println!("cleanup failed: {e:#}");
+        return Ok(false);
+    }
+    Ok(verified)
+}
+
+async fn conversation(
+    anthropic: &AnthropicConfig,
+    model: &str,
+    tool: &Arc<ContextQMemoryTool>,
+    workspace: &str,
+    fact: &str,
+) -> Result<bool> {
+    let client = MessagesClient::new(anthropic.clone())?;
+    tool.store()
+        .client()
+        .create_workspace(workspace, "e2e")
+        .await
+        .context("creating the workspace through the API")?;
+    println!("workspace {workspace} created through the API");
+    let turns = [
+        format!(
+            "Remember this fact under /memories/{workspace}/ with your memory tool, in a file there. FACT: {fact}"
+        ),
+        format!(
+            "What fact did I ask you to remember under /memories/{workspace}/? Check your memory to answer."
+        ),
+    ];
+    let mut last_text = String::new();
+    for (i, prompt) in turns.iter().enumerate() {
+        println!("\nturn {} (a new conversation): {prompt}", i + 1);
+        let mut request = MessageRequest::new(model, 2048);
+        request.messages.push(MessageParam::user(prompt.clone()));
+        let mut runner = ToolRunner::new(client.clone(), request)
+            .tool(MemoryRunnableTool::from_arc(tool.clone()))
+            .on_tool_call(|c| println!("{}", crate::chat::describe_call(c)));
+        let last = runner.run().await.context("the conversation failed")?;
+        last_text = last.text();
+        println!("claude: {last_text}");
+    }
+    let rows = tool
+        .store()
+        .client()
+        .list_all(&ListParams {
+            workspace: Some(workspace.to_string()),
+            tag: Some("mem-tool".into()),
+            ..Default::default()
+        })
+        .await?;
+    let mut landed = false;
+    for row in &rows {
+        if let Some(f) = tool.store().client().get(&row.id).await?
+            && f.context.content.contains(fact)
+        {
+            println!(
+                "verified with GET /api/contexts: {} (version {}) holds the fact",
+                row.external_id, row.version
+            );
+            landed = true;
+        }
+    }
+    if !landed {
+        bail!(
+            "no context in workspace {workspace} holds the fact ({} rows)",
+            rows.len()
+        );
+    }
+    let code = fact.rsplit(' ').next().unwrap_or(fact);
+    let recalled = last_text.contains(code);
+    println!(
+        "{}",
+        if recalled {
+            "recall: Claude's answer contains the fact"
+        } else {
+            "recall: Claude's answer does NOT contain the fact"
+        }
+    );
+    Ok(recalled)
+}
+
+async fn cleanup(db: &Db, tool: &ContextQMemoryTool, t: &Throwaway, workspace: &str) -> Result<()> {
+    println!("\ncleanup");
+    let client = tool.store().client();
+    let rows = client
+        .list_all(&ListParams {
+            workspace: Some(workspace.to_string()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_default();
+    for row in &rows {
+        client.delete(&row.id, None).await?;
+    }
+    println!("  deleted {} context(s) via the API", rows.len());
+    match client.delete_workspace(workspace).await {
+        Ok(()) => println!("  deleted workspace {workspace} via the API"),
+        Err(contextq_memory_tool::Error::Api { status: 404, .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    sqlx::query("DELETE FROM api_keys WHERE id = $1")
+        .bind(t.key_id.clone())
+        .execute(db.pool())
+        .await?;
+    println!("  deleted the API key row");
+    sqlx::query("DELETE FROM users WHERE id = $1")
+        .bind(t.user_id.clone())
+        .execute(db.pool())
+        .await?;
+    println!("  deleted the user row");
+    let chained: i64 = sqlx::query("SELECT COUNT(*) AS n FROM activity_logs WHERE tenant_id = $1")
+        .bind(t.tenant_id.clone())
+        .fetch_one(db.pool())
+        .await?
+        .try_get("n")?;
+    if chained > 0 {
+        println!(
+            "  left tenant row {} in place: it has {chained} chained audit rows, and the hash chain is global, so deleting them would break verification for every later row",
+            t.tenant_id
+        );
+    } else {
+        sqlx::query("DELETE FROM tenants WHERE id = $1")
+            .bind(t.tenant_id.clone())
+            .execute(db.pool())
+            .await?;
+        println!("  deleted the tenant row");
+    }
+    Ok(())
+}
