@@ -37,6 +37,8 @@ struct Shared {
     rules: Arc<Mutex<Vec<Rule>>>,
     log: Arc<Mutex<Vec<String>>>,
     strip_conditional: bool,
+    /// Percent (0..=100) of requests that get a random fault, and how many were injected.
+    chaos: Arc<Mutex<(u32, Vec<&'static str>)>>,
 }
 
 pub struct Proxy {
@@ -78,6 +80,21 @@ impl Proxy {
             fault,
             remaining: times,
         });
+    }
+
+    /// From now on, `percent` of requests get a random fault (5xx, 429, delay, drop before or
+    /// after forwarding), in equal shares.
+    pub fn chaos(&self, percent: u32) {
+        self.shared.chaos.lock().unwrap().0 = percent;
+    }
+
+    /// Faults injected by chaos so far, by kind.
+    pub fn chaos_counts(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        let mut m = std::collections::BTreeMap::new();
+        for k in &self.shared.chaos.lock().unwrap().1 {
+            *m.entry(*k).or_insert(0) += 1;
+        }
+        m
     }
 
     pub fn clear_faults(&self) {
@@ -129,6 +146,27 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
             r.fault.clone()
         })
     };
+    let fault = fault.or_else(|| {
+        let mut chaos = s.chaos.lock().unwrap();
+        if chaos.0 == 0 || fastrand::u32(0..100) >= chaos.0 {
+            return None;
+        }
+        let (kind, f) = match fastrand::u32(0..5) {
+            0 => (
+                "5xx",
+                Fault::Status([500, 502, 503][fastrand::usize(0..3)], None),
+            ),
+            1 => ("429", Fault::Status(429, Some(0))),
+            2 => (
+                "delay",
+                Fault::Delay(Duration::from_millis(fastrand::u64(1..40))),
+            ),
+            3 => ("drop", Fault::Drop),
+            _ => ("lost answer", Fault::ForwardThenDrop),
+        };
+        chaos.1.push(kind);
+        Some(f)
+    });
     match &fault {
         Some(Fault::Status(code, retry_after)) => {
             let mut b = Response::builder()
