@@ -18,6 +18,9 @@ use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_contextq-server");
 
+/// Acknowledged state: externalId -> (version, writer, write number).
+type Acked = Arc<Mutex<HashMap<String, (i64, usize, usize)>>>;
+
 fn spawn_server(db: &str) -> (Child, String) {
     let mut child = Command::new(BIN)
         .args(["serve", "--database-url", db, "--listen", "127.0.0.1:0"])
@@ -59,8 +62,7 @@ async fn acknowledged_writes_survive_kill_9() {
 
             let (mut child, base) = spawn_server(&url);
             let api = Api::new(&base, &key.api_key);
-            // Acknowledged state: externalId -> (version, writer, write number).
-            let acked: Arc<Mutex<HashMap<String, (i64, usize, usize)>>> = Default::default();
+            let acked: Acked = Default::default();
             let mut writers = Vec::new();
             for w in 0..4 {
                 let api = api.clone();
