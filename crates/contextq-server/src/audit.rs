@@ -8,7 +8,7 @@
 //! that was edited, removed or inserted out of order.
 
 use sha2::{Digest, Sha256};
-use sqlx::{Any, Row, Transaction};
+use sqlx::{AnyConnection, Row};
 
 use crate::db::Db;
 use crate::error::Result;
@@ -72,10 +72,10 @@ pub fn row_hash(
 
 impl Chain {
     /// Locks the head row for the rest of `tx` and reads it.
-    pub async fn lock(tx: &mut Transaction<'static, Any>) -> Result<Chain> {
+    pub async fn lock(tx: &mut AnyConnection) -> Result<Chain> {
         let row =
             sqlx::query("UPDATE audit_head SET seq = seq WHERE id = 1 RETURNING seq, last_hash")
-                .fetch_one(&mut **tx)
+                .fetch_one(&mut *tx)
                 .await?;
         Ok(Chain {
             seq: row.try_get("seq")?,
@@ -85,11 +85,7 @@ impl Chain {
     }
 
     /// Appends `record` to the chain.
-    pub async fn append(
-        &mut self,
-        tx: &mut Transaction<'static, Any>,
-        record: Record<'_>,
-    ) -> Result<()> {
+    pub async fn append(&mut self, tx: &mut AnyConnection, record: Record<'_>) -> Result<()> {
         let seq = self.seq + 1;
         let created_at = crate::model::now();
         let hash = row_hash(
@@ -117,7 +113,7 @@ impl Chain {
         .bind(created_at)
         .bind(self.last_hash.clone())
         .bind(hash.clone())
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
         self.seq = seq;
         self.last_hash = Some(hash);
@@ -126,12 +122,12 @@ impl Chain {
     }
 
     /// Moves the head to the last appended row (call before commit).
-    pub async fn finish(self, tx: &mut Transaction<'static, Any>) -> Result<()> {
+    pub async fn finish(self, tx: &mut AnyConnection) -> Result<()> {
         if self.changed {
             sqlx::query("UPDATE audit_head SET seq = $1, last_hash = $2 WHERE id = 1")
                 .bind(self.seq)
                 .bind(self.last_hash)
-                .execute(&mut **tx)
+                .execute(&mut *tx)
                 .await?;
         }
         Ok(())

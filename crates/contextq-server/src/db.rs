@@ -77,6 +77,35 @@ const POSTGRES_MIGRATIONS: &[Migration] = &[Migration {
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
+    writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A write transaction (and, on SQLite, this process's writer slot until it ends).
+#[derive(Debug)]
+pub struct WriteTx {
+    tx: Transaction<'static, Any>,
+    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl WriteTx {
+    /// Commits (and frees the writer slot).
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
 }
 
 /// Pool settings.
@@ -130,7 +159,11 @@ impl Db {
             .connect(&url)
             .await
             .map_err(|e| Error::Connect(redact_url(&url), e))?;
-        let db = Db { pool, backend };
+        let db = Db {
+            pool,
+            backend,
+            writer: Default::default(),
+        };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
             sqlx::query("PRAGMA journal_mode = WAL")
@@ -152,10 +185,24 @@ impl Db {
     }
 
     /// Starts a read-write transaction that takes the write lock at once.
-    pub async fn begin_write(&self) -> Result<Transaction<'static, Any>> {
+    ///
+    /// SQLite has one writer at a time: writers of this process queue on a fair async lock
+    /// first (held until commit or drop), so they never spin in SQLite's busy handler, whose
+    /// sleeps (up to 100 ms) would otherwise dominate tail latency; the busy timeout still
+    /// arbitrates between processes. PostgreSQL writers serialise on the audit head row lock.
+    pub async fn begin_write(&self) -> Result<WriteTx> {
         Ok(match self.backend {
-            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await?,
-            Backend::Postgres => self.pool.begin().await?,
+            Backend::Sqlite => {
+                let guard = self.writer.clone().lock_owned().await;
+                WriteTx {
+                    tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+                    _guard: Some(guard),
+                }
+            }
+            Backend::Postgres => WriteTx {
+                tx: self.pool.begin().await?,
+                _guard: None,
+            },
         })
     }
 

@@ -8,10 +8,10 @@
 //! never apart.
 
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
+use sqlx::{AnyConnection, Row};
 
 use crate::audit::{Chain, Record};
-use crate::db::Db;
+use crate::db::{Db, WriteTx};
 use crate::error::ApiError;
 use crate::model::{
     Context, ContextInput, ContextSummary, MAX_BULK_ITEMS, MAX_CONTENT_BYTES,
@@ -48,13 +48,13 @@ impl<'a> Actor<'a> {
     }
 }
 
-async fn begin(db: &Db) -> Result<(Transaction<'static, Any>, Chain)> {
+async fn begin(db: &Db) -> Result<(WriteTx, Chain)> {
     let mut tx = db.begin_write().await?;
     let chain = Chain::lock(&mut tx).await?;
     Ok((tx, chain))
 }
 
-async fn commit(mut tx: Transaction<'static, Any>, chain: Chain) -> Result<()> {
+async fn commit(mut tx: WriteTx, chain: Chain) -> Result<()> {
     chain.finish(&mut tx).await?;
     tx.commit().await?;
     Ok(())
@@ -118,17 +118,13 @@ pub async fn list_workspaces(db: &Db, tenant_id: &str) -> Result<Vec<Workspace>>
     rows.iter().map(workspace_from_row).collect()
 }
 
-async fn workspace_in_tx(
-    tx: &mut Transaction<'static, Any>,
-    tenant_id: &str,
-    slug: &str,
-) -> Result<Workspace> {
+async fn workspace_in_tx(tx: &mut AnyConnection, tenant_id: &str, slug: &str) -> Result<Workspace> {
     let row = sqlx::query(
         "SELECT id, slug, name, archived, created_at FROM workspaces WHERE tenant_id = $1 AND slug = $2",
     )
     .bind(tenant_id.to_string())
     .bind(slug.to_string())
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| ApiError::not_found(format!("workspace {slug:?} does not exist")))?;
     workspace_from_row(&row)
@@ -407,14 +403,14 @@ fn check_tags(tags: &[String]) -> Result<()> {
 }
 
 async fn replace_tags(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut AnyConnection,
     tenant_id: &str,
     context_id: &str,
     tags: &[String],
 ) -> Result<()> {
     sqlx::query("DELETE FROM context_tags WHERE context_id = $1")
         .bind(context_id.to_string())
-        .execute(&mut **tx)
+        .execute(&mut *tx)
         .await?;
     let mut seen = std::collections::HashSet::new();
     for tag in tags.iter().filter(|t| seen.insert(t.as_str())) {
@@ -422,16 +418,16 @@ async fn replace_tags(
             .bind(context_id.to_string())
             .bind(tenant_id.to_string())
             .bind(tag.clone())
-            .execute(&mut **tx)
+            .execute(&mut *tx)
             .await?;
     }
     Ok(())
 }
 
-async fn plan_of(tx: &mut Transaction<'static, Any>, tenant_id: &str) -> Result<Plan> {
+async fn plan_of(tx: &mut AnyConnection, tenant_id: &str) -> Result<Plan> {
     let plan: String = sqlx::query("SELECT plan FROM tenants WHERE id = $1")
         .bind(tenant_id.to_string())
-        .fetch_one(&mut **tx)
+        .fetch_one(&mut *tx)
         .await?
         .try_get("plan")?;
     plan.parse().map_err(|_| ApiError::internal())
@@ -633,7 +629,7 @@ pub async fn bulk_upsert(
 
 /// Locks and checks a context for a change: exists, workspace writable, version matches.
 async fn writable(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut AnyConnection,
     tenant_id: &str,
     id: &str,
     if_match: Option<i64>,
@@ -644,7 +640,7 @@ async fn writable(
     )
     .bind(id.to_string())
     .bind(tenant_id.to_string())
-    .fetch_optional(&mut **tx)
+    .fetch_optional(&mut *tx)
     .await?
     .ok_or_else(|| ApiError::not_found(format!("context {id:?} does not exist")))?;
     if row.try_get::<i64, _>("archived")? != 0 {

@@ -1,0 +1,602 @@
+//! `contextq-bench`: measures the memory tool on ContextQ and prints tables (docs/benchmarks.md).
+//!
+//! The server runs as a separate process (the release `contextq-server` next to this binary),
+//! on loopback, so its peak memory can be read and client and server do not share a runtime.
+//!
+//! ```sh
+//! cargo build --release -p contextq-server -p contextq-bench -p contextq-memory-cli
+//! target/release/contextq-bench commands [--postgres-url URL]
+//! target/release/contextq-bench overhead
+//! target/release/contextq-bench scale [--postgres-url URL]
+//! target/release/contextq-bench trace --commands 10000 --out trace.jsonl   # for bench/references.sh
+//! ```
+
+mod trace;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+use contextq_memory_tool::MemoryToolHandlers;
+use contextq_memory_tool::contextq::{
+    ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool,
+};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+#[command(
+    name = "contextq-bench",
+    about = "Benchmarks of the memory tool on ContextQ"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Per command: ops/s, p50/p99 at concurrency 1 and 16, HTTP requests per command.
+    Commands {
+        /// Operations per command and concurrency.
+        #[arg(long, default_value_t = 800)]
+        ops: usize,
+        /// Also run on PostgreSQL (a fresh database is created through this URL).
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
+    /// The same `view` through the tool and as a bare HTTP GET, in one run.
+    Overhead {
+        /// Pairs of requests.
+        #[arg(long, default_value_t = 3000)]
+        ops: usize,
+    },
+    /// Listing 1k/10k/100k files; edits on 1 KiB/100 KiB/1 MiB files; server peak memory.
+    Scale {
+        /// Largest listing.
+        #[arg(long, default_value_t = 100_000)]
+        max_files: usize,
+        /// Also run on PostgreSQL.
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
+    /// Writes the deterministic command trace (JSON lines).
+    Trace {
+        #[arg(long, default_value_t = 10_000)]
+        commands: usize,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+}
+
+struct Server {
+    child: Child,
+    url: String,
+    key: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn server_bin() -> Result<std::path::PathBuf> {
+    let bin = std::env::current_exe()?.with_file_name("contextq-server");
+    if !bin.exists() {
+        bail!(
+            "{} not found: cargo build --release -p contextq-server -p contextq-bench",
+            bin.display()
+        );
+    }
+    Ok(bin)
+}
+
+async fn database(
+    backend: &str,
+    postgres: Option<&str>,
+) -> Result<(String, Option<tempfile::TempDir>)> {
+    if backend == "sqlite" {
+        let dir = tempfile::tempdir()?;
+        return Ok((
+            format!("sqlite:{}", dir.path().join("bench.db").display()),
+            Some(dir),
+        ));
+    }
+    let admin = postgres.context("no PostgreSQL URL")?;
+    use sqlx::Connection;
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(admin).await?;
+    let name = format!("cqbench_{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await?;
+    let cut = admin
+        .rfind('/')
+        .context("a PostgreSQL URL ends with /DATABASE")?;
+    Ok((format!("{}/{name}", &admin[..cut]), None))
+}
+
+fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {
+    let bin = server_bin()?;
+    let out = Command::new(&bin)
+        .args([
+            "admin",
+            "--database-url",
+            db,
+            "bootstrap",
+            "--tenant",
+            "bench",
+            "--plan",
+            "unlimited",
+            "--workspace",
+            "ws",
+        ])
+        .output()?;
+    if !out.status.success() {
+        bail!("bootstrap failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let boot: Value = serde_json::from_slice(&out.stdout)?;
+    let mut child = Command::new(&bin)
+        .args(["serve", "--database-url", db, "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+    Ok(Server {
+        child,
+        url: format!("http://{}", line.trim()),
+        key: boot["apiKey"].as_str().unwrap_or_default().to_string(),
+        _dir: dir,
+    })
+}
+
+impl Server {
+    fn tool(&self, url: &str, workspace: &str) -> Result<ContextQMemoryTool> {
+        Ok(contextq_memory_tool(
+            ContextQMemoryToolOptions::new(self.key.clone())
+                .base_url(url)
+                .workspace(workspace),
+        )?)
+    }
+
+    /// Peak resident memory of the server process (VmHWM), in MiB.
+    fn peak_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let kb: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmHWM:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        Some(kb / 1024.0)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A forwarding proxy that counts requests (for HTTP requests per command).
+struct Counter {
+    url: String,
+    count: Arc<AtomicUsize>,
+}
+
+async fn counter(upstream: &str) -> Result<Counter> {
+    let count = Arc::new(AtomicUsize::new(0));
+    let (c, up, http) = (count.clone(), upstream.to_string(), reqwest::Client::new());
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let (c, up, http) = (c.clone(), up.clone(), http.clone());
+        async move {
+            c.fetch_add(1, Ordering::Relaxed);
+            let method = req.method().clone();
+            let path = req
+                .uri()
+                .path_and_query()
+                .map(|p| p.to_string())
+                .unwrap_or_default();
+            let headers = req.headers().clone();
+            let body = axum::body::to_bytes(req.into_body(), 64 << 20)
+                .await
+                .unwrap_or_default();
+            let mut r = http.request(method, format!("{up}{path}")).body(body);
+            for h in ["authorization", "content-type", "if-match"] {
+                if let Some(v) = headers.get(h) {
+                    r = r.header(h, v);
+                }
+            }
+            let resp = r.send().await.expect("upstream");
+            let mut b = axum::http::Response::builder().status(resp.status().as_u16());
+            for h in ["content-type", "etag"] {
+                if let Some(v) = resp.headers().get(h) {
+                    b = b.header(h, v.as_bytes());
+                }
+            }
+            b.body(axum::body::Body::from(
+                resp.bytes().await.unwrap_or_default(),
+            ))
+            .expect("response")
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(Counter { url, count })
+}
+
+struct Stats {
+    ops: usize,
+    wall: Duration,
+    p50: Duration,
+    p99: Duration,
+    mean: Duration,
+}
+
+fn stats(mut lat: Vec<Duration>, wall: Duration) -> Stats {
+    lat.sort();
+    let at = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
+    let mean = lat.iter().sum::<Duration>() / lat.len().max(1) as u32;
+    Stats {
+        ops: lat.len(),
+        wall,
+        p50: at(0.50),
+        p99: at(0.99),
+        mean,
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1000.0)
+}
+
+/// Runs `ops` inputs (from `make(task, i)`) on `conc` tasks sharing `tool`.
+async fn drive<F>(tool: &Arc<ContextQMemoryTool>, conc: usize, ops: usize, make: F) -> Result<Stats>
+where
+    F: Fn(usize, usize) -> Value + Send + Sync + 'static,
+{
+    let make = Arc::new(make);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..conc {
+        let (tool, make) = (tool.clone(), make.clone());
+        let n = ops / conc + usize::from(t < ops % conc);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(n);
+            for i in 0..n {
+                let input = make(t, i);
+                let s = Instant::now();
+                let r = tool.execute(input.clone()).await;
+                lat.push(s.elapsed());
+                if r.is_error {
+                    return Err(anyhow::anyhow!("{input}: {}", r.content));
+                }
+            }
+            Ok(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok(stats(all, started.elapsed()))
+}
+
+async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
+    let mut backends = vec!["sqlite"];
+    if postgres.is_some() {
+        backends.push("postgres");
+    }
+    println!(
+        "| backend | command | concurrency | ops | ops/s | p50 ms | p99 ms | HTTP requests/op |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for backend in backends {
+        let (db, dir) = database(backend, postgres.as_deref()).await?;
+        let server = start_server(&db, dir)?;
+        let count = counter(&server.url).await?;
+        let counted = Arc::new(server.tool(&count.url, "ws")?);
+        let tool = Arc::new(server.tool(&server.url, "ws")?);
+        // A small tree for `view directory`: 50 files in 5 folders.
+        for i in 0..50 {
+            let r = tool.execute(json!({"command": "create", "path": format!("/memories/tree/d{}/f{i}.md", i % 5), "file_text": "x\n".repeat(20)})).await;
+            anyhow::ensure!(!r.is_error, "{}", r.content);
+        }
+        for conc in [1usize, 16] {
+            let base = format!("/memories/c{conc}");
+            // One file per task for the edits.
+            for t in 0..conc {
+                tool.execute(json!({"command": "create", "path": format!("{base}/edit{t}.md"), "file_text": "<v0>\nbody\n"})).await;
+            }
+            let b = base.clone();
+            type Make = Box<dyn Fn(usize, usize) -> Value + Send + Sync>;
+            let plan: Vec<(&str, Make)> = vec![
+                (
+                    "create",
+                    Box::new(
+                        move |t, i| json!({"command": "create", "path": format!("{b}/c/{t}-{i}.md"), "file_text": "a remembered fact\nwith two lines\n"}),
+                    ),
+                ),
+                ("view file", {
+                    let b = base.clone();
+                    Box::new(
+                        move |t, i| json!({"command": "view", "path": format!("{b}/c/{t}-{i}.md")}),
+                    )
+                }),
+                ("str_replace", {
+                    let b = base.clone();
+                    Box::new(
+                        move |t, i| json!({"command": "str_replace", "path": format!("{b}/edit{t}.md"), "old_str": format!("<v{i}>"), "new_str": format!("<v{}>", i + 1)}),
+                    )
+                }),
+                ("insert", {
+                    let b = base.clone();
+                    Box::new(
+                        move |t, i| json!({"command": "insert", "path": format!("{b}/edit{t}.md"), "insert_line": 1, "insert_text": format!("line {i}")}),
+                    )
+                }),
+                (
+                    "view directory",
+                    Box::new(|_, _| json!({"command": "view", "path": "/memories/tree"})),
+                ),
+                ("rename", {
+                    let b = base.clone();
+                    Box::new(
+                        move |t, i| json!({"command": "rename", "old_path": format!("{b}/c/{t}-{i}.md"), "new_path": format!("{b}/r/{t}-{i}.md")}),
+                    )
+                }),
+                ("delete", {
+                    let b = base.clone();
+                    Box::new(
+                        move |t, i| json!({"command": "delete", "path": format!("{b}/r/{t}-{i}.md")}),
+                    )
+                }),
+            ];
+            // Every command touches the same set of (task, i) pairs, so each phase finds what the
+            // previous one left.
+            for (name, make) in plan {
+                let make = Arc::new(make);
+                let m = make.clone();
+                let st = drive(&tool, conc, ops, move |t, i| m(t, i)).await?;
+                // Requests per command, counted through the proxy on fresh inputs.
+                let per_op = if conc == 1 {
+                    let before = count.count.load(Ordering::Relaxed);
+                    let probe = match name {
+                        "create" => {
+                            json!({"command": "create", "path": format!("{base}/probe.md"), "file_text": "p"})
+                        }
+                        "view file" => {
+                            json!({"command": "view", "path": format!("{base}/probe.md")})
+                        }
+                        "str_replace" => {
+                            json!({"command": "str_replace", "path": format!("{base}/probe.md"), "old_str": "p", "new_str": "q"})
+                        }
+                        "insert" => {
+                            json!({"command": "insert", "path": format!("{base}/probe.md"), "insert_line": 0, "insert_text": "i"})
+                        }
+                        "view directory" => json!({"command": "view", "path": "/memories/tree"}),
+                        "rename" => {
+                            json!({"command": "rename", "old_path": format!("{base}/probe.md"), "new_path": format!("{base}/probe2.md")})
+                        }
+                        _ => json!({"command": "delete", "path": format!("{base}/probe2.md")}),
+                    };
+                    let r = counted.execute(probe).await;
+                    anyhow::ensure!(!r.is_error, "{}", r.content);
+                    (count.count.load(Ordering::Relaxed) - before).to_string()
+                } else {
+                    "".into()
+                };
+                println!(
+                    "| {backend} | {name} | {conc} | {} | {:.0} | {} | {} | {per_op} |",
+                    st.ops,
+                    st.ops as f64 / st.wall.as_secs_f64(),
+                    ms(st.p50),
+                    ms(st.p99)
+                );
+                std::io::stdout().flush()?;
+            }
+        }
+        if let Some(mib) = server.peak_mib() {
+            println!("| {backend} | (server peak RSS {mib:.0} MiB) | | | | | | |");
+        }
+    }
+    Ok(())
+}
+
+async fn overhead(ops: usize) -> Result<()> {
+    let (db, dir) = database("sqlite", None).await?;
+    let server = start_server(&db, dir)?;
+    let tool = server.tool(&server.url, "ws")?;
+    let r = tool.execute(json!({"command": "create", "path": "/memories/o.md", "file_text": "one line of memory\n".repeat(10)})).await;
+    anyhow::ensure!(!r.is_error, "{}", r.content);
+    let http = reqwest::Client::new();
+    let url = format!(
+        "{}/api/contexts/by-external/mem-tool%3Aws%2Fo.md",
+        server.url
+    );
+    let (mut via_tool, mut bare) = (Vec::with_capacity(ops), Vec::with_capacity(ops));
+    for i in 0..ops + 200 {
+        // Alternate which goes first; the first 200 pairs warm up.
+        let mut pair = [Duration::ZERO; 2];
+        for k in [i % 2, 1 - i % 2] {
+            let s = Instant::now();
+            if k == 0 {
+                let r = tool
+                    .execute(json!({"command": "view", "path": "/memories/o.md"}))
+                    .await;
+                anyhow::ensure!(!r.is_error);
+            } else {
+                let resp = http.get(&url).bearer_auth(&server.key).send().await?;
+                anyhow::ensure!(resp.status() == 200);
+                let _: Value = resp.json().await?;
+            }
+            pair[k] = s.elapsed();
+        }
+        if i >= 200 {
+            via_tool.push(pair[0]);
+            bare.push(pair[1]);
+        }
+    }
+    let (t, b) = (stats(via_tool, Duration::ZERO), stats(bare, Duration::ZERO));
+    println!("| path | mean ms | p50 ms | p99 ms |");
+    println!("|---|---|---|---|");
+    println!(
+        "| `view` through ContextQMemoryTool | {} | {} | {} |",
+        ms(t.mean),
+        ms(t.p50),
+        ms(t.p99)
+    );
+    println!(
+        "| bare `GET /api/contexts/by-external` | {} | {} | {} |",
+        ms(b.mean),
+        ms(b.p50),
+        ms(b.p99)
+    );
+    println!(
+        "\nratio tool / bare: mean {:.3}, p50 {:.3} ({ops} pairs, interleaved)",
+        t.mean.as_secs_f64() / b.mean.as_secs_f64(),
+        t.p50.as_secs_f64() / b.p50.as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
+    let mut backends = vec!["sqlite"];
+    if postgres.is_some() {
+        backends.push("postgres");
+    }
+    let http = reqwest::Client::new();
+    for backend in backends {
+        let (db, dir) = database(backend, postgres.as_deref()).await?;
+        let server = start_server(&db, dir)?;
+        println!("\n{backend}: listing one directory (view, 2 levels, derived sizes)\n");
+        println!(
+            "| files | load (bulk-upsert) s | view ms | ms per 1,000 files | server peak RSS MiB |"
+        );
+        println!("|---|---|---|---|---|");
+        let mut n = 1000;
+        while n <= max_files {
+            let ws = format!("s{n}");
+            let r = http
+                .post(format!("{}/api/workspaces", server.url))
+                .bearer_auth(&server.key)
+                .json(&json!({"slug": ws}))
+                .send()
+                .await?;
+            anyhow::ensure!(r.status().is_success(), "workspace: {}", r.status());
+            let started = Instant::now();
+            for chunk in 0..n.div_ceil(100) {
+                let items: Vec<Value> = (chunk * 100..((chunk + 1) * 100).min(n))
+                    .map(|i| json!({"externalId": format!("mem-tool:{ws}/big/d{:02}/f{i:06}.md", i % 100), "workspace": ws, "type": "reference", "content": "0123456789abcdef", "tags": ["mem-tool"]}))
+                    .collect();
+                let r = http
+                    .post(format!("{}/api/contexts/bulk-upsert", server.url))
+                    .bearer_auth(&server.key)
+                    .json(&json!({"contexts": items}))
+                    .send()
+                    .await?;
+                anyhow::ensure!(r.status().is_success(), "load: {}", r.status());
+            }
+            let load = started.elapsed();
+            let tool = server.tool(&server.url, &ws)?;
+            let mut times = Vec::new();
+            for _ in 0..3 {
+                let s = Instant::now();
+                let r = tool
+                    .execute(json!({"command": "view", "path": "/memories/big"}))
+                    .await;
+                times.push(s.elapsed());
+                anyhow::ensure!(
+                    !r.is_error && r.content.lines().count() == 2 + 100 + 100.min(n),
+                    "{}",
+                    &r.content[..200.min(r.content.len())]
+                );
+            }
+            let best = *times.iter().min().expect("three runs");
+            println!(
+                "| {n} | {:.1} | {} | {:.2} | {:.0} |",
+                load.as_secs_f64(),
+                ms(best),
+                best.as_secs_f64() * 1000.0 / (n as f64 / 1000.0),
+                server.peak_mib().unwrap_or(0.0)
+            );
+            std::io::stdout().flush()?;
+            n *= 10;
+        }
+        println!(
+            "\n{backend}: edits on one large file (mean of 10, conditional PUT of the whole file)\n"
+        );
+        println!("| file size | str_replace ms | insert ms | view ms |");
+        println!("|---|---|---|---|");
+        let tool = server.tool(&server.url, "ws")?;
+        for (label, size) in [
+            ("1 KiB", 1024usize),
+            ("100 KiB", 100 * 1024),
+            ("1 MiB (minus 4 KiB of headroom)", (1 << 20) - 4096),
+        ] {
+            let line = "abcdefghijklmnopqrstuvwxyz0123456789 some memory text.\n";
+            let mut body = String::from("<k0>\n");
+            while body.len() + line.len() < size {
+                body.push_str(line);
+            }
+            let path = format!("/memories/edit-{size}.md");
+            let r = tool
+                .execute(json!({"command": "create", "path": path, "file_text": body}))
+                .await;
+            anyhow::ensure!(!r.is_error, "{}", r.content);
+            let (mut sr, mut ins, mut vw) = (Vec::new(), Vec::new(), Vec::new());
+            for i in 0..10 {
+                let s = Instant::now();
+                let r = tool.execute(json!({"command": "str_replace", "path": path, "old_str": format!("<k{i}>"), "new_str": format!("<k{}>", i + 1)})).await;
+                sr.push(s.elapsed());
+                anyhow::ensure!(!r.is_error, "{}", r.content);
+                let s = Instant::now();
+                let r = tool.execute(json!({"command": "insert", "path": path, "insert_line": 1, "insert_text": "x"})).await;
+                ins.push(s.elapsed());
+                anyhow::ensure!(!r.is_error, "{}", r.content);
+                let s = Instant::now();
+                let r = tool.execute(json!({"command": "view", "path": path})).await;
+                vw.push(s.elapsed());
+                anyhow::ensure!(!r.is_error);
+            }
+            let mean = |v: Vec<Duration>| ms(stats(v, Duration::ZERO).mean);
+            println!("| {label} | {} | {} | {} |", mean(sr), mean(ins), mean(vw));
+        }
+        println!(
+            "\n{backend}: server peak RSS after everything: {:.0} MiB",
+            server.peak_mib().unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    match Cli::parse().command {
+        Cmd::Commands { ops, postgres_url } => commands(ops, postgres_url).await,
+        Cmd::Overhead { ops } => overhead(ops).await,
+        Cmd::Scale {
+            max_files,
+            postgres_url,
+        } => scale(max_files, postgres_url).await,
+        Cmd::Trace {
+            commands,
+            seed,
+            out,
+        } => {
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&out)?);
+            for input in trace::generate(commands, seed) {
+                writeln!(f, "{input}")?;
+            }
+            f.flush()?;
+            eprintln!("wrote {commands} commands to {}", out.display());
+            Ok(())
+        }
+    }
+}
