@@ -9,6 +9,8 @@ mod demo;
 mod e2e;
 mod embedded;
 mod exec;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod stores;
 
 use std::path::PathBuf;
@@ -43,6 +45,9 @@ enum Command {
         /// contextq (default: embedded unless CONTEXT_API_URL is set), memory, or local:DIR.
         #[arg(long, default_value = "contextq")]
         store: StoreChoice,
+        /// At the end, print {"commands": N, "seconds": S} (the loop alone) on stderr.
+        #[arg(long)]
+        timing: bool,
     },
     /// Run a realistic memory session through the adapter and server, and show the rows.
     Demo,
@@ -70,6 +75,9 @@ enum Command {
         #[arg(long, env = "ANTHROPIC_MODEL", default_value = "claude-opus-5")]
         model: String,
     },
+    /// Serve the memory as an MCP server over stdio (tool `memory`, files as resources).
+    #[cfg(feature = "mcp")]
+    Mcp,
     /// Serve the embedded store over HTTP so other processes can share it.
     Serve {
         /// Address to listen on.
@@ -102,9 +110,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         workspace: cli.workspace,
     };
     match cli.command {
-        Command::Exec { store } => {
+        Command::Exec { store, timing } => {
             let opened = stores::open(&store, &settings).await?;
-            let result = exec::run(opened.tool.as_ref()).await;
+            let result = exec::run(opened.tool.as_ref(), timing).await;
             opened.close().await;
             result?;
         }
@@ -146,6 +154,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             if !ok {
                 return Ok(ExitCode::FAILURE);
             }
+        }
+        #[cfg(feature = "mcp")]
+        Command::Mcp => {
+            let opened = stores::open(&StoreChoice::ContextQ, &settings).await?;
+            let result = mcp::run(&opened).await;
+            opened.close().await;
+            result?;
         }
         Command::Serve { listen } => {
             let server = embedded::Embedded::start(&settings.data_dir, &listen).await?;

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, contextq_memory_tool};
-use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers};
+use contextq_memory_tool::contextq::ContextQMemoryToolOptions;
+use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers, Store};
 
 use crate::embedded::Embedded;
 
@@ -59,10 +59,12 @@ pub struct ContextQInfo {
     pub embedded: bool,
 }
 
-/// An opened store: the tool, and the embedded server to stop when done.
+/// An opened store: the tool over it, the store itself, and the embedded server to stop.
 pub struct Opened {
     /// The memory tool.
     pub tool: Arc<dyn MemoryToolHandlers>,
+    /// The store under the tool (for resources, export and import).
+    pub store: Arc<dyn Store>,
     /// ContextQ details, when on ContextQ.
     pub contextq: Option<ContextQInfo>,
     /// The embedded server, when used.
@@ -101,19 +103,31 @@ impl Opened {
 /// Opens `choice`.
 pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
     match choice {
-        StoreChoice::Memory => Ok(Opened {
-            tool: Arc::new(MemoryTool::new(MemoryStore::new())),
-            contextq: None,
-            embedded: None,
-        }),
-        StoreChoice::Local(dir) => Ok(Opened {
-            tool: Arc::new(MemoryTool::new(
-                LocalStore::new(dir).with_context(|| format!("cannot use {}", dir.display()))?,
-            )),
-            contextq: None,
-            embedded: None,
-        }),
+        StoreChoice::Memory => Ok(opened(Arc::new(MemoryStore::new()), None, None, None)),
+        StoreChoice::Local(dir) => {
+            let store =
+                LocalStore::new(dir).with_context(|| format!("cannot use {}", dir.display()))?;
+            Ok(opened(Arc::new(store), None, None, None))
+        }
         StoreChoice::ContextQ => open_contextq(settings).await,
+    }
+}
+
+fn opened(
+    store: Arc<dyn Store>,
+    edit_attempts: Option<usize>,
+    contextq: Option<ContextQInfo>,
+    embedded: Option<Embedded>,
+) -> Opened {
+    let mut tool = MemoryTool::new(store.clone());
+    if let Some(n) = edit_attempts {
+        tool = tool.with_edit_attempts(n);
+    }
+    Opened {
+        tool: Arc::new(tool),
+        store,
+        contextq,
+        embedded,
     }
 }
 
@@ -133,11 +147,12 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
             workspace: settings.workspace.clone(),
             embedded: false,
         };
-        return Ok(Opened {
-            tool: Arc::new(contextq_memory_tool(options)?),
-            contextq: Some(info),
-            embedded: None,
-        });
+        return Ok(opened(
+            Arc::new(options.store()?),
+            Some(options.edit_attempts),
+            Some(info),
+            None,
+        ));
     }
     let embedded = Embedded::start(&settings.data_dir, "127.0.0.1:0").await?;
     let workspace = settings
@@ -154,9 +169,10 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
         workspace: Some(workspace),
         embedded: true,
     };
-    Ok(Opened {
-        tool: Arc::new(contextq_memory_tool(options)?),
-        contextq: Some(info),
-        embedded: Some(embedded),
-    })
+    Ok(opened(
+        Arc::new(options.store()?),
+        Some(options.edit_attempts),
+        Some(info),
+        Some(embedded),
+    ))
 }

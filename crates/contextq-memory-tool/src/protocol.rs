@@ -192,6 +192,37 @@ fn parse_view_range(v: Option<&Value>) -> Option<[i64; 2]> {
     }
 }
 
+/// A description of the memory tool for hosts that need one (MCP clients).
+pub const TOOL_DESCRIPTION: &str = "Persistent memory: a directory of text files under /memories that survives across conversations. \
+Check it before starting a task, and record progress, decisions and facts worth keeping. Commands: \
+view (a file with line numbers, optionally view_range [start, end]; or a directory listing 2 levels deep), \
+create (a new file; never overwrites), str_replace (replace one unique occurrence of old_str with new_str), \
+insert (insert_text after line insert_line; 0 = at the top), delete (a file or a directory), \
+rename (old_path to new_path).";
+
+/// JSON Schema of the command union, as one object discriminated by `command` (the Claude
+/// API refuses `oneOf` at the top level of a tool's input schema, and MCP hosts pass schemas on).
+pub fn input_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "delete", "rename"],
+                        "description": "Which command to run."},
+            "path": {"type": "string", "description": "A path under /memories (view, create, str_replace, insert, delete)."},
+            "view_range": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2,
+                           "description": "view of a file: [start, end], 1-based, inclusive; end -1 = to the end."},
+            "file_text": {"type": "string", "description": "create: the whole content."},
+            "old_str": {"type": "string", "description": "str_replace: text that occurs exactly once."},
+            "new_str": {"type": "string", "description": "str_replace: the replacement."},
+            "insert_line": {"type": "integer", "description": "insert: the line after which to insert (0 = at the top)."},
+            "insert_text": {"type": "string", "description": "insert: the text to insert."},
+            "old_path": {"type": "string", "description": "rename: the source."},
+            "new_path": {"type": "string", "description": "rename: the destination (must not exist)."}
+        },
+        "required": ["command"]
+    })
+}
+
 /// The content of a `tool_result`: text, and whether it reports a failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {
@@ -361,6 +392,34 @@ mod tests {
         assert_eq!(
             ToolDefinition::new().to_json(),
             json!({"type": "memory_20250818", "name": "memory"})
+        );
+    }
+
+    #[test]
+    fn input_schema_names_every_field_of_every_command() {
+        let schema = input_schema();
+        let props = schema["properties"].as_object().unwrap();
+        for field in [
+            "command",
+            "path",
+            "view_range",
+            "file_text",
+            "old_str",
+            "new_str",
+            "insert_line",
+            "insert_text",
+            "old_path",
+            "new_path",
+        ] {
+            assert!(props.contains_key(field), "{field}");
+        }
+        assert!(schema.get("oneOf").is_none());
+        assert_eq!(
+            schema["properties"]["command"]["enum"]
+                .as_array()
+                .unwrap()
+                .len(),
+            6
         );
     }
 

@@ -1,0 +1,155 @@
+//! `contextq-memory mcp`: the memory as an MCP server over stdio (feature `mcp`, rmcp).
+//!
+//! One tool, `memory`, whose input is the memory tool's command union and whose results are the
+//! library's strings (`is_error` on failures); and every memory file as a resource
+//! (`memory:///memories/...`, list and read). Logs go to stderr; stdout carries only the protocol.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use contextq_memory_tool::protocol::{TOOL_DESCRIPTION, TOOL_NAME, input_schema};
+use contextq_memory_tool::{MemoryPath, MemoryToolHandlers, Store};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+
+use crate::stores::Opened;
+
+/// URI scheme of memory files: `memory:///memories/notes.md`.
+pub const URI_PREFIX: &str = "memory://";
+
+/// The MCP server.
+#[derive(Clone)]
+pub struct MemoryMcp {
+    tool: Arc<dyn MemoryToolHandlers>,
+    store: Arc<dyn Store>,
+    describe: String,
+}
+
+impl MemoryMcp {
+    /// Over an opened store.
+    pub fn new(opened: &Opened) -> Self {
+        MemoryMcp {
+            tool: opened.tool.clone(),
+            store: opened.store.clone(),
+            describe: opened.describe(),
+        }
+    }
+}
+
+fn tool() -> Tool {
+    let schema = match input_schema() {
+        serde_json::Value::Object(o) => o,
+        _ => serde_json::Map::new(),
+    };
+    Tool::new(TOOL_NAME, TOOL_DESCRIPTION, Arc::new(schema))
+}
+
+impl ServerHandler for MemoryMcp {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+            .with_server_info(Implementation::new("contextq-memory", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "Use the memory tool to keep notes under /memories that persist across conversations ({}).",
+                self.describe
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(vec![tool()]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if request.name != TOOL_NAME {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "Error: Unknown tool: {}",
+                request.name
+            ))])
+            .into());
+        }
+        let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let result = self.tool.execute(input).await;
+        let content = vec![ContentBlock::text(result.content)];
+        Ok(if result.is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        }
+        .into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let listing = self
+            .store
+            .list(&MemoryPath::root())
+            .await
+            .map_err(|e| McpError::internal_error(e.tool_message(), None))?
+            .unwrap_or_default();
+        let mut files = listing.files;
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let resources = files
+            .into_iter()
+            .map(|f| {
+                let path = f.path.normalized();
+                let mut r = Resource::new(format!("{URI_PREFIX}{path}"), path.clone())
+                    .with_description(format!("Memory file {path}"))
+                    .with_mime_type("text/plain");
+                if let Some(size) = f.size {
+                    r = r.with_size(size);
+                }
+                r
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let not_found =
+            || McpError::resource_not_found(format!("no memory file at {}", request.uri), None);
+        let raw = request.uri.strip_prefix(URI_PREFIX).ok_or_else(not_found)?;
+        let path =
+            MemoryPath::parse(raw).map_err(|e| McpError::invalid_params(e.message(), None))?;
+        let entry = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| McpError::internal_error(e.tool_message(), None))?
+            .ok_or_else(not_found)?;
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(
+            entry.content,
+            request.uri.clone(),
+        )])
+        .into())
+    }
+}
+
+/// Serves MCP on stdin/stdout until the client disconnects.
+pub async fn run(opened: &Opened) -> Result<()> {
+    eprintln!("contextq-memory mcp: {}", opened.describe());
+    let service = MemoryMcp::new(opened)
+        .serve(rmcp::transport::stdio())
+        .await?;
+    service.waiting().await?;
+    Ok(())
+}

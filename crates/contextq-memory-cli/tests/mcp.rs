@@ -1,0 +1,125 @@
+//! `contextq-memory mcp` as a child process, driven by a real MCP client (rmcp's): initialize,
+//! list tools, the six commands with the library's exact strings, resources list and read.
+#![cfg(feature = "mcp")]
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, ResourceContents};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
+
+fn args(v: Value) -> serde_json::Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+#[tokio::test]
+async fn mcp_client_runs_every_command_and_reads_resources() {
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("mcp")
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env_remove("CONTEXT_API_URL");
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+
+    let info = client.peer_info().expect("initialized");
+    assert_eq!(info.server_info.as_ref().unwrap().name, "contextq-memory");
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0].name, "memory");
+    assert_eq!(tools[0].input_schema["required"], json!(["command"]));
+    assert!(
+        tools[0].input_schema["properties"]["command"]["enum"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 6
+    );
+
+    let call = |input: Value| {
+        let client = &client;
+        async move {
+            let r = client
+                .call_tool(CallToolRequestParams::new("memory").with_arguments(args(input)))
+                .await
+                .unwrap();
+            let text = r.content[0].as_text().expect("text").text.clone();
+            (text, r.is_error.unwrap_or(false))
+        }
+    };
+    let cases = [
+        (
+            json!({"command": "create", "path": "/memories/notes.md", "file_text": "one\ntwo\n"}),
+            "File created successfully at: /memories/notes.md",
+            false,
+        ),
+        (
+            json!({"command": "view", "path": "/memories/notes.md"}),
+            "Here's the content of /memories/notes.md with line numbers:\n     1\tone\n     2\ttwo\n     3\t",
+            false,
+        ),
+        (
+            json!({"command": "str_replace", "path": "/memories/notes.md", "old_str": "two", "new_str": "2"}),
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\tone\n     2\t2\n     3\t",
+            false,
+        ),
+        (
+            json!({"command": "insert", "path": "/memories/notes.md", "insert_line": 0, "insert_text": "zero"}),
+            "The file /memories/notes.md has been edited.",
+            false,
+        ),
+        (
+            json!({"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/d/notes.md"}),
+            "Successfully renamed /memories/notes.md to /memories/d/notes.md",
+            false,
+        ),
+        (
+            json!({"command": "create", "path": "/memories/d/notes.md", "file_text": "x"}),
+            "Error: File /memories/d/notes.md already exists",
+            true,
+        ),
+        (
+            json!({"command": "view", "path": "/memories/../etc"}),
+            "Error: Path /memories/../etc would escape /memories directory",
+            true,
+        ),
+        (
+            json!({"command": "bogus"}),
+            "Error: Unknown command: bogus",
+            true,
+        ),
+    ];
+    for (input, want, is_error) in cases {
+        let (text, err) = call(input.clone()).await;
+        assert_eq!(text, want, "{input}");
+        assert_eq!(err, is_error, "{input}");
+    }
+
+    let resources = client.list_all_resources().await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(uris, vec!["memory:///memories/d/notes.md"]);
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(
+            "memory:///memories/d/notes.md",
+        ))
+        .await
+        .unwrap();
+    match &read.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "zero\none\n2\n"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        client
+            .read_resource(ReadResourceRequestParams::new("memory:///memories/none.md"))
+            .await
+            .is_err()
+    );
+
+    let (text, err) = call(json!({"command": "delete", "path": "/memories/d"})).await;
+    assert_eq!(
+        (text.as_str(), err),
+        ("Successfully deleted /memories/d", false)
+    );
+    assert!(client.list_all_resources().await.unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
