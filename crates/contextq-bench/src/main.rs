@@ -111,10 +111,14 @@ async fn database(
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
         .execute(&mut conn)
         .await?;
-    let cut = admin
+    let (base, query) = admin
+        .split_once('?')
+        .map_or((admin, None), |(b, q)| (b, Some(q)));
+    let cut = base
         .rfind('/')
         .context("a PostgreSQL URL ends with /DATABASE")?;
-    Ok((format!("{}/{name}", &admin[..cut]), None))
+    let url = format!("{}/{name}", &base[..cut]);
+    Ok((query.map_or(url.clone(), |q| format!("{url}?{q}")), None))
 }
 
 fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {

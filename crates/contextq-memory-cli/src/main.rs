@@ -12,6 +12,7 @@ mod exec;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod stores;
+mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,6 +79,26 @@ enum Command {
     /// Serve the memory as an MCP server over stdio (tool `memory`, files as resources).
     #[cfg(feature = "mcp")]
     Mcp,
+    /// Write every memory file under DIR/memories/ (atomic, idempotent).
+    Export {
+        /// contextq (default), memory, or local:DIR.
+        #[arg(long, default_value = "contextq")]
+        store: StoreChoice,
+        /// The directory to write (files land in OUT/memories/...).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Load a directory (DIR/memories/... as the official SDKs write it, or DIR/...) into the store.
+    Import {
+        /// The directory to read.
+        dir: PathBuf,
+        /// contextq (default), memory, or local:DIR.
+        #[arg(long, default_value = "contextq")]
+        store: StoreChoice,
+        /// Replace existing files whose content differs (default: leave them, counted as skipped).
+        #[arg(long)]
+        overwrite: bool,
+    },
     /// Serve the embedded store over HTTP so other processes can share it.
     Serve {
         /// Address to listen on.
@@ -102,6 +123,15 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn finish(summary: transfer::Summary, verb: &str) -> Result<ExitCode> {
+    println!("{}", summary.line(verb));
+    Ok(if summary.failed > 0 || summary.stopped.is_some() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -161,6 +191,22 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let result = mcp::run(&opened).await;
             opened.close().await;
             result?;
+        }
+        Command::Export { store, out } => {
+            let opened = stores::open(&store, &settings).await?;
+            let result = transfer::export(opened.store.as_ref(), &out).await;
+            opened.close().await;
+            return finish(result?, "exported");
+        }
+        Command::Import {
+            dir,
+            store,
+            overwrite,
+        } => {
+            let opened = stores::open(&store, &settings).await?;
+            let result = transfer::import(opened.store.as_ref(), &dir, overwrite).await;
+            opened.close().await;
+            return finish(result?, "imported");
         }
         Command::Serve { listen } => {
             let server = embedded::Embedded::start(&settings.data_dir, &listen).await?;

@@ -334,22 +334,25 @@ pub async fn list_contexts(
             Bind::S(row.try_get("id")?),
         );
     }
-    if let Some(prefix) = q.external_id_prefix.as_ref().filter(|p| !p.is_empty()) {
-        // Byte order (COLLATE "C" in PostgreSQL, BINARY in SQLite): every string in
-        // [prefix, prefix + U+10FFFF) starts with prefix, and the range uses the index.
-        push(
-            &mut sql,
-            " AND c.external_id >= $?",
-            Bind::S(prefix.clone()),
-        );
+    // One lower bound only: the later of the prefix and the cursor. (Given both, SQLite seeks
+    // the index by one of them and may pick the prefix, rescanning every earlier page.)
+    // Byte order (COLLATE "C" in PostgreSQL, BINARY in SQLite): every string in
+    // [prefix, prefix + U+10FFFF) starts with prefix, and the range is an index range.
+    let prefix = q.external_id_prefix.as_ref().filter(|p| !p.is_empty());
+    match (prefix, &q.after) {
+        (Some(p), Some(after)) if after >= p => {
+            push(&mut sql, " AND c.external_id > $?", Bind::S(after.clone()))
+        }
+        (Some(p), _) => push(&mut sql, " AND c.external_id >= $?", Bind::S(p.clone())),
+        (None, Some(after)) => push(&mut sql, " AND c.external_id > $?", Bind::S(after.clone())),
+        (None, None) => {}
+    }
+    if let Some(p) = prefix {
         push(
             &mut sql,
             " AND c.external_id < $?",
-            Bind::S(format!("{prefix}\u{10FFFF}")),
+            Bind::S(format!("{p}\u{10FFFF}")),
         );
-    }
-    if let Some(after) = &q.after {
-        push(&mut sql, " AND c.external_id > $?", Bind::S(after.clone()));
     }
     if let Some(tag) = &q.tag {
         push(

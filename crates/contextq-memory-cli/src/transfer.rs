@@ -1,0 +1,226 @@
+//! `contextq-memory export` and `import`: move memories between a store and a directory.
+//!
+//! Layout: `/memories/a/b.md` is `DIR/memories/a/b.md` — the layout the official SDKs' local
+//! memory tools write, so their directories import as they are (a directory without a
+//! `memories/` folder is imported as if it were that folder).
+//!
+//! Both are idempotent and never lose data:
+//! - export writes each file atomically (temporary file + rename) and leaves files whose content
+//!   is already identical untouched (counted as skipped);
+//! - import creates what is missing, skips what is identical, and leaves a different existing file
+//!   alone unless `--overwrite` (counted as skipped, named on stderr);
+//! - a failure names the file and the rest carries on; a full store (quota) stops the import at
+//!   once, because every later create would be refused too.
+//!
+//! A progress bar is drawn on a terminal (stderr), nothing when piped; each ends with one line:
+//! `exported 12 files (3.4K), skipped 2, failed 0`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use contextq_memory_tool::render::human_size;
+use contextq_memory_tool::{Error, MemoryPath, PutMode, Store};
+
+/// What a transfer did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    /// Files written.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Files left as they were (identical, or existing without `--overwrite`).
+    pub skipped: usize,
+    /// Files that failed (each named on stderr).
+    pub failed: usize,
+    /// Why the run stopped early, if it did.
+    pub stopped: Option<String>,
+}
+
+impl Summary {
+    /// The one-line summary.
+    pub fn line(&self, verb: &str) -> String {
+        let mut s = format!(
+            "{verb} {} files ({}), skipped {}, failed {}",
+            self.files,
+            human_size(self.bytes),
+            self.skipped,
+            self.failed
+        );
+        if let Some(why) = &self.stopped {
+            s.push_str(&format!("; stopped early: {why}"));
+        }
+        s
+    }
+}
+
+fn progress(len: usize) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+fn write_atomic(target: &Path, content: &[u8]) -> std::io::Result<()> {
+    let dir = target.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(
+        ".cqmem-export-{}-{:08x}",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let result = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(content)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Exports every file of `store` under `out/memories/`.
+pub async fn export(store: &dyn Store, out: &Path) -> Result<Summary> {
+    let listing = store
+        .list(&MemoryPath::root())
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot list the memory store: {}", e.tool_message()))?
+        .unwrap_or_default();
+    let mut files: Vec<MemoryPath> = listing.files.into_iter().map(|f| f.path).collect();
+    files.sort();
+    let bar = progress(files.len());
+    let mut summary = Summary::default();
+    for path in files {
+        bar.set_message(path.normalized());
+        let target = out.join("memories").join(path.relative());
+        let outcome: Result<bool> = async {
+            let entry = store
+                .get(&path)
+                .await
+                .map_err(|e| anyhow::anyhow!(e.tool_message()))?
+                .context("deleted while exporting")?;
+            if std::fs::read(&target).is_ok_and(|old| old == entry.content.as_bytes()) {
+                return Ok(false);
+            }
+            write_atomic(&target, entry.content.as_bytes())
+                .with_context(|| format!("writing {}", target.display()))?;
+            summary.bytes += entry.content.len() as u64;
+            Ok(true)
+        }
+        .await;
+        match outcome {
+            Ok(true) => summary.files += 1,
+            Ok(false) => summary.skipped += 1,
+            Err(e) => {
+                summary.failed += 1;
+                bar.suspend(|| eprintln!("failed: {}: {e:#}", path.normalized()));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(summary)
+}
+
+/// The folder whose contents are `/memories`: `dir/memories` if it exists, else `dir`.
+fn import_root(dir: &Path) -> PathBuf {
+    let sdk = dir.join("memories");
+    if sdk.is_dir() { sdk } else { dir.to_path_buf() }
+}
+
+fn collect(
+    dir: &Path,
+    rel: &mut Vec<String>,
+    out: &mut Vec<(Vec<String>, PathBuf)>,
+) -> std::io::Result<()> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let meta = std::fs::symlink_metadata(e.path())?;
+        let name = e.file_name().to_string_lossy().to_string();
+        if meta.file_type().is_symlink() || name.starts_with(".cqmem-") {
+            continue;
+        }
+        rel.push(name);
+        if meta.is_dir() {
+            collect(&e.path(), rel, out)?;
+        } else if meta.is_file() {
+            out.push((rel.clone(), e.path()));
+        }
+        rel.pop();
+    }
+    Ok(())
+}
+
+/// Imports the files under `dir` (or `dir/memories`) into `store`.
+pub async fn import(store: &dyn Store, dir: &Path, overwrite: bool) -> Result<Summary> {
+    let root = import_root(dir);
+    let mut files = Vec::new();
+    collect(&root, &mut Vec::new(), &mut files)
+        .with_context(|| format!("cannot read {}", root.display()))?;
+    let bar = progress(files.len());
+    let mut summary = Summary::default();
+    for (segments, fs_path) in files {
+        let shown = fs_path.display().to_string();
+        bar.set_message(segments.join("/"));
+        let outcome: Result<bool, Error> = async {
+            let path = MemoryPath::from_segments(&segments)?;
+            let bytes = std::fs::read(&fs_path).map_err(|source| Error::Io {
+                operation: "read",
+                path: shown.clone(),
+                source,
+            })?;
+            let content = String::from_utf8(bytes).map_err(|_| Error::InvalidPath {
+                message: "not UTF-8 text".into(),
+            })?;
+            match store.get(&path).await? {
+                Some(existing) if existing.content == content => Ok(false),
+                Some(existing) if overwrite => {
+                    let mode = existing.version.map_or(PutMode::Overwrite, PutMode::Update);
+                    store.put(&path, &content, mode).await?;
+                    summary.bytes += content.len() as u64;
+                    Ok(true)
+                }
+                Some(_) => {
+                    bar.suspend(|| {
+                        eprintln!(
+                            "skipped: {} exists with other content (use --overwrite)",
+                            path.normalized()
+                        )
+                    });
+                    Ok(false)
+                }
+                None => {
+                    store.put(&path, &content, PutMode::Create).await?;
+                    summary.bytes += content.len() as u64;
+                    Ok(true)
+                }
+            }
+        }
+        .await;
+        match outcome {
+            Ok(true) => summary.files += 1,
+            Ok(false) => summary.skipped += 1,
+            Err(e) => {
+                summary.failed += 1;
+                let quota = matches!(&e, Error::Api { status: 402, .. });
+                bar.suspend(|| eprintln!("failed: {shown}: {}", e.tool_message()));
+                if quota {
+                    summary.stopped = Some(e.tool_message());
+                    break;
+                }
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(summary)
+}
