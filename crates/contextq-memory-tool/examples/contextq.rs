@@ -14,7 +14,9 @@ async fn main() -> contextq_memory_tool::Result<()> {
     let workspace = std::env::args().nth(1).unwrap_or_else(|| "default".into());
     let tool = contextq_memory_tool(ContextQMemoryToolOptions::from_env().workspace(workspace))?;
     println!("tools entry: {}", ToolDefinition::new().to_json());
-    let result = tool.execute(json!({"command": "view", "path": "/memories"})).await;
+    let result = tool
+        .execute(json!({"command": "view", "path": "/memories"}))
+        .await;
     println!("{}", result.content);
     Ok(())
 }

@@ -15,7 +15,11 @@ async fn main() -> contextq_memory_tool::Result<()> {
         json!({"command": "delete", "path": "/memories/example.md"}),
     ] {
         let result = tool.execute(input).await;
-        println!("{}{}\n", if result.is_error { "(error) " } else { "" }, result.content);
+        println!(
+            "{}{}\n",
+            if result.is_error { "(error) " } else { "" },
+            result.content
+        );
     }
     Ok(())
 }

@@ -463,11 +463,25 @@ async fn partial_failures_say_exactly_what_happened() {
         "{listing}"
     );
 
-    // Rename whose delete step fails, undo succeeds: nothing changed.
+    // Rename whose delete step fails transiently (503, read back as not applied): healed by
+    // one more try, the rename succeeds.
     proxy.fault(
         Method::DELETE,
         "/api/contexts/",
         Fault::Status(503, None),
+        1,
+    );
+    let r = run(&tool, json!({"command": "rename", "old_path": "/memories/dir/d.md", "new_path": "/memories/d2.md"})).await;
+    assert_eq!(
+        r.content,
+        "Successfully renamed /memories/dir/d.md to /memories/d2.md"
+    );
+
+    // Rename whose delete step is refused, undo succeeds: nothing changed.
+    proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Status(403, None),
         1,
     );
     let r = run(&tool, json!({"command": "rename", "old_path": "/memories/dir/c.md", "new_path": "/memories/moved.md"})).await;

@@ -512,16 +512,25 @@ impl Store for ContextQStore {
         let if_match = expected
             .filter(|_| self.uses_conditional())
             .map(|v| v.0 as i64);
-        let result = match self.client.delete(&id, if_match).await {
-            Err(Error::Api { status: 412, .. }) => Err(Error::Precondition {
-                path: path.normalized(),
-            }),
-            Err(Error::Api { status: 404, .. }) => Err(not_found()),
-            Err(e) if is_ambiguous(&e) => match self.client.get(&id).await? {
-                None => Ok(()),
-                Some(_) => Err(e),
-            },
-            other => other,
+        let mut attempt = 0;
+        let result = loop {
+            attempt += 1;
+            break match self.client.delete(&id, if_match).await {
+                Err(Error::Api { status: 412, .. }) => Err(Error::Precondition {
+                    path: path.normalized(),
+                }),
+                Err(Error::Api { status: 404, .. }) => Err(not_found()),
+                // Unknown outcome: read back. Gone: done. Still there and unchanged: the delete
+                // was not applied, so trying once more is safe.
+                Err(e) if is_ambiguous(&e) => match self.client.get(&id).await? {
+                    None => Ok(()),
+                    Some(f) if attempt == 1 && if_match.is_none_or(|v| f.context.version == v) => {
+                        continue;
+                    }
+                    Some(_) => Err(e),
+                },
+                other => other,
+            };
         };
         if !matches!(result, Err(Error::Precondition { .. })) {
             self.forget(&external_id);
