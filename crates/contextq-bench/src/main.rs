@@ -104,21 +104,11 @@ async fn database(
         ));
     }
     let admin = postgres.context("no PostgreSQL URL")?;
-    use sqlx::Connection;
-    sqlx::any::install_default_drivers();
-    let mut conn = sqlx::AnyConnection::connect(admin).await?;
     let name = format!("cqbench_{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut conn)
-        .await?;
-    let (base, query) = admin
-        .split_once('?')
-        .map_or((admin, None), |(b, q)| (b, Some(q)));
-    let cut = base
-        .rfind('/')
-        .context("a PostgreSQL URL ends with /DATABASE")?;
-    let url = format!("{}/{name}", &base[..cut]);
-    Ok((query.map_or(url.clone(), |q| format!("{url}?{q}")), None))
+    Ok((
+        contextq_server::db::create_postgres_database(admin, &name).await?,
+        None,
+    ))
 }
 
 fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {

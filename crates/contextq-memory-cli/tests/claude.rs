@@ -91,15 +91,13 @@ async fn database_urls() -> Vec<(String, Option<tempfile::TempDir>)> {
     if let Ok(admin) = std::env::var("CONTEXTQ_TEST_DATABASE_URL")
         && !admin.is_empty()
     {
-        sqlx::any::install_default_drivers();
-        let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap();
         let name = format!("cqe2e_{:016x}", fastrand::u64(..));
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        let cut = admin.rfind('/').unwrap();
-        urls.push((format!("{}/{name}", &admin[..cut]), None));
+        urls.push((
+            contextq_server::db::create_postgres_database(&admin, &name)
+                .await
+                .unwrap(),
+            None,
+        ));
     }
     urls
 }

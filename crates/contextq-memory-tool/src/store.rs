@@ -161,33 +161,6 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
 }
 
-#[async_trait]
-impl Store for Box<dyn Store> {
-    async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
-        (**self).get(path).await
-    }
-    async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
-        (**self).list(dir).await
-    }
-    async fn put(
-        &self,
-        path: &MemoryPath,
-        content: &str,
-        mode: PutMode,
-    ) -> Result<Option<Version>> {
-        (**self).put(path, content, mode).await
-    }
-    async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
-        (**self).delete(path, expected).await
-    }
-    async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
-        (**self).rename(from, to).await
-    }
-    async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
-        (**self).remove_dir(dir).await
-    }
-}
-
 /// A 64-bit FNV-1a hash: the version of content for stores without a counter.
 pub(crate) fn content_version(content: &[u8]) -> Version {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

@@ -264,6 +264,45 @@ impl Db {
     }
 }
 
+/// Creates an empty PostgreSQL database `name` on the server `url` points at, and returns the
+/// URL of the new database (same credentials and options). For tests, benchmarks and
+/// provisioning scripts; `name` must be a plain identifier (letters, digits, `_`).
+pub async fn create_postgres_database(url: &str, name: &str) -> Result<String> {
+    use sqlx::Connection;
+    if Backend::from_url(url)? != Backend::Postgres {
+        return Err(Error::Config(format!(
+            "{} is not a postgres:// URL",
+            redact_url(url)
+        )));
+    }
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(Error::Config(format!(
+            "{name:?} is not a plain database name"
+        )));
+    }
+    install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(url)
+        .await
+        .map_err(|e| Error::Connect(redact_url(url), e))?;
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| i + scheme_end);
+    let mut out = format!("{}/{name}", &base[..path_start]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    Ok(out)
+}
+
 /// `sqlite:PATH` with `mode=rwc` (create if missing) unless a mode was given.
 fn sqlite_url(url: &str) -> Result<String> {
     let rest = url.trim_start_matches("sqlite:").trim_start_matches("//");

@@ -8,7 +8,6 @@ pub mod proxy;
 use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, RetryConfig};
 use contextq_server::model::{Plan, Scope};
 use contextq_server::{AppState, Backend, Db, DbOptions, ServerConfig, admin};
-use sqlx::Connection;
 use std::time::Duration;
 
 pub fn backends() -> Vec<Backend> {
@@ -39,22 +38,10 @@ impl Server {
             }
             Backend::Postgres => {
                 let admin_url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").unwrap();
-                sqlx::any::install_default_drivers();
-                let mut conn = sqlx::AnyConnection::connect(&admin_url).await.unwrap();
                 let name = format!("cqtool_{:016x}", fastrand::u64(..));
-                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut conn)
+                let url = contextq_server::db::create_postgres_database(&admin_url, &name)
                     .await
                     .unwrap();
-                conn.close().await.unwrap();
-                let (base, query) = admin_url
-                    .split_once('?')
-                    .map_or((admin_url.as_str(), None), |(b, q)| (b, Some(q)));
-                let cut = base.rfind('/').unwrap();
-                let mut url = format!("{}/{name}", &base[..cut]);
-                if let Some(q) = query {
-                    url = format!("{url}?{q}");
-                }
                 (url, None)
             }
         };

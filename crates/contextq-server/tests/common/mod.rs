@@ -6,7 +6,6 @@ use contextq_server::model::{Plan, Scope};
 use contextq_server::{AppState, Backend, Db, DbOptions, ServerConfig, admin};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-use sqlx::Connection;
 
 /// The backends to run on: SQLite always, PostgreSQL when configured.
 pub fn backends() -> Vec<Backend> {
@@ -27,33 +26,13 @@ pub async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempD
         }
         Backend::Postgres => {
             let admin_url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").unwrap();
-            sqlx::any::install_default_drivers();
-            let mut conn = sqlx::AnyConnection::connect(&admin_url).await.unwrap();
             let name = format!("cqtest_{:016x}", fastrand::u64(..));
-            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                .execute(&mut conn)
+            let url = contextq_server::db::create_postgres_database(&admin_url, &name)
                 .await
                 .unwrap();
-            conn.close().await.unwrap();
-            (replace_db_name(&admin_url, &name), None)
+            (url, None)
         }
     }
-}
-
-fn replace_db_name(url: &str, name: &str) -> String {
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| i + scheme_end);
-    let mut out = format!("{}/{name}", &base[..path_start]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
 }
 
 pub struct TestServer {
