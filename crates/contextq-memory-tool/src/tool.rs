@@ -58,7 +58,7 @@ impl<S: Store> MemoryTool<S> {
         &self.store
     }
 
-    /// `None` for a missing path, `Some(true)` for a directory.
+    /// Whether `path` is a directory (`false` also when nothing is there).
     async fn is_dir(&self, path: &MemoryPath) -> Result<bool, ToolError> {
         Ok(self.store.list(path).await?.is_some())
     }
@@ -370,12 +370,22 @@ fn parse(raw: &str) -> Result<MemoryPath, ToolError> {
     MemoryPath::parse(raw).map_err(ToolError::from)
 }
 
-/// 1-based line numbers where each match of `needle` starts (distinct, ascending).
-fn match_lines(haystack: &str, needle: &str) -> Vec<usize> {
-    let mut lines: Vec<usize> = haystack
+/// Every non-overlapping match of `needle`: its byte offset and 1-based line, in one pass.
+fn occurrences(haystack: &str, needle: &str) -> Vec<(usize, usize)> {
+    let (mut line, mut counted_to) = (1, 0);
+    haystack
         .match_indices(needle)
-        .map(|(i, _)| haystack[..i].matches('\n').count() + 1)
-        .collect();
+        .map(|(i, _)| {
+            line += haystack[counted_to..i].matches('\n').count();
+            counted_to = i;
+            (i, line)
+        })
+        .collect()
+}
+
+/// The distinct, ascending lines of `occurrences`.
+fn match_lines(found: &[(usize, usize)]) -> Vec<usize> {
+    let mut lines: Vec<usize> = found.iter().map(|(_, l)| *l).collect();
     lines.dedup();
     lines
 }
@@ -420,21 +430,19 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
             if c.old_str.is_empty() {
                 return Err(ToolError::new(render::str_replace_empty(&raw)));
             }
-            let lines = match_lines(content, &c.old_str);
-            let count = content.matches(c.old_str.as_str()).count();
-            match count {
-                0 => Err(ToolError::new(render::str_replace_not_found(
+            match occurrences(content, &c.old_str)[..] {
+                [] => Err(ToolError::new(render::str_replace_not_found(
                     &c.old_str, &raw,
                 ))),
-                1 => {
-                    let new_content = content.replacen(c.old_str.as_str(), &c.new_str, 1);
-                    Ok((
-                        new_content.clone(),
-                        render::str_replace_done(&new_content, lines[0]),
-                    ))
+                [(at, line)] => {
+                    let mut new_content = content.to_string();
+                    new_content.replace_range(at..at + c.old_str.len(), &c.new_str);
+                    let answer = render::str_replace_done(&new_content, line);
+                    Ok((new_content, answer))
                 }
-                _ => Err(ToolError::new(render::str_replace_multiple(
-                    &c.old_str, &lines,
+                ref found => Err(ToolError::new(render::str_replace_multiple(
+                    &c.old_str,
+                    &match_lines(found),
                 ))),
             }
         })
@@ -620,7 +628,8 @@ mod tests {
 
     #[test]
     fn match_lines_are_distinct_and_ascending() {
-        assert_eq!(match_lines("ab ab\nx\nab", "ab"), vec![1, 3]);
-        assert_eq!(match_lines("a\nb\na\nb", "a\nb"), vec![1, 3]);
+        let lines = |h: &str, n: &str| match_lines(&occurrences(h, n));
+        assert_eq!(lines("ab ab\nx\nab", "ab"), vec![1, 3]);
+        assert_eq!(lines("a\nb\na\nb", "a\nb"), vec![1, 3]);
     }
 }

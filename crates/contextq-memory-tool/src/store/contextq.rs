@@ -289,13 +289,12 @@ impl ContextQStore {
             if self.fetch(external_id).await?.is_some() {
                 return Err(not_here());
             }
-            let v = self
-                .upsert(
-                    target,
-                    self.input(target, external_id, path, content, false),
-                )
-                .await?;
-            return Ok(Some(Version(v as u64)).filter(|_| self.uses_conditional()));
+            self.upsert(
+                target,
+                self.input(target, external_id, path, content, false),
+            )
+            .await?;
+            return Ok(None); // no versions without conditional requests
         }
         let input = self.input(target, external_id, path, content, true);
         for attempt in 0..2 {
