@@ -204,7 +204,8 @@ async fn conversation(
             tag: Some("mem-tool".into()),
             ..Default::default()
         })
-        .await?;
+        .await?
+        .contexts;
     let mut landed = false;
     for row in &rows {
         if let Some(f) = tool.store().client().get(&row.id).await?
@@ -245,7 +246,8 @@ async fn cleanup(db: &Db, tool: &ContextQMemoryTool, t: &Throwaway, workspace: &
             ..Default::default()
         })
         .await
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .contexts;
     for row in &rows {
         client.delete(&row.id, None).await?;
     }

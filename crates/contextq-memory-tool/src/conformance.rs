@@ -2,15 +2,18 @@
 //!
 //! Each case is a `pub async fn` that takes a fresh, empty store, drives it through
 //! [`MemoryTool`] with Claude-shaped JSON input and checks the results byte for byte against
-//! `shared/spec/memory-tool.md`; [`run_all`] runs them all. Stores with real directories
-//! ([`Dirs::Real`]) show file-system directory sizes, which the suite does not pin (the
-//! `LocalStore` tests check them against the file system); stores with derived directories
-//! ([`Dirs::Derived`]) must show the total size of the files beneath.
+//! the protocol (`docs/protocol.md`); [`run_all`] runs them all. A [`Profile`] says what the
+//! store shows where it may differ: stores with real directories ([`Dirs::Real`]) show
+//! file-system directory sizes, which the suite does not pin (the `LocalStore` tests check them
+//! against the file system); stores with derived directories ([`Dirs::Derived`]) must show the
+//! total size of the files beneath; a store that cannot know sizes ([`Sizes::Timestamps`], a
+//! ContextQ without `sizeBytes`) shows each row's last change instead, and the suite checks
+//! that it is an RFC 3339 time.
 //!
 //! A third-party store passes the suite like this:
 //!
 //! ```ignore
-//! contextq_memory_tool::conformance::run_all(|| async { MyStore::new() }, Dirs::Derived).await;
+//! contextq_memory_tool::conformance::run_all(|| async { MyStore::new() }, Profile::DERIVED).await;
 //! ```
 
 use std::future::Future;
@@ -30,6 +33,43 @@ pub enum Dirs {
     Derived,
     /// Real directories with sizes from the store (not pinned by the suite).
     Real,
+}
+
+/// What a store shows in a listing's size column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sizes {
+    /// Human-readable byte counts.
+    Bytes,
+    /// Last-change times (RFC 3339), where the store cannot know sizes.
+    Timestamps,
+}
+
+/// What the suite expects of a store where stores may differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// How it shows directories.
+    pub dirs: Dirs,
+    /// What its size column holds.
+    pub sizes: Sizes,
+}
+
+impl Profile {
+    /// Derived directories, byte sizes (`MemoryStore`, `ContextQStore` on contextq-server).
+    pub const DERIVED: Profile = Profile {
+        dirs: Dirs::Derived,
+        sizes: Sizes::Bytes,
+    };
+    /// Real directories, byte sizes (`LocalStore`).
+    pub const REAL: Profile = Profile {
+        dirs: Dirs::Real,
+        sizes: Sizes::Bytes,
+    };
+    /// Derived directories, times instead of sizes (`ContextQStore` on a ContextQ without
+    /// `sizeBytes`).
+    pub const DERIVED_WITHOUT_SIZES: Profile = Profile {
+        dirs: Dirs::Derived,
+        sizes: Sizes::Timestamps,
+    };
 }
 
 const LIST_HEADER: &str = "Here're the files and directories up to 2 levels deep in";
@@ -64,24 +104,47 @@ async fn view<S: Store>(tool: &MemoryTool<S>, path: &str) -> String {
     ok(tool, json!({"command": "view", "path": path})).await
 }
 
-/// Replaces the size column of directory rows (and of the first row) with `<dir>`.
-fn mask_dirs(listing: &str, dirs: Dirs) -> String {
-    if dirs == Dirs::Derived {
-        return listing.to_string();
-    }
+/// Masks the size column where `profile` lets stores differ: directory rows (and the first
+/// row) of real directories become `<dir>`; with timestamps every row becomes `<time>`, after
+/// checking, in the store's output (`actual`), that it is an RFC 3339 time.
+fn mask(listing: &str, profile: Profile, actual: bool) -> String {
     listing
         .lines()
         .enumerate()
         .map(|(i, line)| match line.split_once('\t') {
-            Some((_, path)) if i == 1 || path.ends_with('/') => format!("<dir>\t{path}"),
+            Some((size, path)) if i > 0 && profile.sizes == Sizes::Timestamps => {
+                if actual {
+                    assert!(is_rfc3339(size), "not a time in {line:?} of:\n{listing}");
+                }
+                format!("<time>\t{path}")
+            }
+            Some((_, path)) if profile.dirs == Dirs::Real && (i == 1 || path.ends_with('/')) => {
+                format!("<dir>\t{path}")
+            }
             _ => line.to_string(),
         })
         .collect::<Vec<_>>()
         .join("\n")
 }
 
+/// `2026-12-02T17:59:25.123Z` and the like.
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() >= 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && (s.ends_with('Z') || s[19..].contains(['+', '-']))
+}
+
+/// The store's listing and the expected one, masked alike.
+fn assert_listing(actual: &str, expected: &str, profile: Profile) {
+    assert_eq!(mask(actual, profile, true), mask(expected, profile, false));
+}
+
 /// Runs every case, each on a fresh store from `make`.
-pub async fn run_all<S, F, Fut>(make: F, dirs: Dirs)
+pub async fn run_all<S, F, Fut>(make: F, profile: Profile)
 where
     S: Store,
     F: Fn() -> Fut,
@@ -90,14 +153,14 @@ where
     empty_root(make().await).await;
     view_file(make().await).await;
     create_never_overwrites(make().await).await;
-    listing(make().await, dirs).await;
+    listing(make().await, profile).await;
     str_replace(make().await).await;
     insert(make().await).await;
     delete(make().await).await;
-    rename(make().await, dirs).await;
+    rename(make().await, profile).await;
     shared_errors(make().await).await;
     bad_input(make().await).await;
-    store_contract(make().await).await;
+    store_contract(make().await, profile).await;
 }
 
 /// `view /memories` on an empty store.
@@ -213,7 +276,7 @@ pub async fn create_never_overwrites<S: Store>(store: S) {
 }
 
 /// Directory listings: two levels, order, hidden items, sizes.
-pub async fn listing<S: Store>(store: S, dirs: Dirs) {
+pub async fn listing<S: Store>(store: S, profile: Profile) {
     let tool = MemoryTool::new(store);
     create(&tool, "/memories/zeta.md", "").await;
     create(&tool, "/memories/alpha.md", "eighteen bytes!!!\n").await;
@@ -237,7 +300,7 @@ pub async fn listing<S: Store>(store: S, dirs: Dirs) {
          3.9K\t/memories/proj/sub/\n\
          0B\t/memories/zeta.md"
     );
-    assert_eq!(mask_dirs(&out, dirs), mask_dirs(&expected, dirs));
+    assert_listing(&out, &expected, profile);
 
     // A sub-directory, written with a trailing slash: header as written, entries normalised.
     let out = view(&tool, "/memories/proj/").await;
@@ -249,7 +312,7 @@ pub async fn listing<S: Store>(store: S, dirs: Dirs) {
          3.9K\t/memories/proj/sub/deep.md\n\
          1B\t/memories/proj/sub/deeper/"
     );
-    assert_eq!(mask_dirs(&out, dirs), mask_dirs(&expected, dirs));
+    assert_listing(&out, &expected, profile);
 }
 
 /// `str_replace`: 0, 1 and several matches, multi-line `old_str`, directories, missing files.
@@ -380,7 +443,7 @@ pub async fn delete<S: Store>(store: S) {
 }
 
 /// `rename` of files and directories, and its refusals.
-pub async fn rename<S: Store>(store: S, dirs: Dirs) {
+pub async fn rename<S: Store>(store: S, profile: Profile) {
     let tool = MemoryTool::new(store);
     let mv = |a: &str, b: &str| json!({"command": "rename", "old_path": a, "new_path": b});
     create(&tool, "/memories/a.md", "A").await;
@@ -432,7 +495,7 @@ pub async fn rename<S: Store>(store: S, dirs: Dirs) {
          1B\t/memories/old/proj/one.md\n\
          2B\t/memories/old/proj/sub/"
     );
-    assert_eq!(mask_dirs(&listing, dirs), mask_dirs(&expected, dirs));
+    assert_listing(&listing, &expected, profile);
     assert_eq!(
         err(&tool, mv("/memories/archive", "/memories/old")).await,
         "Error: The destination /memories/old already exists"
@@ -512,7 +575,7 @@ pub async fn bad_input<S: Store>(store: S) {
 }
 
 /// The `Store` contract itself: put modes, versions, conditional delete.
-pub async fn store_contract<S: Store>(store: S) {
+pub async fn store_contract<S: Store>(store: S, profile: Profile) {
     let p = MemoryPath::parse("/memories/contract/file.md").expect("valid");
     assert!(store.get(&p).await.expect("get").is_none());
     let v1 = store.put(&p, "one", PutMode::Create).await.expect("create");
@@ -564,7 +627,8 @@ pub async fn store_contract<S: Store>(store: S) {
     let listing = store.list(&dir).await.expect("list").expect("a directory");
     assert_eq!(listing.files.len(), 1);
     assert_eq!(listing.files[0].path, p);
-    assert_eq!(listing.files[0].size, Some(1));
+    let size = (profile.sizes == Sizes::Bytes).then_some(1);
+    assert_eq!(listing.files[0].size, size);
     // A file is not a directory.
     assert!(store.list(&p).await.expect("list").is_none());
     assert!(

@@ -66,6 +66,22 @@ pub enum Error {
         message: String,
         /// Whether it was a timeout.
         timeout: bool,
+        /// Whether the request may have reached the server (`false`: the connection was never
+        /// made, so nothing can have been applied).
+        sent: bool,
+    },
+    /// A write (`put` or `delete`) may or may not have been applied: the server's answer was
+    /// lost and reading the row back did not settle it. Every other error from a write means
+    /// it was not applied (see the `Store` contract).
+    #[error("the {operation} of {path} may or may not have been applied: {cause}")]
+    OutcomeUnknown {
+        /// The path, normalised.
+        path: String,
+        /// `write` or `delete`.
+        operation: &'static str,
+        /// What went wrong.
+        #[source]
+        cause: Box<Error>,
     },
     /// ContextQ answered, but not with what the contract says.
     #[error("unexpected answer from ContextQ at {url}: {message}")]
@@ -152,17 +168,22 @@ impl Error {
                         .unwrap_or_default()
                 ),
                 (s, _) if s >= 500 => format!(
-                    "The memory store failed ({status} {code}: {message}); nothing was confirmed. Retry later."
+                    "The memory store failed ({status} {code}: {message}); nothing was changed. Retry later."
                 ),
                 _ => format!("The memory store answered {status} {code}: {message}"),
             },
             Error::Transport { message, timeout, .. } => {
                 if *timeout {
-                    format!("The memory store did not answer in time ({message}); the command may not have been applied. View the path to check, then retry.")
+                    format!("The memory store did not answer in time ({message}); nothing was changed. Retry later.")
                 } else {
-                    format!("The memory store is unreachable ({message}); the command may not have been applied. Retry later.")
+                    format!("The memory store is unreachable ({message}); nothing was changed. Retry later.")
                 }
             }
+            Error::OutcomeUnknown {
+                path,
+                operation,
+                cause,
+            } => crate::render::outcome_unknown(operation, path, &cause.to_string()),
             Error::Protocol { message, .. } => {
                 format!("The memory store gave an unexpected answer: {message}")
             }

@@ -16,23 +16,69 @@ use crate::protocol::{
     ToolResult, ViewCommand,
 };
 
-/// A failed command: the sentence Claude reads after `Error: `.
+/// Whether one step of a failed command was applied to one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// It was: the path holds the command's new state (a copy created, a source deleted).
+    Yes,
+    /// It was not: the path holds what it held before the command.
+    No,
+    /// It may or may not have been: the path holds either state.
+    Unknown,
+}
+
+/// What a failed command is known to have done to one path (normalised).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathEffect {
+    /// The path, normalised (`/memories/a/b.md`).
+    pub path: String,
+    /// Whether the command's step on it was applied.
+    pub applied: Applied,
+}
+
+/// A failed command: the sentence Claude reads after `Error: `, and, for programs (tests,
+/// logs, a soak's model), what it is known to have changed.
+///
+/// [`ToolError::effects`] is empty when nothing was changed, which is what almost every error
+/// means. A write whose outcome is unknown lists its path as [`Applied::Unknown`]; a multi-step
+/// command that stopped part way (rename, directory delete) lists every path it touched. The
+/// message says the same in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
     message: String,
+    effects: Vec<PathEffect>,
 }
 
 impl ToolError {
-    /// A tool error with this message (without the `Error: ` prefix).
+    /// A tool error with this message (without the `Error: ` prefix); nothing was changed.
     pub fn new(message: impl Into<String>) -> Self {
         ToolError {
             message: message.into(),
+            effects: Vec::new(),
+        }
+    }
+
+    /// A tool error for a command that changed, or may have changed, these paths.
+    pub fn with_effects(message: impl Into<String>, effects: Vec<PathEffect>) -> Self {
+        ToolError {
+            message: message.into(),
+            effects,
         }
     }
 
     /// The message (without the `Error: ` prefix).
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// What the command is known to have done, path by path (empty: nothing was changed).
+    pub fn effects(&self) -> &[PathEffect] {
+        &self.effects
+    }
+
+    /// Whether the command is known to have changed nothing.
+    pub fn changed_nothing(&self) -> bool {
+        self.effects.iter().all(|e| e.applied == Applied::No)
     }
 }
 
@@ -46,7 +92,14 @@ impl std::error::Error for ToolError {}
 
 impl From<crate::Error> for ToolError {
     fn from(e: crate::Error) -> Self {
-        ToolError::new(e.tool_message())
+        let effects = match &e {
+            crate::Error::OutcomeUnknown { path, .. } => vec![PathEffect {
+                path: path.clone(),
+                applied: Applied::Unknown,
+            }],
+            _ => Vec::new(),
+        };
+        ToolError::with_effects(e.tool_message(), effects)
     }
 }
 
@@ -72,17 +125,21 @@ pub trait MemoryToolHandlers: Send + Sync {
     /// `rename`
     async fn rename(&self, command: RenameCommand) -> Result<String, ToolError>;
 
-    /// Runs one parsed command.
-    async fn run(&self, command: Command) -> ToolResult {
-        let result = match command {
+    /// Runs one parsed command, keeping the typed error (with its effects).
+    async fn handle(&self, command: Command) -> Result<String, ToolError> {
+        match command {
             Command::View(c) => self.view(c).await,
             Command::Create(c) => self.create(c).await,
             Command::StrReplace(c) => self.str_replace(c).await,
             Command::Insert(c) => self.insert(c).await,
             Command::Delete(c) => self.delete(c).await,
             Command::Rename(c) => self.rename(c).await,
-        };
-        match result {
+        }
+    }
+
+    /// Runs one parsed command.
+    async fn run(&self, command: Command) -> ToolResult {
+        match self.handle(command).await {
             Ok(text) => ToolResult::ok(text),
             Err(e) => ToolResult::error(e.message()),
         }

@@ -87,8 +87,9 @@ pub struct ListingRow {
     pub path: String,
 }
 
-/// Result of `view` on a directory: the header, the directory itself, then the rows.
-pub fn view_directory(path: &str, own_size: &str, rows: &[ListingRow]) -> String {
+/// Result of `view` on a directory: the header, the directory itself, then the rows; when the
+/// store could not show everything (`truncated`), a blank line and a note saying so.
+pub fn view_directory(path: &str, own_size: &str, rows: &[ListingRow], truncated: bool) -> String {
     let mut out = format!(
         "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:\n{own_size}\t{path}"
     );
@@ -98,7 +99,16 @@ pub fn view_directory(path: &str, own_size: &str, rows: &[ListingRow]) -> String
         out.push('\t');
         out.push_str(&row.path);
     }
+    if truncated {
+        out.push_str("\n\n");
+        out.push_str(&listing_may_be_incomplete());
+    }
     out
+}
+
+/// The note under a listing the store capped (not in the spec).
+pub fn listing_may_be_incomplete() -> String {
+    "Note: this memory store returned one full page of entries and no way to the next, so this listing may be incomplete.".to_string()
 }
 
 /// `File created successfully at: {path}`
@@ -249,6 +259,127 @@ pub fn missing_field(command: &str, field: &str) -> String {
 /// A field of the wrong JSON type.
 pub fn wrong_type(command: &str, field: &str, expected: &str) -> String {
     format!("Parameter `{field}` of command `{command}` must be {expected}")
+}
+
+/// A write the store could not confirm either way (not in the spec).
+pub fn outcome_unknown(operation: &str, path: &str, cause: &str) -> String {
+    format!(
+        "The memory store did not confirm whether the {operation} of {path} was applied ({cause}). View {path} to check before retrying."
+    )
+}
+
+/// A rename that failed before anything changed (not in the spec).
+pub fn rename_failed(old_path: &str, new_path: &str, cause: &str) -> String {
+    format!("Rename of {old_path} to {new_path} failed and nothing was changed: {cause}")
+}
+
+/// A rename whose copy was made but whose source could not be deleted, nor the copy removed
+/// again: the seed's explicit error, naming both paths and the source row's id.
+pub fn rename_both_exist(old_path: &str, new_path: &str, source_id: &str, cause: &str) -> String {
+    format!(
+        "Rename of {old_path} to {new_path} is incomplete: {new_path} was created, but deleting the source {old_path} (id {source_id}) failed: {cause} Both files now exist; delete one of them."
+    )
+}
+
+/// A rename whose copy was made but whose source delete has an unknown outcome.
+pub fn rename_source_unknown(
+    old_path: &str,
+    new_path: &str,
+    source_id: &str,
+    cause: &str,
+) -> String {
+    format!(
+        "Rename of {old_path} to {new_path} is incomplete: {new_path} was created, but the memory store did not confirm whether the source {old_path} (id {source_id}) was deleted ({cause}). View {old_path}: if it still exists, delete it to finish the rename; {new_path} holds its content."
+    )
+}
+
+/// A rename whose copy has an unknown outcome; the source is untouched.
+pub fn rename_copy_unknown(old_path: &str, new_path: &str, cause: &str) -> String {
+    format!(
+        "Rename of {old_path} to {new_path} did not finish: {old_path} is unchanged, but the memory store did not confirm whether the copy at {new_path} was created ({cause}). View {new_path}: if it exists, delete {old_path} to finish the rename; if not, retry it."
+    )
+}
+
+/// A rename whose source delete failed, and whose undo of the copy has an unknown outcome.
+pub fn rename_undo_unknown(old_path: &str, new_path: &str, cause: &str, undo: &str) -> String {
+    format!(
+        "Rename of {old_path} to {new_path} failed: deleting the source failed ({cause}), so the copy at {new_path} was removed again, but the memory store did not confirm that removal ({undo}). {old_path} is unchanged; view {new_path} and delete it if it still exists."
+    )
+}
+
+/// At most ten paths, then "and N more".
+pub fn path_list(paths: &[String]) -> String {
+    const SHOWN: usize = 10;
+    if paths.len() <= SHOWN {
+        paths.join(", ")
+    } else {
+        format!(
+            "{}, and {} more",
+            paths[..SHOWN].join(", "),
+            paths.len() - SHOWN
+        )
+    }
+}
+
+/// A directory delete that stopped part way (not in the spec): what was deleted, what has an
+/// unknown outcome, what is still there.
+pub fn delete_tree_stopped(
+    dir: &str,
+    deleted: usize,
+    total: usize,
+    unknown: Option<&str>,
+    remaining: &[String],
+    cause: &str,
+) -> String {
+    let unknown = unknown
+        .map(|p| format!(" whether {p} was deleted is unknown;"))
+        .unwrap_or_default();
+    let remaining = if remaining.is_empty() {
+        String::new()
+    } else {
+        format!(" still present: {}.", path_list(remaining))
+    };
+    format!(
+        "Deleting {dir} stopped part way: {deleted} of {total} files were deleted;{unknown}{remaining} Cause: {cause} Run delete on {dir} again to finish."
+    )
+}
+
+/// A directory delete or rename on a store that caps listings and showed nothing more beneath
+/// the directory, though there may be more (not in the spec).
+pub fn capped_listing_stopped(dir: &str, done: usize, verb: &str) -> String {
+    format!(
+        "{done} files beneath {dir} were {verb}, but this memory store lists only one page of entries and its last page showed no more files beneath {dir}; some may remain. View {dir} to check."
+    )
+}
+
+/// A directory rename that failed while copying (not in the spec).
+pub fn rename_dir_copy_failed(
+    old_path: &str,
+    new_path: &str,
+    failed: &str,
+    cause: &str,
+    state: &str,
+) -> String {
+    format!("Rename of {old_path} to {new_path} failed while copying {failed}: {cause} {state}.")
+}
+
+/// A directory rename whose sources could not all be deleted (not in the spec).
+pub fn rename_dir_delete_failed(
+    old_path: &str,
+    new_path: &str,
+    left: &[String],
+    unknown: Option<&str>,
+    copied: usize,
+    cause: &str,
+) -> String {
+    let unknown = unknown
+        .map(|p| format!(" Whether {p} was deleted is unknown."))
+        .unwrap_or_default();
+    format!(
+        "Rename of {old_path} to {new_path} is incomplete: every file was copied to {new_path}, but {} of {copied} sources could not be deleted and now exist at both places: {}.{unknown} Cause: {cause} Delete them from {old_path} to finish.",
+        left.len(),
+        path_list(left),
+    )
 }
 
 /// An edit gave up because another writer kept changing the file.

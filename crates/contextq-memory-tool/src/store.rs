@@ -19,6 +19,10 @@
 //!   Returns the new version.
 //! - [`Store::delete`] removes one file; with `Some(v)` only if its version is `v`
 //!   ([`Error::Precondition`] otherwise); [`Error::NotFound`] if it is not there.
+//! - An error from `put` or `delete` means the write was **not** applied, except
+//!   [`Error::OutcomeUnknown`], which a store returns when it cannot tell (an answer lost and
+//!   not settled by reading back). The tool relies on this: it never undoes or reports as
+//!   undone a step whose outcome is unknown.
 //! - [`Store::rename`] is optional: a store with an atomic native rename (files and directories,
 //!   never overwriting) implements it; the default answers [`Error::NotSupported`] and the tool
 //!   falls back to create-then-delete.
@@ -101,6 +105,10 @@ pub struct Listing {
     pub files: Vec<FileMeta>,
     /// Real directories beneath it (empty for stores with derived directories).
     pub dirs: Vec<DirMeta>,
+    /// The store could not show everything (a ContextQ without cursors caps a listing at one
+    /// page): there may be files beneath the directory that `files` lacks. The tool tells
+    /// Claude so, and directory delete and rename list again until nothing is left.
+    pub truncated: bool,
 }
 
 /// Where the memory tool keeps its files. See the module docs for the contract.

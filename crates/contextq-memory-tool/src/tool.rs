@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::error::Error;
-use crate::handlers::{MemoryToolHandlers, ToolError};
+use crate::handlers::{Applied, MemoryToolHandlers, PathEffect, ToolError};
 use crate::path::MemoryPath;
 use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
@@ -92,6 +92,9 @@ impl<S: Store> MemoryTool<S> {
                 Err(Error::NotFound { .. }) => {
                     return Err(ToolError::new(render::does_not_exist_valid(path.raw())));
                 }
+                Err(Error::OutcomeUnknown { cause, .. }) => {
+                    return Err(outcome_unknown(path, "edit", &cause));
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -101,23 +104,68 @@ impl<S: Store> MemoryTool<S> {
         )))
     }
 
-    async fn delete_tree(&self, dir: &MemoryPath, listing: Listing) -> Outcome {
-        let mut files: Vec<_> = listing.files.into_iter().map(|f| f.path).collect();
-        files.sort();
-        let total = files.len();
-        for (done, file) in files.iter().enumerate() {
-            match self.store.delete(file, None).await {
-                Ok(()) | Err(Error::NotFound { .. }) => {}
-                Err(e) => {
-                    let left: Vec<String> = files[done..].iter().map(|p| p.normalized()).collect();
-                    return Err(ToolError::new(format!(
-                        "Deleting {} stopped part way: {done} of {total} files were deleted; still present: {}. Cause: {} Run delete on {} again to finish.",
+    /// Deletes every file beneath `dir`, listing again while the store capped the listing.
+    async fn delete_tree(&self, dir: &MemoryPath, mut listing: Listing) -> Outcome {
+        let mut effects = Effects::default();
+        let mut deleted = 0usize;
+        loop {
+            let mut files: Vec<_> = listing.files.into_iter().map(|f| f.path).collect();
+            files.sort();
+            let before = deleted;
+            for (i, file) in files.iter().enumerate() {
+                let e = match self.store.delete(file, None).await {
+                    Ok(()) | Err(Error::NotFound { .. }) => {
+                        effects.add(file, Applied::Yes);
+                        deleted += 1;
+                        continue;
+                    }
+                    Err(e) => e,
+                };
+                // Stopped: this file's outcome is unknown or it is still there, and so is the rest.
+                let (unknown, cause) = match e {
+                    Error::OutcomeUnknown { cause, .. } => (true, cause.to_string()),
+                    e => (false, e.tool_message()),
+                };
+                effects.add(
+                    file,
+                    if unknown {
+                        Applied::Unknown
+                    } else {
+                        Applied::No
+                    },
+                );
+                let rest = &files[i + 1..];
+                rest.iter().for_each(|p| effects.add(p, Applied::No));
+                let mut left: Vec<String> = rest.iter().map(MemoryPath::normalized).collect();
+                if !unknown {
+                    left.insert(0, file.normalized());
+                }
+                let total = deleted + files.len() - i;
+                return Err(effects.error(render::delete_tree_stopped(
+                    dir.raw(),
+                    deleted,
+                    total,
+                    unknown.then(|| file.normalized()).as_deref(),
+                    &left,
+                    &cause,
+                )));
+            }
+            if !listing.truncated {
+                break;
+            }
+            // The store showed one page only: look again for what is left.
+            match self.store.list(dir).await {
+                Ok(Some(next)) if !next.files.is_empty() && deleted > before => listing = next,
+                Ok(Some(next)) if next.files.is_empty() && !next.truncated => break,
+                Ok(None) => break,
+                Ok(Some(_)) => {
+                    return Err(effects.error(render::capped_listing_stopped(
                         dir.raw(),
-                        summarize(&left),
-                        e.tool_message(),
-                        dir.raw()
+                        deleted,
+                        "deleted",
                     )));
                 }
+                Err(e) => return Err(effects.error(e.tool_message())),
             }
         }
         self.store.remove_dir(dir).await?;
@@ -131,26 +179,60 @@ impl<S: Store> MemoryTool<S> {
                 Err(Error::AlreadyExists { .. }) => {
                     return Err(ToolError::new(render::destination_exists(new.raw())));
                 }
+                Err(Error::OutcomeUnknown { cause, .. }) => {
+                    let mut effects = Effects::default();
+                    effects.add(new, Applied::Unknown);
+                    effects.add(old, Applied::No);
+                    return Err(effects.error(render::rename_copy_unknown(
+                        old.raw(),
+                        new.raw(),
+                        &cause.to_string(),
+                    )));
+                }
                 Err(e) => return Err(e.into()),
             };
             let cause = match self.store.delete(old, entry.version).await {
                 Ok(()) | Err(Error::NotFound { .. }) => {
                     return Ok(render::renamed(old.raw(), new.raw()));
                 }
+                Err(Error::OutcomeUnknown { cause, .. }) => {
+                    // The source may be gone: the copy is all that is sure to remain, so it stays.
+                    let mut effects = Effects::default();
+                    effects.add(new, Applied::Yes);
+                    effects.add(old, Applied::Unknown);
+                    return Err(effects.error(render::rename_source_unknown(
+                        old.raw(),
+                        new.raw(),
+                        entry.id.as_deref().unwrap_or("unknown"),
+                        &cause.to_string(),
+                    )));
+                }
                 Err(e) => e,
             };
-            // The source could not be deleted: undo the destination if it is still ours.
-            let undone = self.store.delete(new, created).await.is_ok();
-            if !undone {
-                return Err(ToolError::new(format!(
-                    "Rename of {} to {} is incomplete: {} was created, but deleting the source {} (id {}) failed: {} Both files now exist; delete one of them.",
-                    old.raw(),
-                    new.raw(),
-                    new.raw(),
-                    old.raw(),
-                    entry.id.as_deref().unwrap_or("unknown"),
-                    cause.tool_message()
-                )));
+            // The source is known to be still there: remove the copy again if it is still ours.
+            let mut effects = Effects::default();
+            match self.store.delete(new, created).await {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(Error::OutcomeUnknown { cause: undo, .. }) => {
+                    effects.add(new, Applied::Unknown);
+                    effects.add(old, Applied::No);
+                    return Err(effects.error(render::rename_undo_unknown(
+                        old.raw(),
+                        new.raw(),
+                        &cause.tool_message(),
+                        &undo.to_string(),
+                    )));
+                }
+                Err(_) => {
+                    effects.add(new, Applied::Yes);
+                    effects.add(old, Applied::No);
+                    return Err(effects.error(render::rename_both_exist(
+                        old.raw(),
+                        new.raw(),
+                        entry.id.as_deref().unwrap_or("unknown"),
+                        &cause.tool_message(),
+                    )));
+                }
             }
             if matches!(cause, Error::Precondition { .. }) {
                 // The source changed while we copied it: start again from its new content.
@@ -162,11 +244,10 @@ impl<S: Store> MemoryTool<S> {
                     None => return Err(ToolError::new(render::does_not_exist(old.raw()))),
                 }
             }
-            return Err(ToolError::new(format!(
-                "Rename of {} to {} failed and nothing was changed: {}",
+            return Err(ToolError::new(render::rename_failed(
                 old.raw(),
                 new.raw(),
-                cause.tool_message()
+                &cause.tool_message(),
             )));
         }
         Err(ToolError::new(render::edit_conflict(
@@ -175,76 +256,162 @@ impl<S: Store> MemoryTool<S> {
         )))
     }
 
-    async fn rename_dir(&self, old: &MemoryPath, new: &MemoryPath, listing: Listing) -> Outcome {
+    /// Moves every file beneath `old` to `new`: copies (create-only), then deletes the sources;
+    /// lists again while the store capped the listing.
+    async fn rename_dir(
+        &self,
+        old: &MemoryPath,
+        new: &MemoryPath,
+        mut listing: Listing,
+    ) -> Outcome {
         if self.store.get(new).await?.is_some() || self.store.list(new).await?.is_some() {
             return Err(ToolError::new(render::destination_exists(new.raw())));
         }
-        let mut files: Vec<_> = listing.files.into_iter().map(|f| f.path).collect();
-        files.sort();
-        // Phase 1: copy every file (create-only). On failure, undo the copies.
-        let mut copied: Vec<(MemoryPath, MemoryPath, Option<Version>, Option<Version>)> =
-            Vec::new();
-        for src in &files {
-            let step: Result<_, Error> = async {
-                let dst = src.rebase(old, new).ok_or_else(|| Error::InvalidPath {
-                    message: render::does_not_exist(src.raw()),
-                })?;
-                let Some(entry) = self.store.get(src).await? else {
-                    return Ok(None); // deleted meanwhile: nothing to move
+        let mut effects = Effects::default();
+        // Files moved by earlier passes (a capped listing needs more than one).
+        let mut moved = 0usize;
+        loop {
+            let mut files: Vec<_> = listing.files.into_iter().map(|f| f.path).collect();
+            files.sort();
+            // Phase 1: copy every file (create-only). On failure, undo this pass's copies.
+            let mut copied: Vec<Copied> = Vec::new();
+            for src in &files {
+                let Some(dst) = src.rebase(old, new) else {
+                    continue; // not beneath `old`: never listed by a conforming store
                 };
-                let v = self
-                    .store
-                    .put(&dst, &entry.content, PutMode::Create)
-                    .await?;
-                Ok(Some((src.clone(), dst, entry.version, v)))
-            }
-            .await;
-            match step {
-                Ok(Some(c)) => copied.push(c),
-                Ok(None) => {}
-                Err(e) => {
-                    let mut not_undone = Vec::new();
-                    for (_, dst, _, v) in &copied {
-                        if self.store.delete(dst, *v).await.is_err() {
-                            not_undone.push(dst.normalized());
+                let step = match self.store.get(src).await {
+                    Ok(None) => continue, // deleted meanwhile: nothing to move
+                    Ok(Some(entry)) => self
+                        .store
+                        .put(&dst, &entry.content, PutMode::Create)
+                        .await
+                        .map(|v| (entry.version, v)),
+                    Err(e) => Err(e),
+                };
+                let e = match step {
+                    Ok((src_version, dst_version)) => {
+                        copied.push(Copied {
+                            src: src.clone(),
+                            dst,
+                            src_version,
+                            dst_version,
+                        });
+                        continue;
+                    }
+                    Err(e) => e,
+                };
+                let (cause, failed_unknown) = match e {
+                    Error::OutcomeUnknown { cause, .. } => (cause.to_string(), true),
+                    e => (e.tool_message(), false),
+                };
+                let mut both = Vec::new();
+                let mut maybe = Vec::new();
+                if failed_unknown {
+                    effects.add(&dst, Applied::Unknown);
+                    maybe.push(dst.normalized());
+                }
+                for c in &copied {
+                    effects.add(&c.src, Applied::No);
+                    match self.store.delete(&c.dst, c.dst_version).await {
+                        Ok(()) | Err(Error::NotFound { .. }) => effects.add(&c.dst, Applied::No),
+                        Err(Error::OutcomeUnknown { .. }) => {
+                            effects.add(&c.dst, Applied::Unknown);
+                            maybe.push(c.dst.normalized());
+                        }
+                        Err(_) => {
+                            effects.add(&c.dst, Applied::Yes);
+                            both.push(c.dst.normalized());
                         }
                     }
-                    let state = if not_undone.is_empty() {
-                        "nothing was changed".to_string()
-                    } else {
-                        format!(
-                            "these copies could not be removed and now exist at both places: {}",
-                            summarize(&not_undone)
-                        )
-                    };
-                    return Err(ToolError::new(format!(
-                        "Rename of {} to {} failed while copying {}: {} {state}.",
-                        old.raw(),
-                        new.raw(),
-                        src.normalized(),
-                        e.tool_message()
-                    )));
                 }
+                let mut state = Vec::new();
+                if moved > 0 {
+                    state.push(format!(
+                        "{moved} files had already been moved to {}",
+                        new.raw()
+                    ));
+                }
+                if !both.is_empty() {
+                    state.push(format!(
+                        "these copies could not be removed and now exist at both places: {}",
+                        render::path_list(&both)
+                    ));
+                }
+                if !maybe.is_empty() {
+                    state.push(format!(
+                        "the memory store did not confirm whether these copies exist: {}",
+                        render::path_list(&maybe)
+                    ));
+                }
+                if state.is_empty() {
+                    state.push("nothing was changed".to_string());
+                }
+                return Err(effects.error(render::rename_dir_copy_failed(
+                    old.raw(),
+                    new.raw(),
+                    &src.normalized(),
+                    &cause,
+                    &state.join("; "),
+                )));
             }
-        }
-        // Phase 2: delete the sources.
-        for (i, (src, _, version, _)) in copied.iter().enumerate() {
-            match self.store.delete(src, *version).await {
-                Ok(()) | Err(Error::NotFound { .. }) => {}
-                Err(e) => {
-                    let left: Vec<String> = copied[i..].iter().map(|c| c.0.normalized()).collect();
-                    return Err(ToolError::new(format!(
-                        "Rename of {} to {} is incomplete: every file was copied to {}, but {} of {} sources could not be deleted and now exist at both places: {}. Cause: {} Delete them from {} to finish.",
+            // Phase 2: delete the sources.
+            for (i, c) in copied.iter().enumerate() {
+                let e = match self.store.delete(&c.src, c.src_version).await {
+                    Ok(()) | Err(Error::NotFound { .. }) => {
+                        effects.add(&c.src, Applied::Yes);
+                        effects.add(&c.dst, Applied::Yes);
+                        continue;
+                    }
+                    Err(e) => e,
+                };
+                let (cause, unknown) = match e {
+                    Error::OutcomeUnknown { cause, .. } => (cause.to_string(), true),
+                    e => (e.tool_message(), false),
+                };
+                effects.add(&c.dst, Applied::Yes);
+                effects.add(
+                    &c.src,
+                    if unknown {
+                        Applied::Unknown
+                    } else {
+                        Applied::No
+                    },
+                );
+                let mut left: Vec<String> = Vec::new();
+                if !unknown {
+                    left.push(c.src.normalized());
+                }
+                for rest in &copied[i + 1..] {
+                    effects.add(&rest.dst, Applied::Yes);
+                    effects.add(&rest.src, Applied::No);
+                    left.push(rest.src.normalized());
+                }
+                return Err(effects.error(render::rename_dir_delete_failed(
+                    old.raw(),
+                    new.raw(),
+                    &left,
+                    unknown.then(|| c.src.normalized()).as_deref(),
+                    moved + copied.len(),
+                    &cause,
+                )));
+            }
+            moved += copied.len();
+            if !listing.truncated {
+                break;
+            }
+            // The store showed one page only: look again for what is left.
+            match self.store.list(old).await {
+                Ok(Some(next)) if !next.files.is_empty() && !copied.is_empty() => listing = next,
+                Ok(Some(next)) if next.files.is_empty() && !next.truncated => break,
+                Ok(None) => break,
+                Ok(Some(_)) => {
+                    return Err(effects.error(render::capped_listing_stopped(
                         old.raw(),
-                        new.raw(),
-                        new.raw(),
-                        left.len(),
-                        copied.len(),
-                        summarize(&left),
-                        e.tool_message(),
-                        old.raw()
+                        moved,
+                        "moved",
                     )));
                 }
+                Err(e) => return Err(effects.error(e.tool_message())),
             }
         }
         self.store.remove_dir(old).await?;
@@ -252,18 +419,40 @@ impl<S: Store> MemoryTool<S> {
     }
 }
 
-/// At most ten paths, then "and N more".
-fn summarize(paths: &[String]) -> String {
-    const SHOWN: usize = 10;
-    if paths.len() <= SHOWN {
-        paths.join(", ")
-    } else {
-        format!(
-            "{}, and {} more",
-            paths[..SHOWN].join(", "),
-            paths.len() - SHOWN
-        )
+/// One file copied by a directory rename.
+struct Copied {
+    src: MemoryPath,
+    dst: MemoryPath,
+    src_version: Option<Version>,
+    dst_version: Option<Version>,
+}
+
+/// What a multi-step command did, path by path (see [`ToolError::effects`]).
+#[derive(Default)]
+struct Effects(Vec<PathEffect>);
+
+impl Effects {
+    fn add(&mut self, path: &MemoryPath, applied: Applied) {
+        self.0.push(PathEffect {
+            path: path.normalized(),
+            applied,
+        });
     }
+
+    fn error(self, message: String) -> ToolError {
+        ToolError::with_effects(message, self.0)
+    }
+}
+
+/// A write whose outcome the store could not settle (the message names the path as written).
+fn outcome_unknown(path: &MemoryPath, operation: &str, cause: &Error) -> ToolError {
+    let mut effects = Effects::default();
+    effects.add(path, Applied::Unknown);
+    effects.error(render::outcome_unknown(
+        operation,
+        path.raw(),
+        &cause.to_string(),
+    ))
 }
 
 /// Whether a name is left out of listings.
@@ -403,7 +592,12 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
         match self.store.list(&path).await? {
             Some(listing) => {
                 let (own, rows) = listing_rows(&path, &listing);
-                Ok(render::view_directory(path.raw(), &own, &rows))
+                Ok(render::view_directory(
+                    path.raw(),
+                    &own,
+                    &rows,
+                    listing.truncated,
+                ))
             }
             None => Err(ToolError::new(render::does_not_exist_valid(path.raw()))),
         }
@@ -418,6 +612,9 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
             Ok(_) => Ok(render::created(path.raw())),
             Err(Error::AlreadyExists { .. }) => {
                 Err(ToolError::new(render::already_exists(path.raw())))
+            }
+            Err(Error::OutcomeUnknown { cause, .. }) => {
+                Err(outcome_unknown(&path, "creation", &cause))
             }
             Err(e) => Err(e.into()),
         }
@@ -487,6 +684,9 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
                     Ok(()) => return Ok(render::deleted(path.raw())),
                     // Changed or deleted since it was read: look again.
                     Err(Error::Precondition { .. } | Error::NotFound { .. }) => continue,
+                    Err(Error::OutcomeUnknown { cause, .. }) => {
+                        return Err(outcome_unknown(&path, "delete", &cause));
+                    }
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -570,6 +770,7 @@ mod tests {
                 file("/memories/A.md", 0),
             ],
             dirs: vec![],
+            truncated: false,
         };
         let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
         assert_eq!(own, "1.0K"); // 1061 bytes in all
@@ -609,6 +810,7 @@ mod tests {
                     size: Some(4096),
                 },
             ],
+            truncated: false,
         };
         let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
         assert_eq!(own, "4K");

@@ -1,13 +1,13 @@
 //! The shared conformance suite on the two local stores, and LocalStore's real directory sizes.
 
-use contextq_memory_tool::conformance::{self, Dirs};
+use contextq_memory_tool::conformance::{self, Profile};
 use contextq_memory_tool::render::human_size;
 use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers};
 use serde_json::json;
 
 #[tokio::test]
 async fn memory_store_conforms() {
-    conformance::run_all(|| async { MemoryStore::new() }, Dirs::Derived).await;
+    conformance::run_all(|| async { MemoryStore::new() }, Profile::DERIVED).await;
 }
 
 #[tokio::test]
@@ -20,7 +20,7 @@ async fn local_store_conforms() {
             dirs.lock().unwrap().push(tmp);
             async move { store }
         },
-        Dirs::Real,
+        Profile::REAL,
     )
     .await;
 }

@@ -6,10 +6,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::proxy::{Fault, Proxy};
-use common::{ALL, Server, backends, options};
+use common::proxy::{Fault, Gate, Proxy};
+use common::{ALL, Server, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::{MemoryToolHandlers, ToolResult};
+use contextq_server::Backend;
 use contextq_server::model::{Plan, Scope};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -26,9 +27,8 @@ fn view(path: &str) -> Value {
     json!({"command": "view", "path": path})
 }
 
-#[tokio::test]
-async fn round_trips_per_command() {
-    let server = Server::start(contextq_server::Backend::Sqlite).await;
+async fn round_trips_per_command(b: Backend) {
+    let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let proxy = Proxy::start(&server.url).await;
     let tool = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
@@ -120,90 +120,85 @@ async fn round_trips_per_command() {
     eprintln!("round trips: {shape:#?}");
 }
 
-#[tokio::test]
-async fn per_workspace_path_model() {
-    for b in backends() {
-        let server = Server::start(b).await;
-        let (tenant, key) = server.tenant(Plan::Free, ALL, "acme").await;
-        server.workspace(&tenant, "empty").await;
-        let tool = contextq_memory_tool(options(&server.url, &key)).unwrap();
-        assert!(
-            !run(&tool, create("/memories/acme/notes.md", "Prefers Rust\n"))
-                .await
-                .is_error
-        );
-        assert!(
-            !run(&tool, create("/memories/ACME/deep/x.md", "x"))
-                .await
-                .is_error,
-            "slug is lowercased"
-        );
-        let root = run(&tool, view("/memories")).await;
-        assert_eq!(
-            root.content,
-            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n\
-             14B\t/memories\n\
-             14B\t/memories/acme/\n\
-             1B\t/memories/acme/deep/\n\
-             13B\t/memories/acme/notes.md\n\
-             0B\t/memories/empty/"
-        );
-        // The external id carries the workspace.
-        let raw = reqwest::Client::new()
-            .get(format!(
-                "{}/api/contexts/by-external/{}",
-                server.url, "mem-tool%3Aacme%2Fnotes.md"
-            ))
-            .bearer_auth(&key)
-            .send()
+async fn per_workspace_path_model(b: Backend) {
+    let server = Server::start(b).await;
+    let (tenant, key) = server.tenant(Plan::Free, ALL, "acme").await;
+    server.workspace(&tenant, "empty").await;
+    let tool = contextq_memory_tool(options(&server.url, &key)).unwrap();
+    assert!(
+        !run(&tool, create("/memories/acme/notes.md", "Prefers Rust\n"))
             .await
-            .unwrap();
-        assert_eq!(raw.status(), 200);
-        let body: Value = raw.json().await.unwrap();
-        assert_eq!(body["workspace"], "acme");
-        assert_eq!(body["type"], "reference");
-        assert_eq!(body["tags"], json!(["mem-tool"]));
-        // Files live inside a workspace; unknown and invalid workspaces are explained.
-        let r = run(&tool, create("/memories/notes.md", "x")).await;
-        assert!(
-            r.is_error && r.content.contains("is not inside a workspace"),
-            "{r:?}"
-        );
-        let r = run(&tool, create("/memories/nope/x.md", "x")).await;
-        assert!(
-            r.is_error && r.content.contains("does not exist in ContextQ"),
-            "{r:?}"
-        );
-        let r = run(&tool, create("/memories/bad slug!/x.md", "x")).await;
-        assert!(
-            r.is_error && r.content.contains("cannot be a workspace"),
-            "{r:?}"
-        );
-        assert_eq!(
-            run(&tool, view("/memories/empty")).await.content,
-            "Here're the files and directories up to 2 levels deep in /memories/empty, excluding hidden items and node_modules:\n0B\t/memories/empty"
-        );
-        assert!(run(&tool, view("/memories/nope")).await.is_error);
-        // With create_workspaces, a missing workspace is created on first write.
-        let auto =
-            contextq_memory_tool(options(&server.url, &key).create_workspaces(true)).unwrap();
-        assert!(
-            !run(&auto, create("/memories/fresh/x.md", "x"))
-                .await
-                .is_error
-        );
-        assert!(
-            run(&tool, view("/memories"))
-                .await
-                .content
-                .contains("/memories/fresh/")
-        );
-    }
+            .is_error
+    );
+    assert!(
+        !run(&tool, create("/memories/ACME/deep/x.md", "x"))
+            .await
+            .is_error,
+        "slug is lowercased"
+    );
+    let root = run(&tool, view("/memories")).await;
+    assert_eq!(
+        root.content,
+        "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n\
+         14B\t/memories\n\
+         14B\t/memories/acme/\n\
+         1B\t/memories/acme/deep/\n\
+         13B\t/memories/acme/notes.md\n\
+         0B\t/memories/empty/"
+    );
+    // The external id carries the workspace.
+    let raw = reqwest::Client::new()
+        .get(format!(
+            "{}/api/contexts/by-external/{}",
+            server.url, "mem-tool%3Aacme%2Fnotes.md"
+        ))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 200);
+    let body: Value = raw.json().await.unwrap();
+    assert_eq!(body["workspace"], "acme");
+    assert_eq!(body["type"], "reference");
+    assert_eq!(body["tags"], json!(["mem-tool"]));
+    // Files live inside a workspace; unknown and invalid workspaces are explained.
+    let r = run(&tool, create("/memories/notes.md", "x")).await;
+    assert!(
+        r.is_error && r.content.contains("is not inside a workspace"),
+        "{r:?}"
+    );
+    let r = run(&tool, create("/memories/nope/x.md", "x")).await;
+    assert!(
+        r.is_error && r.content.contains("does not exist in ContextQ"),
+        "{r:?}"
+    );
+    let r = run(&tool, create("/memories/bad slug!/x.md", "x")).await;
+    assert!(
+        r.is_error && r.content.contains("cannot be a workspace"),
+        "{r:?}"
+    );
+    assert_eq!(
+        run(&tool, view("/memories/empty")).await.content,
+        "Here're the files and directories up to 2 levels deep in /memories/empty, excluding hidden items and node_modules:\n0B\t/memories/empty"
+    );
+    assert!(run(&tool, view("/memories/nope")).await.is_error);
+    // With create_workspaces, a missing workspace is created on first write.
+    let auto = contextq_memory_tool(options(&server.url, &key).create_workspaces(true)).unwrap();
+    assert!(
+        !run(&auto, create("/memories/fresh/x.md", "x"))
+            .await
+            .is_error
+    );
+    assert!(
+        run(&tool, view("/memories"))
+            .await
+            .content
+            .contains("/memories/fresh/")
+    );
 }
 
-#[tokio::test]
-async fn never_touches_rows_without_the_tag() {
-    let server = Server::start(contextq_server::Backend::Sqlite).await;
+async fn never_touches_rows_without_the_tag(b: Backend) {
+    let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let http = reqwest::Client::new();
     // The caller's own contexts: one under the adapter's namespace but untagged, one elsewhere.
@@ -255,54 +250,50 @@ async fn never_touches_rows_without_the_tag() {
     assert_eq!(v["version"], 1);
 }
 
-#[tokio::test]
-async fn listings_page_past_500_rows() {
-    for b in backends() {
-        let server = Server::start(b).await;
-        let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
-        let http = reqwest::Client::new();
-        for chunk in 0..12 {
-            let items: Vec<Value> = (0..100)
-                .map(|i| {
-                    let n = chunk * 100 + i;
-                    json!({"externalId": format!("mem-tool:ws/bulk/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "12345", "tags": ["mem-tool"]})
-                })
-                .collect();
-            let r = http
-                .post(format!("{}/api/contexts/bulk-upsert", server.url))
-                .bearer_auth(&key)
-                .json(&json!({"contexts": items}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status(), 200);
-        }
-        let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
-        let out = run(&tool, view("/memories/bulk")).await.content;
-        assert_eq!(
-            out.lines().count(),
-            2 + 1200,
-            "header, the directory, 1,200 files"
-        );
-        assert!(out.contains("5.9K\t/memories/bulk\n"), "6,000 bytes in all");
-        assert!(out.ends_with("5B\t/memories/bulk/f1199.md"));
-        // Deleting the directory removes all 1,200.
-        assert_eq!(
-            run(
-                &tool,
-                json!({"command": "delete", "path": "/memories/bulk"})
-            )
+async fn listings_page_past_500_rows(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
+    let http = reqwest::Client::new();
+    for chunk in 0..12 {
+        let items: Vec<Value> = (0..100)
+            .map(|i| {
+                let n = chunk * 100 + i;
+                json!({"externalId": format!("mem-tool:ws/bulk/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "12345", "tags": ["mem-tool"]})
+            })
+            .collect();
+        let r = http
+            .post(format!("{}/api/contexts/bulk-upsert", server.url))
+            .bearer_auth(&key)
+            .json(&json!({"contexts": items}))
+            .send()
             .await
-            .content,
-            "Successfully deleted /memories/bulk"
-        );
-        assert!(run(&tool, view("/memories/bulk")).await.is_error);
+            .unwrap();
+        assert_eq!(r.status(), 200);
     }
+    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let out = run(&tool, view("/memories/bulk")).await.content;
+    assert_eq!(
+        out.lines().count(),
+        2 + 1200,
+        "header, the directory, 1,200 files"
+    );
+    assert!(out.contains("5.9K\t/memories/bulk\n"), "6,000 bytes in all");
+    assert!(out.ends_with("5B\t/memories/bulk/f1199.md"));
+    // Deleting the directory removes all 1,200.
+    assert_eq!(
+        run(
+            &tool,
+            json!({"command": "delete", "path": "/memories/bulk"})
+        )
+        .await
+        .content,
+        "Successfully deleted /memories/bulk"
+    );
+    assert!(run(&tool, view("/memories/bulk")).await.is_error);
 }
 
-#[tokio::test]
-async fn retries_what_is_safe_and_honours_retry_after() {
-    let server = Server::start(contextq_server::Backend::Sqlite).await;
+async fn retries_what_is_safe_and_honours_retry_after(b: Backend) {
+    let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let proxy = Proxy::start(&server.url).await;
     let tool = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
@@ -360,30 +351,39 @@ async fn retries_what_is_safe_and_honours_retry_after() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
-#[tokio::test]
-async fn timeouts_and_lost_answers_are_reported_or_reconciled() {
-    let server = Server::start(contextq_server::Backend::Sqlite).await;
+async fn timeouts_and_lost_answers_are_reported_or_reconciled(b: Backend) {
+    let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let proxy = Proxy::start(&server.url).await;
-    let mut opts = options(&proxy.url, &key)
-        .workspace("ws")
-        .timeout(Duration::from_millis(300));
+    let mut opts = options(&proxy.url, &key).workspace("ws");
     opts.retry.max_retries = 0;
     let tool = contextq_memory_tool(opts).unwrap();
     assert!(!run(&tool, create("/memories/a.md", "a\n")).await.is_error);
 
-    // A timeout on a read, without retries: an error saying so.
-    proxy.fault(
-        Method::GET,
-        "/by-external/",
-        Fault::Delay(Duration::from_secs(2)),
-        1,
-    );
-    let r = run(&tool, view("/memories/a.md")).await;
-    assert!(
-        r.is_error && r.content.contains("did not answer in time"),
+    // A read that never gets an answer (held at the proxy) times out, without retries: an
+    // error saying so, and nothing changed. Only this tool has a short timeout.
+    let mut opts = options(&proxy.url, &key)
+        .workspace("ws")
+        .timeout(Duration::from_millis(200));
+    opts.retry.max_retries = 0;
+    let impatient = contextq_memory_tool(opts).unwrap();
+    let gate = Gate::default();
+    proxy.fault(Method::GET, "/by-external/", Fault::Hold(gate.clone()), 1);
+    let r = run(&impatient, view("/memories/a.md")).await;
+    assert_eq!(
+        (
+            r.is_error,
+            r.content
+                .starts_with("Error: The memory store did not answer in time (")
+        ),
+        (true, true),
         "{r:?}"
     );
+    assert!(
+        r.content.ends_with("nothing was changed. Retry later."),
+        "{r:?}"
+    );
+    gate.open();
 
     // The answer to an edit is lost after the server applied it: read back, reported as done,
     // applied exactly once.
@@ -416,9 +416,8 @@ async fn timeouts_and_lost_answers_are_reported_or_reconciled() {
     assert_eq!(content.matches("top").count(), 1, "{content}");
 }
 
-#[tokio::test]
-async fn partial_failures_say_exactly_what_happened() {
-    let server = Server::start(contextq_server::Backend::Sqlite).await;
+async fn partial_failures_say_exactly_what_happened(b: Backend) {
+    let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let proxy = Proxy::start(&server.url).await;
     let mut opts = options(&proxy.url, &key).workspace("ws");
@@ -463,12 +462,12 @@ async fn partial_failures_say_exactly_what_happened() {
         "{listing}"
     );
 
-    // Rename whose delete step fails transiently (503, read back as not applied): healed by
-    // one more try, the rename succeeds.
+    // Rename whose delete step fails with an unknown outcome (a 502 from a gateway), read back
+    // as not applied: healed by one more try, the rename succeeds.
     proxy.fault(
         Method::DELETE,
         "/api/contexts/",
-        Fault::Status(503, None),
+        Fault::Status(502, None),
         1,
     );
     let r = run(&tool, json!({"command": "rename", "old_path": "/memories/dir/d.md", "new_path": "/memories/d2.md"})).await;
@@ -529,9 +528,8 @@ async fn partial_failures_say_exactly_what_happened() {
     assert!(!run(&tool, view("/memories/dir/c.md")).await.is_error);
 }
 
-#[tokio::test]
-async fn contextq_refusals_become_actionable_tool_errors() {
-    let server = Server::start(contextq_server::Backend::Sqlite).await;
+async fn contextq_refusals_become_actionable_tool_errors(b: Backend) {
+    let server = Server::start(b).await;
     // Quota: a free tenant at its cap of 100.
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let items: Vec<Value> = (0..100).map(|n| json!({"externalId": format!("x{n}"), "workspace": "ws", "type": "note", "content": ""})).collect();
@@ -618,7 +616,12 @@ async fn contextq_refusals_become_actionable_tool_errors() {
         !r.content
             .contains("0000000000000000000000000000000000000000")
     );
-    let mut opts = options("http://127.0.0.1:9", &key).workspace("ws");
+    // A port that was just free: nothing listens there.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut opts = options(&format!("http://127.0.0.1:{port}"), &key).workspace("ws");
     opts.retry.max_retries = 1;
     let tool = contextq_memory_tool(opts).unwrap();
     let r = run(&tool, view("/memories")).await;
@@ -655,33 +658,22 @@ async fn insert_race(url: &str, key: &str) -> (usize, Option<bool>) {
     (lines, setup.store().conditional_requests())
 }
 
-#[tokio::test]
-async fn concurrent_inserts_lose_nothing_with_etag() {
-    for b in backends() {
-        let server = Server::start(b).await;
-        let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-        let (lines, conditional) = insert_race(&server.url, &key).await;
-        assert_eq!(conditional, Some(true));
-        assert_eq!(lines, 200, "{b:?}: every one of 8 × 25 inserts is present");
-    }
+async fn concurrent_inserts_lose_nothing_with_etag(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let (lines, conditional) = insert_race(&server.url, &key).await;
+    assert_eq!(conditional, Some(true));
+    assert_eq!(lines, 200, "{b:?}: every one of 8 × 25 inserts is present");
 }
 
-/// The seed's named gap, shown rather than hidden: against a ContextQ without conditional
-/// requests the same race can lose edits (last writer wins). The test records how many.
-#[tokio::test]
-async fn concurrent_inserts_without_etag_document_the_gap() {
-    let server = Server::start(contextq_server::Backend::Sqlite).await;
-    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let plain = Proxy::without_conditional(&server.url).await;
-    let (lines, conditional) = insert_race(&plain.url, &key).await;
-    assert_eq!(
-        conditional,
-        Some(false),
-        "the adapter noticed the server has no ETag"
-    );
-    assert!((1..=200).contains(&lines), "{lines}");
-    eprintln!(
-        "without ETag: {lines} of 200 inserts survived ({} lost to last-writer-wins)",
-        200 - lines
-    );
-}
+contextq_server::database_tests!(
+    round_trips_per_command,
+    per_workspace_path_model,
+    never_touches_rows_without_the_tag,
+    listings_page_past_500_rows,
+    retries_what_is_safe_and_honours_retry_after,
+    timeouts_and_lost_answers_are_reported_or_reconciled,
+    partial_failures_say_exactly_what_happened,
+    contextq_refusals_become_actionable_tool_errors,
+    concurrent_inserts_lose_nothing_with_etag,
+);

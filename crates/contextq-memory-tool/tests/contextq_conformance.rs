@@ -1,31 +1,56 @@
 //! The shared conformance suite on `ContextQStore` against the real contextq-server, pinned and
-//! per-workspace, on SQLite and (when configured) PostgreSQL.
+//! per-workspace, on SQLite and PostgreSQL: directly, and through a proxy that hides every
+//! extension of the contract (the ContextQ the seed describes: no ETag, If-Match, ifAbsent,
+//! externalIdPrefix, cursors or sizeBytes), where the suite expects the same strings except
+//! that sizes are last-change times.
 
 mod common;
 
 use async_trait::async_trait;
-use common::{ALL, Server, backends, options, ws_name};
-use contextq_memory_tool::conformance::{self, Dirs};
+use common::proxy::Proxy;
+use common::{ALL, Server, options, ws_name};
+use contextq_memory_tool::conformance::{self, Profile};
 use contextq_memory_tool::store::{Entry, Listing, PutMode, Store, Version};
 use contextq_memory_tool::{ContextQStore, MemoryPath, Result};
+use contextq_server::Backend;
 use contextq_server::model::Plan;
 
-#[tokio::test]
-async fn pinned_mode_conforms() {
-    for b in backends() {
-        let server = Server::start(b).await;
-        let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
-        let (server, tenant, key) = (&server, &tenant, &key);
-        conformance::run_all(
-            || async move {
-                let ws = ws_name();
-                server.workspace(tenant, &ws).await;
-                options(&server.url, key).workspace(ws).store().unwrap()
-            },
-            Dirs::Derived,
-        )
-        .await;
-    }
+/// The suite on a pinned store, directly or through a plain-ContextQ proxy.
+async fn pinned(b: Backend, plain: bool) {
+    let server = Server::start(b).await;
+    let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
+    let proxy = if plain {
+        Proxy::plain(&server.url).await
+    } else {
+        Proxy::start(&server.url).await
+    };
+    let profile = if plain {
+        Profile::DERIVED_WITHOUT_SIZES
+    } else {
+        Profile::DERIVED
+    };
+    let (server, tenant, key, url) = (&server, &tenant, &key, &proxy.url);
+    conformance::run_all(
+        || async move {
+            let ws = ws_name();
+            server.workspace(tenant, &ws).await;
+            options(url, key).workspace(ws).store().unwrap()
+        },
+        profile,
+    )
+    .await;
+    // The stores saw what the server offers.
+    let store = options(url, key).workspace("first").store().unwrap();
+    assert!(store.list(&MemoryPath::root()).await.unwrap().is_some());
+    assert_eq!(store.conditional_requests(), Some(!plain));
+}
+
+async fn pinned_mode_conforms(b: Backend) {
+    pinned(b, false).await;
+}
+
+async fn pinned_mode_conforms_on_a_plain_contextq(b: Backend) {
+    pinned(b, true).await;
 }
 
 /// Per-workspace mode: `/memories/X` of the suite becomes `/memories/<fresh ws>/X` of an
@@ -81,23 +106,46 @@ impl Store for UnderWorkspace {
     }
 }
 
-#[tokio::test]
-async fn per_workspace_mode_conforms() {
-    for b in backends() {
-        let server = Server::start(b).await;
-        let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
-        let (server, tenant, key) = (&server, &tenant, &key);
-        conformance::run_all(
-            || async move {
-                let ws = ws_name();
-                server.workspace(tenant, &ws).await;
-                UnderWorkspace {
-                    inner: options(&server.url, key).store().unwrap(),
-                    ws: MemoryPath::parse(&format!("/memories/{}", ws.to_uppercase())).unwrap(),
-                }
-            },
-            Dirs::Derived,
-        )
-        .await;
-    }
+/// The suite on an unpinned store, directly or through a plain-ContextQ proxy.
+async fn per_workspace(b: Backend, plain: bool) {
+    let server = Server::start(b).await;
+    let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
+    let proxy = if plain {
+        Proxy::plain(&server.url).await
+    } else {
+        Proxy::start(&server.url).await
+    };
+    let profile = if plain {
+        Profile::DERIVED_WITHOUT_SIZES
+    } else {
+        Profile::DERIVED
+    };
+    let (server, tenant, key, url) = (&server, &tenant, &key, &proxy.url);
+    conformance::run_all(
+        || async move {
+            let ws = ws_name();
+            server.workspace(tenant, &ws).await;
+            UnderWorkspace {
+                inner: options(url, key).store().unwrap(),
+                ws: MemoryPath::parse(&format!("/memories/{}", ws.to_uppercase())).unwrap(),
+            }
+        },
+        profile,
+    )
+    .await;
 }
+
+async fn per_workspace_mode_conforms(b: Backend) {
+    per_workspace(b, false).await;
+}
+
+async fn per_workspace_mode_conforms_on_a_plain_contextq(b: Backend) {
+    per_workspace(b, true).await;
+}
+
+contextq_server::database_tests!(
+    pinned_mode_conforms,
+    pinned_mode_conforms_on_a_plain_contextq,
+    per_workspace_mode_conforms,
+    per_workspace_mode_conforms_on_a_plain_contextq,
+);

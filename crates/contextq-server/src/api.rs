@@ -2,7 +2,8 @@
 //! socket), [`serve`] runs it on a bound listener until a shutdown future resolves.
 //!
 //! Handlers are thin: they authenticate ([`Auth`]), check the scope, parse, and call
-//! [`crate::store`]. Conditional requests: reads answer `ETag: "<version>"`; `PUT` and `DELETE`
+//! [`crate::store`]. Every answer carries `ContextQ-Extensions` (the contract's extensions this
+//! server implements). Conditional requests: reads answer `ETag: "<version>"`; `PUT` and `DELETE`
 //! honour `If-Match`. Request bodies are capped ([`ServerConfig::max_body_bytes`], 413 above)
 //! and every request has a timeout ([`ServerConfig::request_timeout`], 408 after). The request
 //! log records method, path, status and latency, never headers, so keys never reach it.
@@ -86,6 +87,7 @@ pub fn app(state: AppState) -> Router {
             get(get_context).put(update_context).delete(delete_context),
         )
         .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .layer(axum::middleware::map_response(advertise_extensions))
         .layer(axum::extract::DefaultBodyLimit::max(config.max_body_bytes))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -112,6 +114,16 @@ pub async fn serve(
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Every answer names the contract's extensions this server implements, so that a client knows
+/// them from its first request.
+async fn advertise_extensions(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        crate::model::EXTENSIONS_HEADER,
+        HeaderValue::from_static(crate::model::EXTENSIONS),
+    );
+    response
 }
 
 /// A JSON body whose errors are the contract's (400 bad JSON, 413 too large).

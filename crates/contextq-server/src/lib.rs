@@ -25,6 +25,7 @@
 //! - [`db`]: the pool, backends and per-backend migrations.
 //! - [`model`]: the JSON resources, plans, scopes and limits.
 //! - [`error`]: [`Error`] and the HTTP [`ApiError`].
+//! - `testing` (feature `test-util`): fresh test databases and `database_tests!`.
 
 #![warn(missing_docs)]
 
@@ -36,6 +37,8 @@ pub mod db;
 pub mod error;
 pub mod model;
 pub mod store;
+#[cfg(feature = "test-util")]
+pub mod testing;
 
 pub use api::{AppState, ServerConfig, app, serve};
 pub use db::{Backend, Db, DbOptions};

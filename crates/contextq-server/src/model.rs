@@ -11,6 +11,11 @@ pub const MAX_PAGE: i64 = 500;
 /// Longest `externalId`, in bytes.
 pub const MAX_EXTERNAL_ID_BYTES: usize = 1024;
 
+/// The response header that lists the contract's extensions this server implements.
+pub const EXTENSIONS_HEADER: &str = "contextq-extensions";
+/// Its value: every extension (conditional requests, `externalIdPrefix`, cursors, `sizeBytes`).
+pub const EXTENSIONS: &str = "conditional-requests, external-id-prefix, cursor, size-bytes";
+
 /// Now, RFC 3339 UTC with milliseconds.
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)

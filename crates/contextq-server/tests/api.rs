@@ -3,340 +3,331 @@
 
 mod common;
 
-use common::{ALL, RW, TestServer, backends, seg};
+use common::{ALL, RW, TestServer, seg};
+use contextq_server::Backend;
 use contextq_server::model::{Plan, Scope};
 use reqwest::StatusCode;
 use serde_json::json;
 
-#[tokio::test]
-async fn workspaces() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let t = s.tenant(Plan::Free, ALL).await;
-        let c = &t.client;
-        let r = c
-            .post("/api/workspaces", json!({"slug": "notes", "name": "Notes"}))
-            .await;
-        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
-        assert_eq!(r.body["slug"], "notes");
-        assert_eq!(r.body["archived"], false);
-        let r = c.post("/api/workspaces", json!({"slug": "notes"})).await;
-        assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
-        for bad in ["Bad", "-x", "", "a b", &"a".repeat(64)] {
-            let r = c.post("/api/workspaces", json!({"slug": bad})).await;
-            assert_eq!(
-                (r.status, r.code()),
-                (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
-                "{bad}"
-            );
-        }
-        let r = c.post("/api/workspaces", json!({"name": "no slug"})).await;
+async fn workspaces(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let r = c
+        .post("/api/workspaces", json!({"slug": "notes", "name": "Notes"}))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+    assert_eq!(r.body["slug"], "notes");
+    assert_eq!(r.body["archived"], false);
+    let r = c.post("/api/workspaces", json!({"slug": "notes"})).await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    for bad in ["Bad", "-x", "", "a b", &"a".repeat(64)] {
+        let r = c.post("/api/workspaces", json!({"slug": bad})).await;
         assert_eq!(
             (r.status, r.code()),
-            (StatusCode::BAD_REQUEST, "bad_request")
+            (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
+            "{bad}"
         );
-        let r = c.get("/api/workspaces").await;
-        let slugs: Vec<&str> = r.body["workspaces"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|w| w["slug"].as_str().unwrap())
-            .collect();
-        assert_eq!(slugs, vec!["notes", "ws"]);
+    }
+    let r = c.post("/api/workspaces", json!({"name": "no slug"})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    let r = c.get("/api/workspaces").await;
+    let slugs: Vec<&str> = r.body["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["slug"].as_str().unwrap())
+        .collect();
+    assert_eq!(slugs, vec!["notes", "ws"]);
 
-        // Archive: read-only, still listed and flagged.
-        assert_eq!(c.upsert("keep", "x", &[]).await.status, StatusCode::OK);
-        let r = c.post("/api/workspaces/ws/archive", json!({})).await;
-        assert_eq!(r.status, StatusCode::OK);
-        assert_eq!(r.body["archived"], true);
-        let r = c.upsert("new", "x", &[]).await;
-        assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
-        assert!(r.message().contains("archived"));
-        let ctx = c
-            .get(&format!("/api/contexts/by-external/{}", seg("keep")))
-            .await;
-        assert_eq!(ctx.status, StatusCode::OK);
-        let id = ctx.body["id"].as_str().unwrap();
-        assert_eq!(
-            c.put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "y"}),
-                None
-            )
+    // Archive: read-only, still listed and flagged.
+    assert_eq!(c.upsert("keep", "x", &[]).await.status, StatusCode::OK);
+    let r = c.post("/api/workspaces/ws/archive", json!({})).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["archived"], true);
+    let r = c.upsert("new", "x", &[]).await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    assert!(r.message().contains("archived"));
+    let ctx = c
+        .get(&format!("/api/contexts/by-external/{}", seg("keep")))
+        .await;
+    assert_eq!(ctx.status, StatusCode::OK);
+    let id = ctx.body["id"].as_str().unwrap();
+    assert_eq!(
+        c.put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "y"}),
+            None
+        )
+        .await
+        .status,
+        StatusCode::CONFLICT
+    );
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::CONFLICT
+    );
+    let r = c.get("/api/workspaces").await;
+    assert_eq!(r.body["workspaces"][1]["archived"], true);
+
+    // Delete: 409 while it holds contexts, 204 when empty, 404 after.
+    let r = c.delete("/api/workspaces/ws", None).await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    assert_eq!(
+        c.delete("/api/workspaces/notes", None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let r = c.delete("/api/workspaces/notes", None).await;
+    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    assert_eq!(
+        c.post("/api/workspaces/nope/archive", json!({}))
             .await
             .status,
-            StatusCode::CONFLICT
-        );
-        assert_eq!(
-            c.delete(&format!("/api/contexts/{id}"), None).await.status,
-            StatusCode::CONFLICT
-        );
-        let r = c.get("/api/workspaces").await;
-        assert_eq!(r.body["workspaces"][1]["archived"], true);
-
-        // Delete: 409 while it holds contexts, 204 when empty, 404 after.
-        let r = c.delete("/api/workspaces/ws", None).await;
-        assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
-        assert_eq!(
-            c.delete("/api/workspaces/notes", None).await.status,
-            StatusCode::NO_CONTENT
-        );
-        let r = c.delete("/api/workspaces/notes", None).await;
-        assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
-        assert_eq!(
-            c.post("/api/workspaces/nope/archive", json!({}))
-                .await
-                .status,
-            StatusCode::NOT_FOUND
-        );
-        s.stop().await;
-    }
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
 }
 
-#[tokio::test]
-async fn contexts_crud_and_conditional_requests() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let t = s.tenant(Plan::Free, ALL).await;
-        let c = &t.client;
-        let ext = "mem-tool:ws/dir/a b ü.md";
-        let r = c
-            .post(
-                "/api/contexts/bulk-upsert",
-                json!({"contexts": [
-                    {"externalId": ext, "workspace": "ws", "type": "reference", "title": "A", "content": "hello", "tags": ["mem-tool"]},
-                    {"externalId": "other", "workspace": "ws", "type": "note", "content": ""}
-                ]}),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-        assert_eq!(r.body["results"][0]["status"], "created");
-        assert_eq!(r.body["results"][0]["version"], 1);
-        assert_eq!(r.body["results"][1]["externalId"], "other");
+async fn contexts_crud_and_conditional_requests(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let ext = "mem-tool:ws/dir/a b ü.md";
+    let r = c
+        .post(
+            "/api/contexts/bulk-upsert",
+            json!({"contexts": [
+                {"externalId": ext, "workspace": "ws", "type": "reference", "title": "A", "content": "hello", "tags": ["mem-tool"]},
+                {"externalId": "other", "workspace": "ws", "type": "note", "content": ""}
+            ]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["results"][0]["status"], "created");
+    assert_eq!(r.body["results"][0]["version"], 1);
+    assert_eq!(r.body["results"][1]["externalId"], "other");
 
-        let got = c
-            .get(&format!("/api/contexts/by-external/{}", seg(ext)))
-            .await;
-        assert_eq!(got.status, StatusCode::OK);
-        assert_eq!(got.etag.as_deref(), Some("\"1\""));
-        assert_eq!(got.body["externalId"], ext);
-        assert_eq!(got.body["workspace"], "ws");
-        assert_eq!(got.body["type"], "reference");
-        assert_eq!(got.body["title"], "A");
-        assert_eq!(got.body["content"], "hello");
-        assert_eq!(got.body["tags"], json!(["mem-tool"]));
-        let id = got.body["id"].as_str().unwrap().to_string();
-        let by_id = c.get(&format!("/api/contexts/{id}")).await;
-        assert_eq!(by_id.body, got.body);
+    let got = c
+        .get(&format!("/api/contexts/by-external/{}", seg(ext)))
+        .await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.etag.as_deref(), Some("\"1\""));
+    assert_eq!(got.body["externalId"], ext);
+    assert_eq!(got.body["workspace"], "ws");
+    assert_eq!(got.body["type"], "reference");
+    assert_eq!(got.body["title"], "A");
+    assert_eq!(got.body["content"], "hello");
+    assert_eq!(got.body["tags"], json!(["mem-tool"]));
+    let id = got.body["id"].as_str().unwrap().to_string();
+    let by_id = c.get(&format!("/api/contexts/{id}")).await;
+    assert_eq!(by_id.body, got.body);
 
-        // Upsert again: same content is not a change; new content is.
-        let r = c.upsert(ext, "hello", &["mem-tool"]).await;
-        assert_eq!(
-            (
-                r.body["results"][0]["status"].as_str(),
-                r.body["results"][0]["version"].as_i64()
-            ),
-            (Some("updated"), Some(1))
-        );
-        let r = c.upsert(ext, "hello 2", &["mem-tool"]).await;
-        assert_eq!(r.body["results"][0]["version"], 2);
+    // Upsert again: same content is not a change; new content is.
+    let r = c.upsert(ext, "hello", &["mem-tool"]).await;
+    assert_eq!(
+        (
+            r.body["results"][0]["status"].as_str(),
+            r.body["results"][0]["version"].as_i64()
+        ),
+        (Some("updated"), Some(1))
+    );
+    let r = c.upsert(ext, "hello 2", &["mem-tool"]).await;
+    assert_eq!(r.body["results"][0]["version"], 2);
 
-        // PUT with If-Match.
-        let r = c
-            .put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "v3"}),
-                Some(2),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-        assert_eq!(r.etag.as_deref(), Some("\"3\""));
-        assert_eq!(r.body["version"], 3);
-        assert_eq!(r.body["title"], "A", "title kept when absent");
-        let r = c
-            .put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "stale"}),
-                Some(2),
-            )
-            .await;
-        assert_eq!(
-            (r.status, r.code()),
-            (StatusCode::PRECONDITION_FAILED, "precondition_failed")
-        );
-        assert_eq!(
-            c.get(&format!("/api/contexts/{id}")).await.body["content"],
-            "v3"
-        );
-        let r = c
-            .put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "v4", "title": null, "tags": ["x", "mem-tool"]}),
-                None,
-            )
-            .await;
-        assert_eq!(r.body["version"], 4);
-        assert_eq!(r.body["title"], json!(null));
-        assert_eq!(r.body["tags"], json!(["x", "mem-tool"]));
-        let r = c
-            .send(
-                reqwest::Method::PUT,
-                &format!("/api/contexts/{id}"),
-                Some(json!({"content": "x"})),
-                None,
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK);
-        let bad = c
-            .http
-            .put(format!("{}/api/contexts/{id}", c.base))
-            .bearer_auth(&c.key)
-            .header("If-Match", "nonsense")
-            .json(&json!({"content": "x"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    // PUT with If-Match.
+    let r = c
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "v3"}),
+            Some(2),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.etag.as_deref(), Some("\"3\""));
+    assert_eq!(r.body["version"], 3);
+    assert_eq!(r.body["title"], "A", "title kept when absent");
+    let r = c
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "stale"}),
+            Some(2),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PRECONDITION_FAILED, "precondition_failed")
+    );
+    assert_eq!(
+        c.get(&format!("/api/contexts/{id}")).await.body["content"],
+        "v3"
+    );
+    let r = c
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "v4", "title": null, "tags": ["x", "mem-tool"]}),
+            None,
+        )
+        .await;
+    assert_eq!(r.body["version"], 4);
+    assert_eq!(r.body["title"], json!(null));
+    assert_eq!(r.body["tags"], json!(["x", "mem-tool"]));
+    let r = c
+        .send(
+            reqwest::Method::PUT,
+            &format!("/api/contexts/{id}"),
+            Some(json!({"content": "x"})),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let bad = c
+        .http
+        .put(format!("{}/api/contexts/{id}", c.base))
+        .bearer_auth(&c.key)
+        .header("If-Match", "nonsense")
+        .json(&json!({"content": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
 
-        // DELETE with If-Match.
-        let r = c.delete(&format!("/api/contexts/{id}"), Some(1)).await;
-        assert_eq!(r.status, StatusCode::PRECONDITION_FAILED);
-        let r = c.delete(&format!("/api/contexts/{id}"), Some(5)).await;
-        assert_eq!(r.status, StatusCode::NO_CONTENT);
-        for path in [
-            format!("/api/contexts/{id}"),
-            format!("/api/contexts/by-external/{}", seg(ext)),
-        ] {
-            let r = c.get(&path).await;
-            assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
-        }
-        assert_eq!(
-            c.delete(&format!("/api/contexts/{id}"), None).await.status,
-            StatusCode::NOT_FOUND
-        );
-        assert_eq!(
-            c.put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "x"}),
-                None
-            )
+    // DELETE with If-Match.
+    let r = c.delete(&format!("/api/contexts/{id}"), Some(1)).await;
+    assert_eq!(r.status, StatusCode::PRECONDITION_FAILED);
+    let r = c.delete(&format!("/api/contexts/{id}"), Some(5)).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    for path in [
+        format!("/api/contexts/{id}"),
+        format!("/api/contexts/by-external/{}", seg(ext)),
+    ] {
+        let r = c.get(&path).await;
+        assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    }
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        c.put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "x"}),
+            None
+        )
+        .await
+        .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(c.get("/api/nothing").await.status, StatusCode::NOT_FOUND);
+
+    // Validation of bulk-upsert.
+    let r = c
+        .post("/api/contexts/bulk-upsert", json!({"contexts": []}))
+        .await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let many: Vec<_> = (0..101).map(|i| json!({"externalId": format!("m{i}"), "workspace": "ws", "type": "reference", "content": ""})).collect();
+    assert_eq!(
+        c.post("/api/contexts/bulk-upsert", json!({"contexts": many}))
             .await
             .status,
-            StatusCode::NOT_FOUND
-        );
-        assert_eq!(c.get("/api/nothing").await.status, StatusCode::NOT_FOUND);
-
-        // Validation of bulk-upsert.
-        let r = c
-            .post("/api/contexts/bulk-upsert", json!({"contexts": []}))
-            .await;
-        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
-        let many: Vec<_> = (0..101).map(|i| json!({"externalId": format!("m{i}"), "workspace": "ws", "type": "reference", "content": ""})).collect();
-        assert_eq!(
-            c.post("/api/contexts/bulk-upsert", json!({"contexts": many}))
-                .await
-                .status,
-            StatusCode::UNPROCESSABLE_ENTITY
-        );
-        let r = c.post("/api/contexts/bulk-upsert", json!({"contexts": [{"externalId": "x", "workspace": "nope", "type": "reference", "content": ""}]})).await;
-        assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
-        let r = c.post("/api/contexts/bulk-upsert", "not json".into()).await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST);
-        s.stop().await;
-    }
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    let r = c.post("/api/contexts/bulk-upsert", json!({"contexts": [{"externalId": "x", "workspace": "nope", "type": "reference", "content": ""}]})).await;
+    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    let r = c.post("/api/contexts/bulk-upsert", "not json".into()).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    s.stop().await;
 }
 
-#[tokio::test]
-async fn if_absent_and_all_or_nothing() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let t = s.tenant(Plan::Free, ALL).await;
-        let c = &t.client;
-        assert_eq!(c.upsert("exists", "1", &[]).await.status, StatusCode::OK);
-        let r = c
-            .post(
-                "/api/contexts/bulk-upsert",
-                json!({"contexts": [
-                    {"externalId": "fresh", "workspace": "ws", "type": "reference", "content": "new"},
-                    {"externalId": "exists", "workspace": "ws", "type": "reference", "content": "2", "ifAbsent": true}
-                ]}),
-            )
-            .await;
-        assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
-        assert_eq!(
-            c.get(&format!("/api/contexts/by-external/{}", seg("fresh")))
-                .await
-                .status,
-            StatusCode::NOT_FOUND,
-            "all or nothing"
-        );
-        assert_eq!(
-            c.get(&format!("/api/contexts/by-external/{}", seg("exists")))
-                .await
-                .body["content"],
-            "1"
-        );
-        // A duplicate in one request, and one too-large item, also change nothing.
-        let r = c
-            .post(
-                "/api/contexts/bulk-upsert",
-                json!({"contexts": [
-                    {"externalId": "fresh", "workspace": "ws", "type": "reference", "content": "new"},
-                    {"externalId": "big", "workspace": "ws", "type": "reference", "content": "x".repeat((1 << 20) + 1)}
-                ]}),
-            )
-            .await;
-        assert_eq!(
-            (r.status, r.code()),
-            (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-        );
-        assert_eq!(
-            c.get(&format!("/api/contexts/by-external/{}", seg("fresh")))
-                .await
-                .status,
-            StatusCode::NOT_FOUND
-        );
-        let r = c.post("/api/workspaces", json!({"slug": "second"})).await;
-        assert_eq!(r.status, StatusCode::CREATED);
-        let r = c
-            .post(
-                "/api/contexts/bulk-upsert",
-                json!({"contexts": [{"externalId": "exists", "workspace": "second", "type": "reference", "content": "moved?"}]}),
-            )
-            .await;
-        assert_eq!(
-            r.status,
-            StatusCode::CONFLICT,
-            "externalId is unique per tenant, not per workspace"
-        );
-        // Exactly 1 MiB is allowed.
-        assert_eq!(
-            c.upsert("edge", &"x".repeat(1 << 20), &[]).await.status,
-            StatusCode::OK
-        );
-        let id = c
-            .get(&format!("/api/contexts/by-external/{}", seg("edge")))
+async fn if_absent_and_all_or_nothing(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    assert_eq!(c.upsert("exists", "1", &[]).await.status, StatusCode::OK);
+    let r = c
+        .post(
+            "/api/contexts/bulk-upsert",
+            json!({"contexts": [
+                {"externalId": "fresh", "workspace": "ws", "type": "reference", "content": "new"},
+                {"externalId": "exists", "workspace": "ws", "type": "reference", "content": "2", "ifAbsent": true}
+            ]}),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    assert_eq!(
+        c.get(&format!("/api/contexts/by-external/{}", seg("fresh")))
             .await
-            .body["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let r = c
-            .put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "y".repeat((1 << 20) + 1)}),
-                None,
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
-        s.stop().await;
-    }
+            .status,
+        StatusCode::NOT_FOUND,
+        "all or nothing"
+    );
+    assert_eq!(
+        c.get(&format!("/api/contexts/by-external/{}", seg("exists")))
+            .await
+            .body["content"],
+        "1"
+    );
+    // A duplicate in one request, and one too-large item, also change nothing.
+    let r = c
+        .post(
+            "/api/contexts/bulk-upsert",
+            json!({"contexts": [
+                {"externalId": "fresh", "workspace": "ws", "type": "reference", "content": "new"},
+                {"externalId": "big", "workspace": "ws", "type": "reference", "content": "x".repeat((1 << 20) + 1)}
+            ]}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    assert_eq!(
+        c.get(&format!("/api/contexts/by-external/{}", seg("fresh")))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let r = c.post("/api/workspaces", json!({"slug": "second"})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let r = c
+        .post(
+            "/api/contexts/bulk-upsert",
+            json!({"contexts": [{"externalId": "exists", "workspace": "second", "type": "reference", "content": "moved?"}]}),
+        )
+        .await;
+    assert_eq!(
+        r.status,
+        StatusCode::CONFLICT,
+        "externalId is unique per tenant, not per workspace"
+    );
+    // Exactly 1 MiB is allowed.
+    assert_eq!(
+        c.upsert("edge", &"x".repeat(1 << 20), &[]).await.status,
+        StatusCode::OK
+    );
+    let id = c
+        .get(&format!("/api/contexts/by-external/{}", seg("edge")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = c
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "y".repeat((1 << 20) + 1)}),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    s.stop().await;
 }
 
-#[tokio::test]
-async fn request_body_limit_is_413() {
+async fn request_body_limit_is_413(b: Backend) {
     let s = TestServer::start_with(
-        contextq_server::Backend::Sqlite,
+        b,
         contextq_server::ServerConfig {
             max_body_bytes: 64 * 1024,
             ..Default::default()
@@ -352,338 +343,336 @@ async fn request_body_limit_is_413() {
     s.stop().await;
 }
 
-#[tokio::test]
-async fn auth_and_scopes() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let admin = s.tenant(Plan::Free, ALL).await;
-        let read_only = {
-            let k =
-                contextq_server::admin::create_key(&s.db, &admin.tenant_id, None, &[Scope::Read])
-                    .await
-                    .unwrap();
-            admin.client.with_key(&k.api_key)
-        };
-        let rw = {
-            let k = contextq_server::admin::create_key(&s.db, &admin.tenant_id, None, RW)
-                .await
-                .unwrap();
-            admin.client.with_key(&k.api_key)
-        };
-        assert_eq!(read_only.get("/api/contexts").await.status, StatusCode::OK);
-        let r = read_only.upsert("x", "y", &[]).await;
-        assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
-        assert!(r.message().contains("write"));
-        let r = rw.post("/api/workspaces", json!({"slug": "n"})).await;
-        assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
-        assert_eq!(rw.upsert("x", "y", &[]).await.status, StatusCode::OK);
-        let id = rw
-            .get(&format!("/api/contexts/by-external/{}", seg("x")))
-            .await
-            .body["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        assert_eq!(
-            read_only
-                .delete(&format!("/api/contexts/{id}"), None)
-                .await
-                .status,
-            StatusCode::FORBIDDEN
-        );
-        assert_eq!(
-            read_only
-                .put(
-                    &format!("/api/contexts/{id}"),
-                    json!({"content": "z"}),
-                    None
-                )
-                .await
-                .status,
-            StatusCode::FORBIDDEN
-        );
-
-        for key in [
-            "",
-            "sk_live_short",
-            "sk_live_0000000000000000000000000000000000000000",
-            "Bearer x",
-        ] {
-            let r = admin.client.with_key(key).get("/api/workspaces").await;
-            assert_eq!(
-                (r.status, r.code()),
-                (StatusCode::UNAUTHORIZED, "unauthorized"),
-                "{key:?}"
-            );
-        }
-        let r = reqwest::get(format!("{}/api/workspaces", s.url))
+async fn auth_and_scopes(b: Backend) {
+    let s = TestServer::start(b).await;
+    let admin = s.tenant(Plan::Free, ALL).await;
+    let read_only = {
+        let k = contextq_server::admin::create_key(&s.db, &admin.tenant_id, None, &[Scope::Read])
             .await
             .unwrap();
-        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
-
-        // Revocation takes effect (this server's cache is bypassed after its TTL; a fresh key
-        // that was never used is refused at once).
+        admin.client.with_key(&k.api_key)
+    };
+    let rw = {
         let k = contextq_server::admin::create_key(&s.db, &admin.tenant_id, None, RW)
             .await
             .unwrap();
-        assert!(
-            contextq_server::admin::revoke_key(&s.db, &k.key_id)
-                .await
-                .unwrap()
-        );
-        assert_eq!(
-            admin
-                .client
-                .with_key(&k.api_key)
-                .get("/api/contexts")
-                .await
-                .status,
-            StatusCode::UNAUTHORIZED
-        );
-        assert!(
-            !contextq_server::admin::revoke_key(&s.db, &k.key_id)
-                .await
-                .unwrap()
-        );
-        s.stop().await;
-    }
-}
-
-#[tokio::test]
-async fn tenant_isolation() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let a = s.tenant(Plan::Free, ALL).await;
-        let bt = s.tenant(Plan::Free, ALL).await;
-        assert_eq!(
-            a.client
-                .upsert("shared-name", "A's secret", &["mem-tool"])
-                .await
-                .status,
-            StatusCode::OK
-        );
-        let a_ctx = a
-            .client
-            .get(&format!("/api/contexts/by-external/{}", seg("shared-name")))
+        admin.client.with_key(&k.api_key)
+    };
+    assert_eq!(read_only.get("/api/contexts").await.status, StatusCode::OK);
+    let r = read_only.upsert("x", "y", &[]).await;
+    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    assert!(r.message().contains("write"));
+    let r = rw.post("/api/workspaces", json!({"slug": "n"})).await;
+    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    assert_eq!(rw.upsert("x", "y", &[]).await.status, StatusCode::OK);
+    let id = rw
+        .get(&format!("/api/contexts/by-external/{}", seg("x")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        read_only
+            .delete(&format!("/api/contexts/{id}"), None)
             .await
-            .body;
-        let a_id = a_ctx["id"].as_str().unwrap();
-
-        // B guesses A's id and external id: not found, never changed.
-        let bc = &bt.client;
-        assert_eq!(
-            bc.get(&format!("/api/contexts/{a_id}")).await.status,
-            StatusCode::NOT_FOUND
-        );
-        assert_eq!(
-            bc.get(&format!("/api/contexts/by-external/{}", seg("shared-name")))
-                .await
-                .status,
-            StatusCode::NOT_FOUND
-        );
-        assert_eq!(
-            bc.put(
-                &format!("/api/contexts/{a_id}"),
-                json!({"content": "pwned"}),
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        read_only
+            .put(
+                &format!("/api/contexts/{id}"),
+                json!({"content": "z"}),
                 None
             )
             .await
             .status,
-            StatusCode::NOT_FOUND
-        );
-        assert_eq!(
-            bc.delete(&format!("/api/contexts/{a_id}"), None)
-                .await
-                .status,
-            StatusCode::NOT_FOUND
-        );
-        assert_eq!(
-            bc.get("/api/contexts?tag=mem-tool").await.body["contexts"],
-            json!([])
-        );
-        // B's own row with the same external id is a different row.
-        let r = bc.upsert("shared-name", "B's", &[]).await;
-        assert_eq!(r.body["results"][0]["status"], "created");
-        assert_ne!(r.body["results"][0]["id"].as_str().unwrap(), a_id);
-        // Workspaces are per tenant: B archiving its "ws" leaves A's alone.
-        assert_eq!(
-            bc.post("/api/workspaces/ws/archive", json!({}))
-                .await
-                .status,
-            StatusCode::OK
-        );
-        assert_eq!(
-            a.client.upsert("still-writable", "x", &[]).await.status,
-            StatusCode::OK
-        );
-        let again = a.client.get(&format!("/api/contexts/{a_id}")).await.body;
-        assert_eq!(again, a_ctx);
-        s.stop().await;
-    }
-}
+        StatusCode::FORBIDDEN
+    );
 
-#[tokio::test]
-async fn quota_per_plan() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let t = s.tenant(Plan::Free, ALL).await;
-        let c = &t.client;
-        let batch = |from: usize, n: usize| {
-            let items: Vec<_> = (from..from + n)
-                .map(|i| json!({"externalId": format!("q{i:03}"), "workspace": "ws", "type": "reference", "content": "x"}))
-                .collect();
-            json!({"contexts": items})
-        };
-        assert_eq!(
-            c.post("/api/contexts/bulk-upsert", batch(0, 99))
-                .await
-                .status,
-            StatusCode::OK
-        );
-        let r = c.post("/api/contexts/bulk-upsert", batch(99, 2)).await;
+    for key in [
+        "",
+        "sk_live_short",
+        "sk_live_0000000000000000000000000000000000000000",
+        "Bearer x",
+    ] {
+        let r = admin.client.with_key(key).get("/api/workspaces").await;
         assert_eq!(
             (r.status, r.code()),
-            (StatusCode::PAYMENT_REQUIRED, "quota_exceeded")
+            (StatusCode::UNAUTHORIZED, "unauthorized"),
+            "{key:?}"
         );
-        let m = r.message();
-        assert!(
-            m.contains("free") && m.contains("100") && m.contains("99"),
-            "{m}"
-        );
-        assert_eq!(
-            c.post("/api/contexts/bulk-upsert", batch(99, 1))
-                .await
-                .status,
-            StatusCode::OK
-        );
-        let r = c.upsert("one-more", "x", &[]).await;
-        assert_eq!(r.status, StatusCode::PAYMENT_REQUIRED);
-        // Updates and deletes are never refused for quota.
-        assert_eq!(
-            c.upsert("q000", "changed", &[]).await.status,
-            StatusCode::OK
-        );
-        let id = c
-            .get(&format!("/api/contexts/by-external/{}", seg("q001")))
+    }
+    let r = reqwest::get(format!("{}/api/workspaces", s.url))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Revocation takes effect (this server's cache is bypassed after its TTL; a fresh key
+    // that was never used is refused at once).
+    let k = contextq_server::admin::create_key(&s.db, &admin.tenant_id, None, RW)
+        .await
+        .unwrap();
+    assert!(
+        contextq_server::admin::revoke_key(&s.db, &k.key_id)
             .await
-            .body["id"]
-            .as_str()
             .unwrap()
-            .to_string();
-        assert_eq!(
-            c.put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "y"}),
-                None
-            )
+    );
+    assert_eq!(
+        admin
+            .client
+            .with_key(&k.api_key)
+            .get("/api/contexts")
             .await
             .status,
-            StatusCode::OK
-        );
-        assert_eq!(
-            c.delete(&format!("/api/contexts/{id}"), None).await.status,
-            StatusCode::NO_CONTENT
-        );
-        assert_eq!(c.upsert("one-more", "x", &[]).await.status, StatusCode::OK);
-        s.stop().await;
-    }
+        StatusCode::UNAUTHORIZED
+    );
+    assert!(
+        !contextq_server::admin::revoke_key(&s.db, &k.key_id)
+            .await
+            .unwrap()
+    );
+    s.stop().await;
 }
 
-#[tokio::test]
-async fn pagination_prefix_tags_and_sizes() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let t = s.tenant(Plan::Pro, ALL).await;
-        let c = &t.client;
-        for chunk in 0..12 {
-            let items: Vec<_> = (0..100)
-                .map(|i| {
-                    let n = chunk * 100 + i;
-                    let (ext, tags) = if n % 2 == 0 { (format!("mem-tool:ws/p/{n:04}"), vec!["mem-tool"]) } else { (format!("other/{n:04}"), vec![]) };
-                    json!({"externalId": ext, "workspace": "ws", "type": "reference", "content": "é".repeat(n % 7), "tags": tags})
-                })
-                .collect();
-            let r = c
-                .post("/api/contexts/bulk-upsert", json!({"contexts": items}))
-                .await;
-            assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-        }
-        // All 1,200 rows in pages of at most 500, ordered by externalId, no duplicates.
-        let mut seen = Vec::new();
-        let mut cursor: Option<String> = None;
-        let mut pages = Vec::new();
-        loop {
-            let q = match &cursor {
-                Some(cur) => format!("/api/contexts?workspace=ws&limit=1000&cursor={cur}"),
-                None => "/api/contexts?workspace=ws&limit=1000".into(),
-            };
-            let r = c.get(&q).await;
-            assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-            let page = r.body["contexts"].as_array().unwrap();
-            pages.push(page.len());
-            for ctx in page {
-                assert!(ctx.get("content").is_none(), "a summary has no content");
-                seen.push(ctx["externalId"].as_str().unwrap().to_string());
-            }
-            match r.body["nextCursor"].as_str() {
-                Some(n) => cursor = Some(n.to_string()),
-                None => break,
-            }
-        }
-        assert_eq!(pages, vec![500, 500, 200]);
-        let mut sorted = seen.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(seen, sorted);
-        assert_eq!(seen.len(), 1200);
+async fn tenant_isolation(b: Backend) {
+    let s = TestServer::start(b).await;
+    let a = s.tenant(Plan::Free, ALL).await;
+    let bt = s.tenant(Plan::Free, ALL).await;
+    assert_eq!(
+        a.client
+            .upsert("shared-name", "A's secret", &["mem-tool"])
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let a_ctx = a
+        .client
+        .get(&format!("/api/contexts/by-external/{}", seg("shared-name")))
+        .await
+        .body;
+    let a_id = a_ctx["id"].as_str().unwrap();
 
-        // Tag and prefix filters, sizeBytes.
-        let r = c
-            .get("/api/contexts?workspace=ws&tag=mem-tool&limit=10")
-            .await;
-        let page = r.body["contexts"].as_array().unwrap();
-        assert_eq!(page.len(), 10);
-        assert!(page.iter().all(|x| x["tags"] == json!(["mem-tool"])));
-        assert_eq!(page[1]["externalId"], "mem-tool:ws/p/0002");
-        assert_eq!(page[1]["sizeBytes"], 4, "2 × 'é' is 4 bytes of UTF-8");
-        let r = c
-            .get(&format!(
-                "/api/contexts?externalIdPrefix={}",
-                seg("other/01")
-            ))
-            .await;
-        let page = r.body["contexts"].as_array().unwrap();
-        assert_eq!(page.len(), 50);
-        assert!(
-            page.iter()
-                .all(|x| x["externalId"].as_str().unwrap().starts_with("other/01"))
-        );
-        let r = c
-            .get(&format!(
-                "/api/contexts?externalIdPrefix={}&limit=5",
-                seg("mem-tool:ws/p/119")
-            ))
-            .await;
-        assert_eq!(r.body["contexts"].as_array().unwrap().len(), 5);
-        assert_eq!(r.body["nextCursor"], json!(null));
-        for bad in ["limit=0", "limit=-1", "limit=abc", "cursor=%%%"] {
-            let r = c.get(&format!("/api/contexts?{bad}")).await;
-            assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}");
-        }
-        assert_eq!(
-            c.get("/api/contexts?workspace=nope").await.status,
-            StatusCode::NOT_FOUND
-        );
-        s.stop().await;
-    }
+    // B guesses A's id and external id: not found, never changed.
+    let bc = &bt.client;
+    assert_eq!(
+        bc.get(&format!("/api/contexts/{a_id}")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        bc.get(&format!("/api/contexts/by-external/{}", seg("shared-name")))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        bc.put(
+            &format!("/api/contexts/{a_id}"),
+            json!({"content": "pwned"}),
+            None
+        )
+        .await
+        .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        bc.delete(&format!("/api/contexts/{a_id}"), None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        bc.get("/api/contexts?tag=mem-tool").await.body["contexts"],
+        json!([])
+    );
+    // B's own row with the same external id is a different row.
+    let r = bc.upsert("shared-name", "B's", &[]).await;
+    assert_eq!(r.body["results"][0]["status"], "created");
+    assert_ne!(r.body["results"][0]["id"].as_str().unwrap(), a_id);
+    // Workspaces are per tenant: B archiving its "ws" leaves A's alone.
+    assert_eq!(
+        bc.post("/api/workspaces/ws/archive", json!({}))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        a.client.upsert("still-writable", "x", &[]).await.status,
+        StatusCode::OK
+    );
+    let again = a.client.get(&format!("/api/contexts/{a_id}")).await.body;
+    assert_eq!(again, a_ctx);
+    s.stop().await;
 }
 
-#[tokio::test]
-async fn health_and_graceful_shutdown() {
-    let s = TestServer::start(contextq_server::Backend::Sqlite).await;
+async fn quota_per_plan(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let batch = |from: usize, n: usize| {
+        let items: Vec<_> = (from..from + n)
+            .map(|i| json!({"externalId": format!("q{i:03}"), "workspace": "ws", "type": "reference", "content": "x"}))
+            .collect();
+        json!({"contexts": items})
+    };
+    assert_eq!(
+        c.post("/api/contexts/bulk-upsert", batch(0, 99))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let r = c.post("/api/contexts/bulk-upsert", batch(99, 2)).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PAYMENT_REQUIRED, "quota_exceeded")
+    );
+    let m = r.message();
+    assert!(
+        m.contains("free") && m.contains("100") && m.contains("99"),
+        "{m}"
+    );
+    assert_eq!(
+        c.post("/api/contexts/bulk-upsert", batch(99, 1))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let r = c.upsert("one-more", "x", &[]).await;
+    assert_eq!(r.status, StatusCode::PAYMENT_REQUIRED);
+    // Updates and deletes are never refused for quota.
+    assert_eq!(
+        c.upsert("q000", "changed", &[]).await.status,
+        StatusCode::OK
+    );
+    let id = c
+        .get(&format!("/api/contexts/by-external/{}", seg("q001")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        c.put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "y"}),
+            None
+        )
+        .await
+        .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(c.upsert("one-more", "x", &[]).await.status, StatusCode::OK);
+    s.stop().await;
+}
+
+async fn pagination_prefix_tags_and_sizes(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Pro, ALL).await;
+    let c = &t.client;
+    for chunk in 0..12 {
+        let items: Vec<_> = (0..100)
+            .map(|i| {
+                let n = chunk * 100 + i;
+                let (ext, tags) = if n % 2 == 0 { (format!("mem-tool:ws/p/{n:04}"), vec!["mem-tool"]) } else { (format!("other/{n:04}"), vec![]) };
+                json!({"externalId": ext, "workspace": "ws", "type": "reference", "content": "é".repeat(n % 7), "tags": tags})
+            })
+            .collect();
+        let r = c
+            .post("/api/contexts/bulk-upsert", json!({"contexts": items}))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    // All 1,200 rows in pages of at most 500, ordered by externalId, no duplicates.
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = Vec::new();
+    loop {
+        let q = match &cursor {
+            Some(cur) => format!("/api/contexts?workspace=ws&limit=1000&cursor={cur}"),
+            None => "/api/contexts?workspace=ws&limit=1000".into(),
+        };
+        let r = c.get(&q).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        let page = r.body["contexts"].as_array().unwrap();
+        pages.push(page.len());
+        for ctx in page {
+            assert!(ctx.get("content").is_none(), "a summary has no content");
+            seen.push(ctx["externalId"].as_str().unwrap().to_string());
+        }
+        match r.body["nextCursor"].as_str() {
+            Some(n) => cursor = Some(n.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, vec![500, 500, 200]);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(seen, sorted);
+    assert_eq!(seen.len(), 1200);
+
+    // Tag and prefix filters, sizeBytes.
+    let r = c
+        .get("/api/contexts?workspace=ws&tag=mem-tool&limit=10")
+        .await;
+    let page = r.body["contexts"].as_array().unwrap();
+    assert_eq!(page.len(), 10);
+    assert!(page.iter().all(|x| x["tags"] == json!(["mem-tool"])));
+    assert_eq!(page[1]["externalId"], "mem-tool:ws/p/0002");
+    assert_eq!(page[1]["sizeBytes"], 4, "2 × 'é' is 4 bytes of UTF-8");
+    let r = c
+        .get(&format!(
+            "/api/contexts?externalIdPrefix={}",
+            seg("other/01")
+        ))
+        .await;
+    let page = r.body["contexts"].as_array().unwrap();
+    assert_eq!(page.len(), 50);
+    assert!(
+        page.iter()
+            .all(|x| x["externalId"].as_str().unwrap().starts_with("other/01"))
+    );
+    let r = c
+        .get(&format!(
+            "/api/contexts?externalIdPrefix={}&limit=5",
+            seg("mem-tool:ws/p/119")
+        ))
+        .await;
+    assert_eq!(r.body["contexts"].as_array().unwrap().len(), 5);
+    assert_eq!(r.body["nextCursor"], json!(null));
+    for bad in ["limit=0", "limit=-1", "limit=abc", "cursor=%%%"] {
+        let r = c.get(&format!("/api/contexts?{bad}")).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    assert_eq!(
+        c.get("/api/contexts?workspace=nope").await.status,
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
+}
+
+async fn health_and_graceful_shutdown(b: Backend) {
+    let s = TestServer::start(b).await;
     let r = reqwest::get(format!("{}/health", s.url)).await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let url = s.url.clone();
     s.stop().await; // returns only once the server has finished
     assert!(reqwest::get(format!("{url}/health")).await.is_err());
 }
+
+contextq_server::database_tests!(
+    workspaces,
+    request_body_limit_is_413,
+    health_and_graceful_shutdown,
+    contexts_crud_and_conditional_requests,
+    if_absent_and_all_or_nothing,
+    auth_and_scopes,
+    tenant_isolation,
+    quota_per_plan,
+    pagination_prefix_tags_and_sizes,
+);

@@ -3,273 +3,270 @@
 
 mod common;
 
-use common::{ALL, TestServer, backends, seg};
+use common::{ALL, TestServer, seg};
+use contextq_server::Backend;
 use contextq_server::admin;
 use contextq_server::model::Plan;
 use reqwest::StatusCode;
 use serde_json::json;
 
-#[tokio::test]
-async fn audit_chain_verifies_and_detects_tampering() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let t = s.tenant(Plan::Free, ALL).await;
-        let c = &t.client;
-        for i in 0..5 {
-            assert_eq!(
-                c.upsert(&format!("a{i}"), "x", &[]).await.status,
-                StatusCode::OK
-            );
-        }
-        let id = c
-            .get(&format!("/api/contexts/by-external/{}", seg("a0")))
-            .await
-            .body["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    for i in 0..5 {
         assert_eq!(
-            c.put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "y"}),
-                None
-            )
-            .await
-            .status,
+            c.upsert(&format!("a{i}"), "x", &[]).await.status,
             StatusCode::OK
         );
-        assert_eq!(
-            c.delete(&format!("/api/contexts/{id}"), None).await.status,
-            StatusCode::NO_CONTENT
-        );
-        // A refused write leaves no audit row.
-        assert_eq!(
-            c.delete(&format!("/api/contexts/{id}"), None).await.status,
-            StatusCode::NOT_FOUND
-        );
-
-        let v = admin::verify_audit(&s.db).await.unwrap();
-        assert!(v.ok(), "{v:?}");
-        assert_eq!(
-            v.rows,
-            1 + 5 + 1 + 1,
-            "workspace.create + 5 creates + update + delete"
-        );
-
-        // Every row names the key that made the change (except admin-made ones).
-        let keyed: i64 = sqlx::Row::try_get(
-            &sqlx::query("SELECT COUNT(*) AS n FROM activity_logs WHERE api_key_id = $1")
-                .bind(t.key_id.clone())
-                .fetch_one(s.db.pool())
-                .await
-                .unwrap(),
-            "n",
+    }
+    let id = c
+        .get(&format!("/api/contexts/by-external/{}", seg("a0")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        c.put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "y"}),
+            None
         )
-        .unwrap();
-        assert_eq!(keyed, 7);
+        .await
+        .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    // A refused write leaves no audit row.
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::NOT_FOUND
+    );
 
-        // Editing a row is detected, and named.
-        sqlx::query("UPDATE activity_logs SET detail = '{\"forged\":true}' WHERE seq = 3")
-            .execute(s.db.pool())
+    let v = admin::verify_audit(&s.db).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    assert_eq!(
+        v.rows,
+        1 + 5 + 1 + 1,
+        "workspace.create + 5 creates + update + delete"
+    );
+
+    // Every row names the key that made the change (except admin-made ones).
+    let keyed: i64 = sqlx::Row::try_get(
+        &sqlx::query("SELECT COUNT(*) AS n FROM activity_logs WHERE api_key_id = $1")
+            .bind(t.key_id.clone())
+            .fetch_one(s.db.pool())
             .await
-            .unwrap();
-        let v = admin::verify_audit(&s.db).await.unwrap();
-        assert_eq!(v.first_bad.as_ref().map(|f| f.0), Some(3), "{v:?}");
-        assert_eq!(v.rows, 2);
-        s.stop().await;
+            .unwrap(),
+        "n",
+    )
+    .unwrap();
+    assert_eq!(keyed, 7);
 
-        // Removing a row in the middle, or at the end, is detected too.
-        for (sql, bad_at) in [
-            ("DELETE FROM activity_logs WHERE seq = 4", 4),
-            ("DELETE FROM activity_logs WHERE seq = 8", 8),
-        ] {
-            let s = TestServer::start(b).await;
-            let t = s.tenant(Plan::Free, ALL).await;
-            for i in 0..7 {
-                t.client.upsert(&format!("r{i}"), "x", &[]).await;
-            }
-            sqlx::query(sql).execute(s.db.pool()).await.unwrap();
-            let v = admin::verify_audit(&s.db).await.unwrap();
-            assert_eq!(
-                v.first_bad.as_ref().map(|f| f.0),
-                Some(bad_at),
-                "{sql}: {v:?}"
-            );
-            s.stop().await;
+    // Editing a row is detected, and named.
+    sqlx::query("UPDATE activity_logs SET detail = '{\"forged\":true}' WHERE seq = 3")
+        .execute(s.db.pool())
+        .await
+        .unwrap();
+    let v = admin::verify_audit(&s.db).await.unwrap();
+    assert_eq!(v.first_bad.as_ref().map(|f| f.0), Some(3), "{v:?}");
+    assert_eq!(v.rows, 2);
+    s.stop().await;
+
+    // Removing a row in the middle, or at the end, is detected too.
+    for (sql, bad_at) in [
+        ("DELETE FROM activity_logs WHERE seq = 4", 4),
+        ("DELETE FROM activity_logs WHERE seq = 8", 8),
+    ] {
+        let s = TestServer::start(b).await;
+        let t = s.tenant(Plan::Free, ALL).await;
+        for i in 0..7 {
+            t.client.upsert(&format!("r{i}"), "x", &[]).await;
         }
+        sqlx::query(sql).execute(s.db.pool()).await.unwrap();
+        let v = admin::verify_audit(&s.db).await.unwrap();
+        assert_eq!(
+            v.first_bad.as_ref().map(|f| f.0),
+            Some(bad_at),
+            "{sql}: {v:?}"
+        );
+        s.stop().await;
     }
 }
 
-#[tokio::test]
-async fn tenant_deletion_is_refused_with_chained_rows() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        // A tenant that never changed anything can be deleted with its keys and users.
-        let quiet = admin::create_tenant(&s.db, "quiet", Plan::Free)
+async fn tenant_deletion_is_refused_with_chained_rows(b: Backend) {
+    let s = TestServer::start(b).await;
+    // A tenant that never changed anything can be deleted with its keys and users.
+    let quiet = admin::create_tenant(&s.db, "quiet", Plan::Free)
+        .await
+        .unwrap();
+    let user = admin::create_user(&s.db, &quiet, "o@quiet.invalid")
+        .await
+        .unwrap();
+    admin::create_key(&s.db, &quiet, Some(&user), common::RW)
+        .await
+        .unwrap();
+    admin::delete_tenant(&s.db, &quiet).await.unwrap();
+    assert!(
+        admin::tenant_by_name(&s.db, "quiet")
             .await
-            .unwrap();
-        let user = admin::create_user(&s.db, &quiet, "o@quiet.invalid")
-            .await
-            .unwrap();
-        admin::create_key(&s.db, &quiet, Some(&user), common::RW)
-            .await
-            .unwrap();
-        admin::delete_tenant(&s.db, &quiet).await.unwrap();
-        assert!(
-            admin::tenant_by_name(&s.db, "quiet")
-                .await
-                .unwrap()
-                .is_none()
-        );
-        // One with audit rows is refused, and the message says why.
-        let t = s.tenant(Plan::Free, ALL).await;
-        let err = admin::delete_tenant(&s.db, &t.tenant_id)
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("chained audit rows") && err.contains("hash chain"),
-            "{err}"
-        );
-        assert!(admin::verify_audit(&s.db).await.unwrap().ok());
-        s.stop().await;
-    }
+            .unwrap()
+            .is_none()
+    );
+    // One with audit rows is refused, and the message says why.
+    let t = s.tenant(Plan::Free, ALL).await;
+    let err = admin::delete_tenant(&s.db, &t.tenant_id)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("chained audit rows") && err.contains("hash chain"),
+        "{err}"
+    );
+    assert!(admin::verify_audit(&s.db).await.unwrap().ok());
+    s.stop().await;
 }
 
 /// 8 clients × 50 version-checked read-modify-writes on one context: version 401, 400 edits.
-#[tokio::test]
-async fn concurrent_version_checked_writers_lose_nothing() {
-    for b in backends() {
-        let s = TestServer::start(b).await;
-        let t = s.tenant(Plan::Free, ALL).await;
-        assert_eq!(
-            t.client.upsert("counter", "", &[]).await.status,
-            StatusCode::OK
-        );
-        let id = t
-            .client
-            .get(&format!("/api/contexts/by-external/{}", seg("counter")))
-            .await
-            .body["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let mut tasks = Vec::new();
-        for client in 0..8 {
-            let c = t.client.clone();
-            let id = id.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut conflicts = 0;
-                for edit in 0..50 {
-                    loop {
-                        let cur = c.get(&format!("/api/contexts/{id}")).await;
-                        let version: i64 = cur.etag.unwrap().trim_matches('"').parse().unwrap();
-                        let content = format!(
-                            "{}c{client}e{edit}\n",
-                            cur.body["content"].as_str().unwrap()
-                        );
-                        let r = c
-                            .put(
-                                &format!("/api/contexts/{id}"),
-                                json!({"content": content}),
-                                Some(version),
-                            )
-                            .await;
-                        match r.status {
-                            StatusCode::OK => break,
-                            StatusCode::PRECONDITION_FAILED => conflicts += 1,
-                            other => panic!("unexpected {other}: {:?}", r.body),
-                        }
+async fn concurrent_version_checked_writers_lose_nothing(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    assert_eq!(
+        t.client.upsert("counter", "", &[]).await.status,
+        StatusCode::OK
+    );
+    let id = t
+        .client
+        .get(&format!("/api/contexts/by-external/{}", seg("counter")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut tasks = Vec::new();
+    for client in 0..8 {
+        let c = t.client.clone();
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conflicts = 0;
+            for edit in 0..50 {
+                loop {
+                    let cur = c.get(&format!("/api/contexts/{id}")).await;
+                    let version: i64 = cur.etag.unwrap().trim_matches('"').parse().unwrap();
+                    let content = format!(
+                        "{}c{client}e{edit}\n",
+                        cur.body["content"].as_str().unwrap()
+                    );
+                    let r = c
+                        .put(
+                            &format!("/api/contexts/{id}"),
+                            json!({"content": content}),
+                            Some(version),
+                        )
+                        .await;
+                    match r.status {
+                        StatusCode::OK => break,
+                        StatusCode::PRECONDITION_FAILED => conflicts += 1,
+                        other => panic!("unexpected {other}: {:?}", r.body),
                     }
                 }
-                conflicts
-            }));
-        }
-        let mut conflicts = 0;
-        for task in tasks {
-            conflicts += task.await.unwrap();
-        }
-        let end = t.client.get(&format!("/api/contexts/{id}")).await;
-        assert_eq!(end.body["version"], 401, "{b:?}");
-        let content = end.body["content"].as_str().unwrap();
-        for client in 0..8 {
-            for edit in 0..50 {
-                assert!(
-                    content.contains(&format!("c{client}e{edit}\n")),
-                    "lost c{client}e{edit}"
-                );
             }
-        }
-        assert_eq!(content.lines().count(), 400);
-        eprintln!("{b:?}: 400 edits, {conflicts} conflicts retried");
-        assert!(admin::verify_audit(&s.db).await.unwrap().ok());
-        s.stop().await;
+            conflicts
+        }));
     }
+    let mut conflicts = 0;
+    for task in tasks {
+        conflicts += task.await.unwrap();
+    }
+    let end = t.client.get(&format!("/api/contexts/{id}")).await;
+    assert_eq!(end.body["version"], 401, "{b:?}");
+    let content = end.body["content"].as_str().unwrap();
+    for client in 0..8 {
+        for edit in 0..50 {
+            assert!(
+                content.contains(&format!("c{client}e{edit}\n")),
+                "lost c{client}e{edit}"
+            );
+        }
+    }
+    assert_eq!(content.lines().count(), 400);
+    eprintln!("{b:?}: 400 edits, {conflicts} conflicts retried");
+    assert!(admin::verify_audit(&s.db).await.unwrap().ok());
+    s.stop().await;
 }
 
 /// Two server processes' worth of state on one database: two app states, one PostgreSQL or
 /// SQLite file, writers on both, versions still exact.
-#[tokio::test]
-async fn two_servers_on_one_database() {
-    for b in backends() {
-        let s1 = TestServer::start(b).await;
-        let db2 = contextq_server::Db::connect(&s1.database_url, &Default::default())
-            .await
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url2 = format!("http://{}", listener.local_addr().unwrap());
-        let server2 = tokio::spawn(contextq_server::serve(
-            listener,
-            contextq_server::AppState::new(db2, Default::default()),
-            std::future::pending(),
-        ));
-        let t = s1.tenant(Plan::Free, ALL).await;
-        assert_eq!(
-            t.client.upsert("shared", "", &[]).await.status,
-            StatusCode::OK
-        );
-        let id = t
-            .client
-            .get(&format!("/api/contexts/by-external/{}", seg("shared")))
-            .await
-            .body["id"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let clients = [t.client.clone(), common::Api::new(&url2, &t.client.key)];
-        let mut tasks = Vec::new();
-        for (n, c) in clients.into_iter().enumerate() {
-            let id = id.clone();
-            tasks.push(tokio::spawn(async move {
-                for edit in 0..25 {
-                    loop {
-                        let cur = c.get(&format!("/api/contexts/{id}")).await;
-                        let v: i64 = cur.body["version"].as_i64().unwrap();
-                        let content =
-                            format!("{}s{n}e{edit}\n", cur.body["content"].as_str().unwrap());
-                        if c.put(
+async fn two_servers_on_one_database(b: Backend) {
+    let s1 = TestServer::start(b).await;
+    let db2 = contextq_server::Db::connect(&s1.database_url, &Default::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url2 = format!("http://{}", listener.local_addr().unwrap());
+    let server2 = tokio::spawn(contextq_server::serve(
+        listener,
+        contextq_server::AppState::new(db2, Default::default()),
+        std::future::pending(),
+    ));
+    let t = s1.tenant(Plan::Free, ALL).await;
+    assert_eq!(
+        t.client.upsert("shared", "", &[]).await.status,
+        StatusCode::OK
+    );
+    let id = t
+        .client
+        .get(&format!("/api/contexts/by-external/{}", seg("shared")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let clients = [t.client.clone(), common::Api::new(&url2, &t.client.key)];
+    let mut tasks = Vec::new();
+    for (n, c) in clients.into_iter().enumerate() {
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            for edit in 0..25 {
+                loop {
+                    let cur = c.get(&format!("/api/contexts/{id}")).await;
+                    let v: i64 = cur.body["version"].as_i64().unwrap();
+                    let content = format!("{}s{n}e{edit}\n", cur.body["content"].as_str().unwrap());
+                    let r = c
+                        .put(
                             &format!("/api/contexts/{id}"),
                             json!({"content": content}),
                             Some(v),
                         )
-                        .await
-                        .status
-                            == StatusCode::OK
-                        {
-                            break;
-                        }
+                        .await;
+                    match r.status {
+                        StatusCode::OK => break,
+                        // The other server's writer got there first: read again.
+                        StatusCode::PRECONDITION_FAILED => continue,
+                        other => panic!("unexpected {other}: {:?}", r.body),
                     }
                 }
-            }));
-        }
-        for task in tasks {
-            task.await.unwrap();
-        }
-        let end = t.client.get(&format!("/api/contexts/{id}")).await;
-        assert_eq!(end.body["version"], 51);
-        assert_eq!(end.body["content"].as_str().unwrap().lines().count(), 50);
-        assert!(admin::verify_audit(&s1.db).await.unwrap().ok());
-        server2.abort();
-        s1.stop().await;
+            }
+        }));
     }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let end = t.client.get(&format!("/api/contexts/{id}")).await;
+    assert_eq!(end.body["version"], 51);
+    assert_eq!(end.body["content"].as_str().unwrap().lines().count(), 50);
+    assert!(admin::verify_audit(&s1.db).await.unwrap().ok());
+    server2.abort();
+    s1.stop().await;
 }
+
+contextq_server::database_tests!(
+    audit_chain_verifies_and_detects_tampering,
+    tenant_deletion_is_refused_with_chained_rows,
+    concurrent_version_checked_writers_lose_nothing,
+    two_servers_on_one_database,
+);

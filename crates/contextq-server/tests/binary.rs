@@ -1,8 +1,11 @@
 //! The `contextq-server` binary: serve prints its address, logs never contain keys, admin
-//! commands print what they promise and fail loudly.
+//! commands print what they promise and fail loudly; on SQLite and PostgreSQL.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+
+use contextq_server::Backend;
+use contextq_server::testing::TestDatabase;
 
 const BIN: &str = env!("CARGO_BIN_EXE_contextq-server");
 
@@ -14,10 +17,9 @@ fn admin(db: &str, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn serve_bootstrap_and_logs_without_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite:{}", dir.path().join("c.db").display());
+async fn serve_bootstrap_and_logs_without_keys(b: Backend) {
+    let database = TestDatabase::fresh(b).await;
+    let db = database.url.clone();
     let out = admin(
         &db,
         &[
@@ -54,8 +56,7 @@ fn serve_bootstrap_and_logs_without_keys() {
     let addr = addr.trim().to_string();
     assert!(addr.starts_with("127.0.0.1:"), "{addr}");
 
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
+    {
         let http = reqwest::Client::new();
         let r = http
             .post(format!("http://{addr}/api/contexts/bulk-upsert"))
@@ -65,9 +66,14 @@ fn serve_bootstrap_and_logs_without_keys() {
             .await
             .unwrap();
         assert_eq!(r.status(), 200);
-        let r = http.get(format!("http://{addr}/api/workspaces")).bearer_auth("sk_live_0000000000000000000000000000000000000000").send().await.unwrap();
+        let r = http
+            .get(format!("http://{addr}/api/workspaces"))
+            .bearer_auth("sk_live_0000000000000000000000000000000000000000")
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 401);
-    });
+    }
     // Graceful stop on SIGTERM.
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -93,10 +99,9 @@ fn serve_bootstrap_and_logs_without_keys() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("2 rows verified"));
 }
 
-#[test]
-fn delete_tenant_and_tampered_audit_fail_loudly() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite:{}", dir.path().join("c.db").display());
+async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
+    let database = TestDatabase::fresh(b).await;
+    let db = database.url.clone();
     let out = admin(&db, &["bootstrap", "--tenant", "acme"]);
     let tenant = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["tenantId"]
         .as_str()
@@ -138,9 +143,8 @@ fn delete_tenant_and_tampered_audit_fail_loudly() {
             .success()
     );
 
-    // Tamper with the chain directly in the file.
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
+    // Tamper with the chain directly in the database.
+    {
         let d = contextq_server::Db::connect(&db, &Default::default())
             .await
             .unwrap();
@@ -149,7 +153,7 @@ fn delete_tenant_and_tampered_audit_fail_loudly() {
             .await
             .unwrap();
         d.close().await;
-    });
+    }
     let out = admin(&db, &["verify-audit"]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -170,3 +174,8 @@ fn delete_tenant_and_tampered_audit_fail_loudly() {
         "{err}"
     );
 }
+
+contextq_server::database_tests!(
+    serve_bootstrap_and_logs_without_keys,
+    delete_tenant_and_tampered_audit_fail_loudly,
+);

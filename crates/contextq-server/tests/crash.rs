@@ -7,11 +7,14 @@ mod common;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{ALL, Api, backends, fresh_database, seg};
+use common::{ALL, Api, seg};
+use contextq_server::Backend;
 use contextq_server::model::Plan;
+use contextq_server::testing::TestDatabase;
 use contextq_server::{Db, admin};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -41,15 +44,15 @@ fn body(w: usize, n: usize) -> String {
     format!("writer {w} write {n}\n{}", "x".repeat(4096 + n))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn acknowledged_writes_survive_kill_9() {
+async fn acknowledged_writes_survive_kill_9(b: Backend) {
     let rounds: usize = std::env::var("CRASH_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    for b in backends() {
+    {
         for round in 0..rounds {
-            let (url, _dir) = fresh_database(b).await;
+            let database = TestDatabase::fresh(b).await;
+            let url = database.url.clone();
             let db = Db::connect(&url, &Default::default()).await.unwrap();
             let tenant = admin::create_tenant(&db, "crash", Plan::Unlimited)
                 .await
@@ -63,10 +66,12 @@ async fn acknowledged_writes_survive_kill_9() {
             let (mut child, base) = spawn_server(&url);
             let api = Api::new(&base, &key.api_key);
             let acked: Acked = Default::default();
+            let progress = Arc::new((AtomicUsize::new(0), tokio::sync::Notify::new()));
             let mut writers = Vec::new();
             for w in 0..4 {
                 let api = api.clone();
                 let acked = acked.clone();
+                let progress = progress.clone();
                 writers.push(tokio::spawn(async move {
                     for n in 0.. {
                         // Alternate creating new contexts and updating this writer's first one.
@@ -87,17 +92,30 @@ async fn acknowledged_writes_survive_kill_9() {
                         let Ok(v) = resp.json::<serde_json::Value>().await else { return n };
                         let version = v["results"][0]["version"].as_i64().unwrap();
                         acked.lock().unwrap().insert(ext, (version, w, n));
+                        progress.0.fetch_add(1, Ordering::SeqCst);
+                        progress.1.notify_one();
                     }
                     unreachable!()
                 }));
             }
-            // Let the load run, then kill -9 in the middle of it.
-            tokio::time::sleep(Duration::from_millis(400 + 100 * round as u64)).await;
+            // Let the load run until it has acknowledged a number of writes (more every
+            // round), then kill -9 in the middle of it.
+            let target = 40 + 20 * round;
+            tokio::time::timeout(Duration::from_secs(60), async {
+                while progress.0.load(Ordering::SeqCst) < target {
+                    progress.1.notified().await;
+                }
+            })
+            .await
+            .expect("the load acknowledged writes");
             child.kill().unwrap(); // SIGKILL
             child.wait().unwrap();
-            let mut attempted = 0;
+            // Each writer stops at its first failed write: n acknowledged, n + 1 attempted.
+            let (mut acknowledged, mut attempted) = (0, 0);
             for w in writers {
-                attempted += w.await.unwrap();
+                let n = w.await.unwrap();
+                acknowledged += n;
+                attempted += n + 1;
             }
             let acked = acked.lock().unwrap().clone();
             assert!(
@@ -135,7 +153,7 @@ async fn acknowledged_writes_survive_kill_9() {
             let v = admin::verify_audit(&db).await.unwrap();
             assert!(v.ok(), "{b:?}: {v:?}");
             eprintln!(
-                "crash {b:?} round {round}: {attempted} writes attempted, {} contexts acknowledged before kill -9, all present, audit chain of {} rows verifies",
+                "crash {b:?} round {round}: {attempted} writes attempted, {acknowledged} acknowledged (to {} contexts) before kill -9, all present, audit chain of {} rows verifies",
                 acked.len(),
                 v.rows
             );
@@ -145,3 +163,5 @@ async fn acknowledged_writes_survive_kill_9() {
         }
     }
 }
+
+contextq_server::database_tests!(acknowledged_writes_survive_kill_9);

@@ -576,6 +576,7 @@ impl MessagesClient {
                             .to_string()
                             .replace(&self.config.api_key, &mask(&self.config.api_key)),
                         timeout: e.is_timeout(),
+                        sent: !e.is_connect(),
                     },
                     None,
                     true,

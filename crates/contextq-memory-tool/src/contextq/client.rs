@@ -224,6 +224,79 @@ pub struct Fetched {
     pub etag: Option<i64>,
 }
 
+/// The response header in which a server lists the extensions of the contract it implements
+/// (comma-separated tokens, see [`Extensions`]). A ContextQ without it has none of them.
+pub const EXTENSIONS_HEADER: &str = "contextq-extensions";
+
+/// The extensions of the ContextQ contract a server implements (`docs/contextq-api.md`).
+///
+/// The client learns them from the [`EXTENSIONS_HEADER`] of the first successful answer it
+/// gets (or of a one-request probe, [`Client::extensions`]); as the contract says, an `ETag` on
+/// a read also shows conditional requests. Anything not shown is assumed absent, and the
+/// adapter then falls back to the seed's documented (weaker) behaviour.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extensions {
+    /// `ETag` on reads, `If-Match` on `PUT`/`DELETE`, `ifAbsent` on bulk-upsert items
+    /// (token `conditional-requests`).
+    pub conditional_requests: bool,
+    /// `externalIdPrefix=` on `GET /api/contexts` (token `external-id-prefix`).
+    pub external_id_prefix: bool,
+    /// `cursor=` / `nextCursor` paging of `GET /api/contexts` (token `cursor`).
+    pub cursor: bool,
+    /// `sizeBytes` in summaries (token `size-bytes`).
+    pub size_bytes: bool,
+}
+
+impl Extensions {
+    /// Every extension this crate knows.
+    pub const ALL: Extensions = Extensions {
+        conditional_requests: true,
+        external_id_prefix: true,
+        cursor: true,
+        size_bytes: true,
+    };
+
+    /// Parses the header's value; unknown tokens are ignored.
+    pub fn parse(header: &str) -> Extensions {
+        let mut e = Extensions::default();
+        for token in header.split(',').map(str::trim) {
+            match token {
+                "conditional-requests" => e.conditional_requests = true,
+                "external-id-prefix" => e.external_id_prefix = true,
+                "cursor" => e.cursor = true,
+                "size-bytes" => e.size_bytes = true,
+                _ => {}
+            }
+        }
+        e
+    }
+
+    /// The header's value for these extensions.
+    pub fn header_value(&self) -> String {
+        let tokens = [
+            (self.conditional_requests, "conditional-requests"),
+            (self.external_id_prefix, "external-id-prefix"),
+            (self.cursor, "cursor"),
+            (self.size_bytes, "size-bytes"),
+        ];
+        tokens
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, t)| *t)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// What the client has learnt of the server, shared by its clones.
+#[derive(Debug, Default)]
+struct Learnt {
+    /// From the first successful answer.
+    advertised: std::sync::OnceLock<Extensions>,
+    /// An `ETag` was seen on a read (the contract's own signal for conditional requests).
+    etag_seen: std::sync::atomic::AtomicBool,
+}
+
 /// The typed ContextQ client.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -232,12 +305,23 @@ pub struct Client {
     key: ApiKey,
     retry: RetryConfig,
     timeout: Duration,
+    learnt: std::sync::Arc<Learnt>,
 }
 
 struct Answer {
     status: StatusCode,
     etag: Option<i64>,
     body: Vec<u8>,
+}
+
+/// Every row of a listing, and whether the server showed there is nothing more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllPages {
+    /// The summaries of every page read.
+    pub contexts: Vec<ContextSummary>,
+    /// `false` when a server without the `cursor` extension answered a full page and no
+    /// cursor: there may be rows it never showed (the seed's one-page cap).
+    pub complete: bool,
 }
 
 fn etag_version(headers: &reqwest::header::HeaderMap) -> Option<i64> {
@@ -327,7 +411,52 @@ impl Client {
             key,
             retry,
             timeout,
+            learnt: Default::default(),
         })
+    }
+
+    /// The extensions learnt so far, without a request (`None` before the first answer).
+    pub fn known_extensions(&self) -> Option<Extensions> {
+        let mut e = *self.learnt.advertised.get()?;
+        e.conditional_requests |= self
+            .learnt
+            .etag_seen
+            .load(std::sync::atomic::Ordering::Relaxed);
+        Some(e)
+    }
+
+    /// The extensions of the server: learnt from earlier answers, else from one probe
+    /// (`GET /api/contexts?limit=1`, which every ContextQ answers for a key with `read`).
+    /// Cached for the life of the client and its clones.
+    pub async fn extensions(&self) -> Result<Extensions> {
+        if let Some(e) = self.known_extensions() {
+            return Ok(e);
+        }
+        self.request(
+            Method::GET,
+            "/api/contexts?limit=1",
+            None,
+            None,
+            Idempotency::Safe,
+        )
+        .await?;
+        Ok(self.known_extensions().unwrap_or_default())
+    }
+
+    fn learn(&self, headers: &reqwest::header::HeaderMap, etag: Option<i64>) {
+        if self.learnt.advertised.get().is_none() {
+            let advertised = headers
+                .get(EXTENSIONS_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(Extensions::parse)
+                .unwrap_or_default();
+            let _ = self.learnt.advertised.set(advertised);
+        }
+        if etag.is_some() {
+            self.learnt
+                .etag_seen
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// The base URL.
@@ -375,6 +504,9 @@ impl Client {
                         .get(reqwest::header::RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<u64>().ok());
+                    if status.is_success() {
+                        self.learn(resp.headers(), etag);
+                    }
                     match resp.bytes().await {
                         Ok(bytes) if status.is_success() => {
                             return Ok(Answer {
@@ -388,7 +520,7 @@ impl Client {
                             api_error(status, &bytes, retry_after),
                             retry_after,
                         )),
-                        Err(e) => Err((Failure::Lost, self.transport(&url, &e), None)),
+                        Err(e) => Err((Failure::Lost, self.transport(&url, &e, true), None)),
                     }
                 }
                 Err(e) => {
@@ -397,7 +529,8 @@ impl Client {
                     } else {
                         Failure::Lost
                     };
-                    Err((failure, self.transport(&url, &e), None))
+                    let sent = failure == Failure::Lost;
+                    Err((failure, self.transport(&url, &e, sent), None))
                 }
             };
             let Err((failure, error, retry_after)) = outcome;
@@ -424,7 +557,7 @@ impl Client {
         }
     }
 
-    fn transport(&self, url: &str, e: &reqwest::Error) -> Error {
+    fn transport(&self, url: &str, e: &reqwest::Error, sent: bool) -> Error {
         use std::error::Error as _;
         let mut message = e.to_string();
         let mut source = e.source();
@@ -437,6 +570,7 @@ impl Client {
             url: url.to_string(),
             message: message.replace(self.key.expose(), &self.key.masked()),
             timeout: e.is_timeout(),
+            sent,
         }
     }
 
@@ -524,15 +658,25 @@ impl Client {
     }
 
     /// Every page of `GET /api/contexts`, following `nextCursor` (bounded at 10,000 pages).
-    pub async fn list_all(&self, params: &ListParams) -> Result<Vec<ContextSummary>> {
+    /// [`AllPages::complete`] is `false` when a server without the `cursor` extension filled a
+    /// page and gave no cursor.
+    pub async fn list_all(&self, params: &ListParams) -> Result<AllPages> {
         let mut params = params.clone();
+        let limit = params.limit.unwrap_or(500) as usize;
         let mut all = Vec::new();
         for _ in 0..10_000 {
             let page = self.list_contexts(&params).await?;
+            let full = page.contexts.len() >= limit;
             all.extend(page.contexts);
             match page.next_cursor {
                 Some(c) if params.cursor.as_ref() != Some(&c) => params.cursor = Some(c),
-                _ => return Ok(all),
+                _ => {
+                    let cursor = self.known_extensions().is_some_and(|e| e.cursor);
+                    return Ok(AllPages {
+                        contexts: all,
+                        complete: cursor || !full,
+                    });
+                }
             }
         }
         Err(Error::Protocol {

@@ -14,10 +14,15 @@
 //! - Listings page through `nextCursor` (no 500-row cap), filter by `externalIdPrefix` on the
 //!   server and again here (segment-aligned), and report `sizeBytes` (or `updatedAt` when the
 //!   server has no sizes).
-//! - When reads show an `ETag`, writes are conditional: create is create-only (`ifAbsent`),
-//!   updates and deletes send `If-Match`. Without `ETag` the seed's non-atomic behaviour applies.
+//! - The server's extensions ([`Extensions`]) are known before the first write: from its first
+//!   answer, or from one probe request. Extension fields and parameters (`ifAbsent`,
+//!   `externalIdPrefix`) are only sent to a server that shows them.
+//! - With conditional requests, create is create-only (`ifAbsent`) and updates and deletes send
+//!   `If-Match`. Without them (the ContextQ the seed describes) create checks, then upserts, and
+//!   edits write unconditionally: the seed's documented non-atomic behaviour.
 //! - A write whose outcome is unknown (timeout, dropped connection, 5xx) is reconciled by
-//!   reading the row back: applied, not applied (then retried once), or reported as unknown.
+//!   reading the row back: applied, not applied (then retried once), or, when the read-back
+//!   cannot settle it, [`Error::OutcomeUnknown`]; never guessed.
 //!
 //! Requests per store call: `get` 1, `list` 1 per 500 rows (+1 at the root in per-workspace
 //! mode), `put` 1 (an update needs the row id: known from the `get` that precedes it),
@@ -25,18 +30,13 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use async_trait::async_trait;
 
 use super::{DirMeta, Entry, FileMeta, Listing, PutMode, Store, Version};
-use crate::contextq::client::{Client, ContextInput, Fetched, ListParams};
+use crate::contextq::client::{Client, ContextInput, Extensions, Fetched, ListParams};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
-
-const UNKNOWN: u8 = 0;
-const CONDITIONAL: u8 = 1;
-const PLAIN: u8 = 2;
 
 /// Where a path lives in ContextQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,12 +54,25 @@ pub struct ContextQStore {
     context_type: String,
     workspace: Option<String>,
     create_workspaces: bool,
-    conditional: AtomicU8,
     ids: Mutex<HashMap<String, String>>,
 }
 
+/// Whether a failed write may still have been applied: the request may have reached the server
+/// and no answer says it was refused (503 is a refusal: the server did nothing).
 fn is_ambiguous(e: &Error) -> bool {
-    matches!(e, Error::Transport { .. }) || matches!(e, Error::Api { status, .. } if *status >= 500)
+    match e {
+        Error::Transport { sent, .. } => *sent,
+        Error::Api { status, .. } => *status >= 500 && *status != 503,
+        _ => false,
+    }
+}
+
+fn unknown(path: &MemoryPath, operation: &'static str, cause: Error) -> Error {
+    Error::OutcomeUnknown {
+        path: path.normalized(),
+        operation,
+        cause: Box::new(cause),
+    }
 }
 
 /// Validates and lowercases a workspace slug.
@@ -113,7 +126,6 @@ impl ContextQStore {
             context_type: context_type.into(),
             workspace,
             create_workspaces,
-            conditional: AtomicU8::new(UNKNOWN),
             ids: Mutex::new(HashMap::new()),
         })
     }
@@ -133,13 +145,16 @@ impl ContextQStore {
         self.workspace.as_deref()
     }
 
-    /// Whether the server showed `ETag`s (`None` until the first read).
+    /// Whether the server showed conditional requests (`None` until its first answer).
     pub fn conditional_requests(&self) -> Option<bool> {
-        match self.conditional.load(Ordering::Relaxed) {
-            CONDITIONAL => Some(true),
-            PLAIN => Some(false),
-            _ => None,
-        }
+        self.client
+            .known_extensions()
+            .map(|e| e.conditional_requests)
+    }
+
+    /// The server's extensions (one probe request if nothing was learnt yet).
+    async fn extensions(&self) -> Result<Extensions> {
+        self.client.extensions().await
     }
 
     /// The external id of a memory path (`None` for directories only a workspace can be).
@@ -181,25 +196,11 @@ impl ContextQStore {
         self.ids().remove(external_id);
     }
 
-    fn observe(&self, fetched: &Fetched) {
-        let seen = if fetched.etag.is_some() {
-            CONDITIONAL
-        } else {
-            PLAIN
-        };
-        self.conditional.store(seen, Ordering::Relaxed);
-    }
-
-    fn uses_conditional(&self) -> bool {
-        self.conditional.load(Ordering::Relaxed) == CONDITIONAL
-    }
-
     /// Fetches a row by external id, only if it carries the tag.
     async fn fetch(&self, external_id: &str) -> Result<Option<Fetched>> {
         let fetched = self.client.get_by_external(external_id).await?;
         Ok(match fetched {
             Some(f) if f.context.tags.contains(&self.tag) => {
-                self.observe(&f);
                 self.remember(external_id, &f.context.id);
                 Some(f)
             }
@@ -281,20 +282,27 @@ impl ContextQStore {
         path: &MemoryPath,
         content: &str,
     ) -> Result<Option<Version>> {
-        let not_here = || Error::AlreadyExists {
+        let exists = || Error::AlreadyExists {
             path: path.normalized(),
         };
-        if self.conditional.load(Ordering::Relaxed) == PLAIN {
-            // The seed's documented gap: check, then upsert (not atomic on such a server).
-            if self.fetch(external_id).await?.is_some() {
-                return Err(not_here());
+        if !self.extensions().await?.conditional_requests {
+            // The seed's documented gap: check, then upsert (not atomic on such a server: a
+            // create racing this one between the two requests can be overwritten).
+            if self.client.get_by_external(external_id).await?.is_some() {
+                return Err(exists());
             }
-            self.upsert(
-                target,
-                self.input(target, external_id, path, content, false),
-            )
-            .await?;
-            return Ok(None); // no versions without conditional requests
+            let input = self.input(target, external_id, path, content, false);
+            return match self.upsert(target, input).await {
+                Ok(_) => Ok(None), // no versions without conditional requests
+                Err(e) if is_ambiguous(&e) => {
+                    match self.client.get_by_external(external_id).await {
+                        Ok(Some(f)) if f.context.content == content => Ok(None),
+                        Ok(None) => Err(e), // read back: not applied
+                        Ok(Some(_)) | Err(_) => Err(unknown(path, "write", e)),
+                    }
+                }
+                Err(e) => Err(e),
+            };
         }
         let input = self.input(target, external_id, path, content, true);
         for attempt in 0..2 {
@@ -303,27 +311,30 @@ impl ContextQStore {
                 Err(e @ Error::Api { status: 409, .. }) => {
                     // Exists, or refused for another reason (archived workspace, ...).
                     return match self.client.get_by_external(external_id).await? {
-                        Some(_) => Err(not_here()),
+                        Some(_) => Err(exists()),
                         None => Err(e),
                     };
                 }
                 Err(e) if is_ambiguous(&e) => {
                     // Unknown outcome: read back.
-                    match self.client.get_by_external(external_id).await? {
-                        Some(f) if f.context.content == content && f.context.version == 1 => {
+                    match self.client.get_by_external(external_id).await {
+                        Ok(Some(f)) if f.context.content == content && f.context.version == 1 => {
                             self.remember(external_id, &f.context.id);
                             return Ok(Some(Version(1)));
                         }
-                        None if attempt == 0 => continue,
-                        _ => return Err(e),
+                        Ok(None) if attempt == 0 => continue, // not applied: once more
+                        Ok(None) => return Err(e),            // not applied
+                        // Another row is there: ours may have been applied and changed since.
+                        Ok(Some(_)) | Err(_) => return Err(unknown(path, "write", e)),
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
-        Err(not_here())
+        unreachable!("the loop returns on its second attempt")
     }
 
+    /// `PUT` with `If-Match: expected` (a version comes only from a server's `ETag`).
     async fn update(
         &self,
         external_id: &str,
@@ -334,48 +345,79 @@ impl ContextQStore {
         let not_found = || Error::NotFound {
             path: path.normalized(),
         };
+        let precondition = || Error::Precondition {
+            path: path.normalized(),
+        };
         let Some(mut id) = self.id_of(external_id).await? else {
             return Err(not_found());
         };
-        let conditional = self.uses_conditional();
-        let if_match = conditional.then_some(expected.0 as i64);
+        let expected = expected.0 as i64;
         for attempt in 0..2 {
-            match self.client.update(&id, content, None, None, if_match).await {
-                Ok(f) => {
-                    return Ok(conditional.then_some(Version(f.context.version as u64)));
-                }
-                Err(Error::Api { status: 412, .. }) => {
-                    return Err(Error::Precondition {
-                        path: path.normalized(),
-                    });
-                }
+            match self
+                .client
+                .update(&id, content, None, None, Some(expected))
+                .await
+            {
+                Ok(f) => return Ok(f.etag.map(|v| Version(v as u64))),
+                Err(Error::Api { status: 412, .. }) => return Err(precondition()),
                 Err(Error::Api { status: 404, .. }) if attempt == 0 => {
                     // The cached id is stale (deleted, perhaps recreated): look again.
                     self.forget(external_id);
                     match self.fetch(external_id).await? {
                         None => return Err(not_found()),
-                        Some(f) if conditional && f.etag != Some(expected.0 as i64) => {
-                            return Err(Error::Precondition {
-                                path: path.normalized(),
-                            });
-                        }
+                        Some(f) if f.etag != Some(expected) => return Err(precondition()),
                         Some(f) => id = f.context.id,
                     }
                 }
-                Err(e) if is_ambiguous(&e) && conditional => match self.client.get(&id).await? {
-                    Some(f)
-                        if f.context.content == content
-                            && f.context.version == expected.0 as i64 + 1 =>
-                    {
-                        return Ok(Some(Version(f.context.version as u64)));
+                Err(e) if is_ambiguous(&e) => {
+                    // Unknown outcome: read back.
+                    let back = match self.client.get(&id).await {
+                        Ok(back) => back,
+                        Err(_) => return Err(unknown(path, "write", e)),
+                    };
+                    match back {
+                        Some(f)
+                            if f.context.content == content
+                                && f.context.version == expected + 1 =>
+                        {
+                            return Ok(Some(Version(f.context.version as u64)));
+                        }
+                        // Still at the version we wrote against: not applied.
+                        Some(f) if f.context.version == expected && attempt == 0 => continue,
+                        Some(f) if f.context.version == expected => return Err(e),
+                        // Changed by someone (ours may be among the changes) or gone.
+                        _ => return Err(unknown(path, "write", e)),
                     }
-                    Some(f) if f.context.version == expected.0 as i64 && attempt == 0 => continue,
-                    _ => return Err(e),
-                },
+                }
                 Err(e) => return Err(e),
             }
         }
         Err(not_found())
+    }
+
+    /// A plain upsert: writes whatever is there.
+    async fn overwrite(
+        &self,
+        target: &Target,
+        external_id: &str,
+        path: &MemoryPath,
+        content: &str,
+    ) -> Result<Option<Version>> {
+        let input = self.input(target, external_id, path, content, false);
+        match self.upsert(target, input).await {
+            Ok(v) => Ok(self
+                .client
+                .known_extensions()
+                .filter(|e| e.conditional_requests)
+                .map(|_| Version(v as u64))),
+            Err(e) if is_ambiguous(&e) => match self.client.get_by_external(external_id).await {
+                Ok(Some(f)) if f.context.content == content => {
+                    Ok(f.etag.map(|_| Version(f.context.version as u64)))
+                }
+                _ => Err(unknown(path, "write", e)),
+            },
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -414,23 +456,25 @@ impl Store for ContextQStore {
                 }
             }
         }
+        let extensions = self.extensions().await?;
         let params = ListParams {
             workspace,
             tag: Some(self.tag.clone()),
-            external_id_prefix: Some(prefix.clone()),
+            external_id_prefix: extensions.external_id_prefix.then(|| prefix.clone()),
             limit: Some(500),
             cursor: None,
         };
-        let rows = match self.client.list_all(&params).await {
-            Ok(rows) => rows,
+        let pages = match self.client.list_all(&params).await {
+            Ok(pages) => pages,
             Err(Error::Api { status: 404, .. }) => {
                 // The workspace does not exist (yet).
                 return Ok(dir.is_root().then(Listing::default));
             }
             Err(e) => return Err(e),
         };
-        let versions = self.uses_conditional();
-        for row in rows {
+        listing.truncated = !pages.complete;
+        let versions = extensions.conditional_requests;
+        for row in pages.contexts {
             let Some(rel) = row.external_id.strip_prefix(&prefix) else {
                 continue; // a server without externalIdPrefix: filter here
             };
@@ -455,7 +499,7 @@ impl Store for ContextQStore {
             });
         }
         let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
-        if listing.files.is_empty() && !dir.is_root() && !workspace_level {
+        if listing.files.is_empty() && !dir.is_root() && !workspace_level && !listing.truncated {
             return Ok(None);
         }
         Ok(Some(listing))
@@ -485,15 +529,7 @@ impl Store for ContextQStore {
         let external_id = format!("{}:{}/{}", self.tag, target.workspace, target.rel);
         match mode {
             PutMode::Create => self.create(&target, &external_id, path, content).await,
-            PutMode::Overwrite => {
-                let v = self
-                    .upsert(
-                        &target,
-                        self.input(&target, &external_id, path, content, false),
-                    )
-                    .await?;
-                Ok(self.uses_conditional().then_some(Version(v as u64)))
-            }
+            PutMode::Overwrite => self.overwrite(&target, &external_id, path, content).await,
             PutMode::Update(expected) => self.update(&external_id, path, content, expected).await,
         }
     }
@@ -508,9 +544,9 @@ impl Store for ContextQStore {
         let Some(id) = self.id_of(&external_id).await? else {
             return Err(not_found());
         };
-        let if_match = expected
-            .filter(|_| self.uses_conditional())
-            .map(|v| v.0 as i64);
+        // A version comes only from a server's `ETag`, so If-Match is only sent to one that has
+        // conditional requests.
+        let if_match = expected.map(|v| v.0 as i64);
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
@@ -519,14 +555,18 @@ impl Store for ContextQStore {
                     path: path.normalized(),
                 }),
                 Err(Error::Api { status: 404, .. }) => Err(not_found()),
-                // Unknown outcome: read back. Gone: done. Still there and unchanged: the delete
-                // was not applied, so trying once more is safe.
-                Err(e) if is_ambiguous(&e) => match self.client.get(&id).await? {
-                    None => Ok(()),
-                    Some(f) if attempt == 1 && if_match.is_none_or(|v| f.context.version == v) => {
+                // Unknown outcome: read back. Gone: done. Still there (ids are never reused): not
+                // applied, and trying once more is safe when it is unchanged. A read-back that
+                // fails too settles nothing: the outcome stays unknown.
+                Err(e) if is_ambiguous(&e) => match self.client.get(&id).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(f))
+                        if attempt == 1 && if_match.is_none_or(|v| f.context.version == v) =>
+                    {
                         continue;
                     }
-                    Some(_) => Err(e),
+                    Ok(Some(_)) => Err(e),
+                    Err(_) => Err(unknown(path, "delete", e)),
                 },
                 other => other,
             };

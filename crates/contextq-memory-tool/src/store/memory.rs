@@ -73,9 +73,8 @@ impl Store for MemoryStore {
             return Ok(None);
         }
         Ok(Some(Listing {
-            own_size: None,
             files,
-            dirs: Vec::new(),
+            ..Listing::default()
         }))
     }
 

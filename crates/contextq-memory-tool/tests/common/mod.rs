@@ -1,51 +1,28 @@
-//! Test harness: contextq-server in-process on 127.0.0.1:0 (temp-file SQLite, or a fresh
-//! PostgreSQL database when CONTEXTQ_TEST_DATABASE_URL is set), tenants, and a loopback proxy
-//! that counts requests and injects faults.
+//! Test harness: contextq-server in-process on 127.0.0.1:0 over a fresh database (temp-file
+//! SQLite or a new PostgreSQL database, see `contextq_server::testing`), tenants, and a loopback
+//! proxy that counts requests, injects faults or hides the contract's extensions.
 #![allow(dead_code)]
 
 pub mod proxy;
 
 use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, RetryConfig};
 use contextq_server::model::{Plan, Scope};
+use contextq_server::testing::TestDatabase;
 use contextq_server::{AppState, Backend, Db, DbOptions, ServerConfig, admin};
 use std::time::Duration;
-
-pub fn backends() -> Vec<Backend> {
-    let mut b = vec![Backend::Sqlite];
-    if std::env::var("CONTEXTQ_TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty()) {
-        b.push(Backend::Postgres);
-    }
-    b
-}
 
 pub struct Server {
     pub url: String,
     pub db: Db,
     pub backend: Backend,
-    _dir: Option<tempfile::TempDir>,
+    _database: TestDatabase,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Server {
     pub async fn start(backend: Backend) -> Server {
-        let (database_url, dir) = match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::tempdir().unwrap();
-                (
-                    format!("sqlite:{}", dir.path().join("cq.db").display()),
-                    Some(dir),
-                )
-            }
-            Backend::Postgres => {
-                let admin_url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").unwrap();
-                let name = format!("cqtool_{:016x}", fastrand::u64(..));
-                let url = contextq_server::db::create_postgres_database(&admin_url, &name)
-                    .await
-                    .unwrap();
-                (url, None)
-            }
-        };
-        let db = Db::connect(&database_url, &DbOptions::default())
+        let database = TestDatabase::fresh(backend).await;
+        let db = Db::connect(&database.url, &DbOptions::default())
             .await
             .unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -62,7 +39,7 @@ impl Server {
             url,
             db,
             backend,
-            _dir: dir,
+            _database: database,
             _stop: tx,
         }
     }

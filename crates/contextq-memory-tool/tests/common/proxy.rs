@@ -1,6 +1,9 @@
 //! A loopback proxy of the test's own: forwards to the real server, counts requests, and
-//! injects faults (statuses, Retry-After, delays, dropped connections, lost responses), or
-//! plays a server without conditional requests (strips ETag, If-Match and ifAbsent).
+//! injects faults (statuses, Retry-After, delays, dropped connections, lost responses, requests
+//! held until the test releases them), or plays the ContextQ the seed describes, without any
+//! extension of the contract: no `ContextQ-Extensions`, no `ETag`, `If-Match` and `ifAbsent`
+//! ignored, no `externalIdPrefix`, no `cursor`/`nextCursor` (one page of at most 500), no
+//! `sizeBytes`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,6 +23,26 @@ pub enum Fault {
     Drop,
     /// Forward (processed), then drop the connection instead of answering.
     ForwardThenDrop,
+    /// Hold the request until the gate is opened, then forward it.
+    Hold(Gate),
+}
+
+/// A request held by [`Fault::Hold`]: the test waits for it to arrive, then lets it go.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    arrived: Arc<tokio::sync::Notify>,
+    open: Arc<tokio::sync::Notify>,
+}
+
+impl Gate {
+    /// Waits until a request is held at this gate.
+    pub async fn arrived(&self) {
+        self.arrived.notified().await;
+    }
+    /// Lets the held request go on.
+    pub fn open(&self) {
+        self.open.notify_one();
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -36,7 +59,7 @@ struct Shared {
     http: reqwest::Client,
     rules: Arc<Mutex<Vec<Rule>>>,
     log: Arc<Mutex<Vec<String>>>,
-    strip_conditional: bool,
+    plain: bool,
     /// Percent (0..=100) of requests that get a random fault, and how many were injected.
     chaos: Arc<Mutex<(u32, Vec<&'static str>)>>,
 }
@@ -51,16 +74,16 @@ impl Proxy {
         Self::start_with(upstream, false).await
     }
 
-    /// A proxy that hides the conditional-request extension (a plain ContextQ).
-    pub async fn without_conditional(upstream: &str) -> Proxy {
+    /// A proxy that hides every extension of the contract: the ContextQ the seed describes.
+    pub async fn plain(upstream: &str) -> Proxy {
         Self::start_with(upstream, true).await
     }
 
-    async fn start_with(upstream: &str, strip_conditional: bool) -> Proxy {
+    async fn start_with(upstream: &str, plain: bool) -> Proxy {
         let shared = Shared {
             upstream: upstream.to_string(),
             http: reqwest::Client::new(),
-            strip_conditional,
+            plain,
             ..Default::default()
         };
         let app = axum::Router::new()
@@ -188,6 +211,11 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
                 .unwrap();
         }
         Some(Fault::Delay(d)) => tokio::time::sleep(*d).await,
+        Some(Fault::Hold(gate)) => {
+            let opened = gate.open.notified();
+            gate.arrived.notify_one();
+            opened.await;
+        }
         Some(Fault::Drop) => return dropped(),
         _ => {}
     }
@@ -205,16 +233,21 @@ async fn forward(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Response {
+    let path = if s.plain {
+        strip_query(path, &["externalIdPrefix", "cursor"])
+    } else {
+        path.to_string()
+    };
     let mut req = s.http.request(method, format!("{}{}", s.upstream, path));
     for name in ["authorization", "content-type", "if-match"] {
-        if name == "if-match" && s.strip_conditional {
+        if name == "if-match" && s.plain {
             continue;
         }
         if let Some(v) = headers.get(name) {
             req = req.header(name, v);
         }
     }
-    let body = if s.strip_conditional && !body.is_empty() {
+    let body = if s.plain && !body.is_empty() {
         match serde_json::from_slice::<serde_json::Value>(&body) {
             Ok(mut v) => {
                 if let Some(items) = v.get_mut("contexts").and_then(|c| c.as_array_mut()) {
@@ -241,8 +274,8 @@ async fn forward(
         }
     };
     let mut out = Response::builder().status(upstream.status().as_u16());
-    for name in ["content-type", "etag", "retry-after"] {
-        if name == "etag" && s.strip_conditional {
+    for name in ["content-type", "etag", "retry-after", "contextq-extensions"] {
+        if s.plain && matches!(name, "etag" | "contextq-extensions") {
             continue;
         }
         if let Some(v) = upstream.headers().get(name) {
@@ -250,5 +283,48 @@ async fn forward(
         }
     }
     let bytes = upstream.bytes().await.unwrap_or_default();
+    let bytes = if s.plain {
+        strip_list_extensions(bytes)
+    } else {
+        bytes
+    };
     out.body(Body::from(bytes)).unwrap()
+}
+
+/// `path?query` without the named query parameters.
+fn strip_query(path: &str, names: &[&str]) -> String {
+    let Some((p, q)) = path.split_once('?') else {
+        return path.to_string();
+    };
+    let kept: Vec<&str> = q
+        .split('&')
+        .filter(|kv| !names.contains(&kv.split('=').next().unwrap_or("")))
+        .collect();
+    if kept.is_empty() {
+        p.to_string()
+    } else {
+        format!("{p}?{}", kept.join("&"))
+    }
+}
+
+/// A listing answer without `nextCursor` and `sizeBytes`.
+fn strip_list_extensions(bytes: Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return bytes;
+    };
+    let Some(o) = v.as_object_mut() else {
+        return bytes;
+    };
+    if !o.contains_key("contexts") {
+        return bytes;
+    }
+    o.remove("nextCursor");
+    if let Some(items) = o.get_mut("contexts").and_then(|c| c.as_array_mut()) {
+        for item in items {
+            if let Some(i) = item.as_object_mut() {
+                i.remove("sizeBytes");
+            }
+        }
+    }
+    Bytes::from(serde_json::to_vec(&v).unwrap())
 }

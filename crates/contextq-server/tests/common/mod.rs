@@ -1,39 +1,12 @@
-//! Test harness: a real server on 127.0.0.1:0 over a temp-file SQLite or a fresh PostgreSQL
-//! database (when CONTEXTQ_TEST_DATABASE_URL is set), and a small HTTP client.
+//! Test harness: a real server on 127.0.0.1:0 over a fresh database (temp-file SQLite or a new
+//! PostgreSQL database, see `contextq_server::testing`), and a small HTTP client.
 #![allow(dead_code)]
 
 use contextq_server::model::{Plan, Scope};
+use contextq_server::testing::TestDatabase;
 use contextq_server::{AppState, Backend, Db, DbOptions, ServerConfig, admin};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
-
-/// The backends to run on: SQLite always, PostgreSQL when configured.
-pub fn backends() -> Vec<Backend> {
-    let mut b = vec![Backend::Sqlite];
-    if std::env::var("CONTEXTQ_TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty()) {
-        b.push(Backend::Postgres);
-    }
-    b
-}
-
-/// A fresh database URL for `backend` (and the temp dir that holds it, for SQLite).
-pub async fn fresh_database(backend: Backend) -> (String, Option<tempfile::TempDir>) {
-    match backend {
-        Backend::Sqlite => {
-            let dir = tempfile::tempdir().unwrap();
-            let url = format!("sqlite:{}", dir.path().join("contextq.db").display());
-            (url, Some(dir))
-        }
-        Backend::Postgres => {
-            let admin_url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").unwrap();
-            let name = format!("cqtest_{:016x}", fastrand::u64(..));
-            let url = contextq_server::db::create_postgres_database(&admin_url, &name)
-                .await
-                .unwrap();
-            (url, None)
-        }
-    }
-}
 
 pub struct TestServer {
     pub url: String,
@@ -42,7 +15,7 @@ pub struct TestServer {
     pub backend: Backend,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _dir: Option<tempfile::TempDir>,
+    _database: TestDatabase,
 }
 
 impl TestServer {
@@ -51,7 +24,8 @@ impl TestServer {
     }
 
     pub async fn start_with(backend: Backend, config: ServerConfig) -> TestServer {
-        let (database_url, dir) = fresh_database(backend).await;
+        let database = TestDatabase::fresh(backend).await;
+        let database_url = database.url.clone();
         let db = Db::connect(&database_url, &DbOptions::default())
             .await
             .unwrap();
@@ -69,7 +43,7 @@ impl TestServer {
             backend,
             shutdown: Some(tx),
             handle: Some(handle),
-            _dir: dir,
+            _database: database,
         }
     }
 
