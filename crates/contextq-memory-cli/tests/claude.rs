@@ -1,10 +1,13 @@
 //! `chat` and `e2e` against the scripted Messages API stand-in (which checks every request as
-//! the real API would), on SQLite and, when configured, PostgreSQL.
+//! the real API would); the e2e on SQLite and PostgreSQL, its cleanup order asserted, also after
+//! a failed conversation.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 
 use contextq_memory_tool::testing::ScriptedClaude;
+use contextq_server::Backend;
+use contextq_server::testing::TestDatabase;
 use sqlx::{Connection, Row};
 
 const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
@@ -82,92 +85,109 @@ fn chat_and_e2e_without_a_key_exit_0_and_say_why() {
     }
 }
 
-async fn database_urls() -> Vec<(String, Option<tempfile::TempDir>)> {
-    let dir = tempfile::tempdir().unwrap();
-    let mut urls = vec![(
-        format!("sqlite:{}", dir.path().join("e2e.db").display()),
-        Some(dir),
-    )];
-    if let Ok(admin) = std::env::var("CONTEXTQ_TEST_DATABASE_URL")
-        && !admin.is_empty()
-    {
-        let name = format!("cqe2e_{:016x}", fastrand::u64(..));
-        urls.push((
-            contextq_server::db::create_postgres_database(&admin, &name)
-                .await
-                .unwrap(),
-            None,
-        ));
-    }
-    urls
-}
-
-#[tokio::test]
-async fn e2e_runs_end_to_end_against_the_stand_in() {
-    let claude = ScriptedClaude::start().await.unwrap();
-    for (url, _dir) in database_urls().await {
-        let url2 = url.clone();
-        let claude_url = claude.url.clone();
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(BIN)
-                .args(["e2e", "--database-url", &url2])
-                .env("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
-                .env("ANTHROPIC_BASE_URL", &claude_url)
-                .output()
-                .unwrap()
-        })
+/// Runs `contextq-memory e2e` on `database`'s URL against the stand-in, with extra arguments.
+async fn e2e(database: &TestDatabase, claude: &ScriptedClaude, extra: &[&str]) -> (bool, String) {
+    let out = tokio::process::Command::new(BIN)
+        .args(["e2e", "--database-url", &database.url])
+        .args(extra)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
+        .env("ANTHROPIC_BASE_URL", &claude.url)
+        .output()
         .await
         .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{url}: {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        for needle in [
-            &format!("anthropic base url: {}", claude.url),
-            "throwaway tenant ten_",
-            "workspace e2e-",
-            "verified with GET /api/contexts",
-            "recall: Claude's answer contains the fact",
-            "deleted 1 context(s) via the API",
-            "deleted the API key row",
-            "deleted the user row",
-            "left tenant row",
-        ] {
-            assert!(
-                stdout.contains(needle),
-                "{url}: missing {needle:?} in\n{stdout}"
-            );
-        }
-        assert!(
-            !stdout.contains("sk_live_") || stdout.contains("sk_live_…"),
-            "a key leaked: {stdout}"
-        );
-        // What is left in the database: the tenant row (chained audit rows), nothing else.
-        sqlx::any::install_default_drivers();
-        let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
-        let count = |sql: &'static str| sqlx::query(sql);
-        let n = |row: sqlx::any::AnyRow| row.try_get::<i64, _>("n").unwrap();
-        assert_eq!(
-            n(count("SELECT COUNT(*) AS n FROM tenants")
-                .fetch_one(&mut conn)
-                .await
-                .unwrap()),
-            1
-        );
-        for table in [
-            "SELECT COUNT(*) AS n FROM users",
-            "SELECT COUNT(*) AS n FROM api_keys",
-            "SELECT COUNT(*) AS n FROM contexts",
-            "SELECT COUNT(*) AS n FROM workspaces",
-        ] {
-            assert_eq!(
-                n(count(table).fetch_one(&mut conn).await.unwrap()),
-                0,
-                "{table}"
-            );
-        }
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    (
+        out.status.success(),
+        format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+/// The seed's cleanup, in its order: contexts and workspace via the API, the key row, the user
+/// row, and the tenant row left in place because its audit rows are chained.
+fn assert_cleanup_in_order(stdout: &str, contexts: usize) {
+    let steps = [
+        format!("  deleted {contexts} context(s) via the API"),
+        "  deleted workspace e2e-".to_string(),
+        "  deleted the API key row".to_string(),
+        "  deleted the user row".to_string(),
+        "  left tenant row ten_".to_string(),
+    ];
+    let cleanup = stdout
+        .split_once("\ncleanup\n")
+        .expect("a cleanup section")
+        .1;
+    let mut at = 0;
+    for step in &steps {
+        let found = cleanup[at..]
+            .find(step.as_str())
+            .unwrap_or_else(|| panic!("{step:?} missing or out of order in:\n{cleanup}"));
+        at += found + step.len();
     }
+}
+
+/// What the e2e leaves in its database: the tenant row, nothing else.
+async fn assert_only_the_tenant_is_left(database: &TestDatabase) {
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&database.url).await.unwrap();
+    for (table, want) in [
+        ("tenants", 1),
+        ("users", 0),
+        ("api_keys", 0),
+        ("contexts", 0),
+        ("workspaces", 0),
+    ] {
+        let n: i64 = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) AS n FROM {table}"
+        )))
+        .fetch_one(&mut conn)
+        .await
+        .unwrap()
+        .try_get("n")
+        .unwrap();
+        assert_eq!(n, want, "{table}");
+    }
+}
+
+async fn e2e_runs_end_to_end_against_the_stand_in(b: Backend) {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let database = TestDatabase::fresh(b).await;
+    let (ok, stdout) = e2e(&database, &claude, &[]).await;
+    assert!(ok, "{stdout}");
+    for needle in [
+        &format!("anthropic base url: {}", claude.url),
+        "throwaway tenant ten_",
+        "workspace e2e-",
+        "verified with GET /api/contexts",
+        "recall: Claude's answer contains the fact",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
+    }
+    assert_cleanup_in_order(&stdout, 1);
+    assert!(
+        !stdout.contains("sk_live_") || stdout.contains("sk_live_…"),
+        "a key leaked: {stdout}"
+    );
+    assert_only_the_tenant_is_left(&database).await;
     assert!(claude.violations().is_empty(), "{:?}", claude.violations());
 }
+
+/// A conversation that fails (the API refuses the request) still cleans up, in order, and the
+/// run fails.
+async fn e2e_cleans_up_after_a_failed_conversation(b: Backend) {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let database = TestDatabase::fresh(b).await;
+    let (ok, stdout) = e2e(&database, &claude, &["--model", ""]).await;
+    assert!(!ok, "{stdout}");
+    assert!(
+        stdout.contains("FAILED: the conversation failed"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("verified with GET"), "{stdout}");
+    assert_cleanup_in_order(&stdout, 0);
+    assert_only_the_tenant_is_left(&database).await;
+}
+
+contextq_server::database_tests!(
+    e2e_runs_end_to_end_against_the_stand_in,
+    e2e_cleans_up_after_a_failed_conversation,
+);

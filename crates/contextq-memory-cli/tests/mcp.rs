@@ -1,9 +1,13 @@
 //! `contextq-memory mcp` as a child process, driven by a real MCP client (rmcp's): initialize,
-//! list tools, the six commands with the library's exact strings, resources list and read.
+//! list tools, the six commands with the library's exact strings, resources list and read, and
+//! the errors for an unknown tool and for resource URIs that are missing, foreign or escaping.
 #![cfg(feature = "mcp")]
 
+use rmcp::ServiceError;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams, ResourceContents};
+use rmcp::model::{
+    CallToolRequestParams, ErrorCode, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
+};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
@@ -108,11 +112,69 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
         ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "zero\none\n2\n"),
         other => panic!("{other:?}"),
     }
-    assert!(
-        client
-            .read_resource(ReadResourceRequestParams::new("memory:///memories/none.md"))
-            .await
-            .is_err()
+    // Reading what is not a memory file: the MCP error says why, nothing else is touched.
+    let read_error = |uri: &'static str| {
+        let client = &client;
+        async move {
+            match client
+                .read_resource(ReadResourceRequestParams::new(uri))
+                .await
+            {
+                Err(ServiceError::McpError(e)) => (e.code, e.message.to_string()),
+                other => panic!("{uri}: {other:?}"),
+            }
+        }
+    };
+    // rmcp answers resource-not-found as invalid-params to peers of protocol 2026-07-28 or
+    // newer (SEP-2164), which rmcp's client negotiates.
+    let not_found = if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
+        ErrorCode::INVALID_PARAMS
+    } else {
+        ErrorCode::RESOURCE_NOT_FOUND
+    };
+    assert_eq!(
+        read_error("memory:///memories/none.md").await,
+        (
+            not_found,
+            "no memory file at memory:///memories/none.md".to_string()
+        )
+    );
+    assert_eq!(
+        read_error("file:///etc/passwd").await,
+        (
+            not_found,
+            "no memory file at file:///etc/passwd".to_string()
+        )
+    );
+    assert_eq!(
+        read_error("memory:///memories/../etc/passwd").await,
+        (
+            ErrorCode::INVALID_PARAMS,
+            "Path /memories/../etc/passwd would escape /memories directory".to_string()
+        )
+    );
+    assert_eq!(
+        read_error("memory:///etc/passwd").await,
+        (
+            ErrorCode::INVALID_PARAMS,
+            "Path must start with /memories, got: /etc/passwd".to_string()
+        )
+    );
+
+    // A tool other than `memory`: an error result naming it.
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("notes")
+                .with_arguments(args(json!({"command": "view", "path": "/memories"}))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            r.content[0].as_text().expect("text").text.as_str(),
+            r.is_error
+        ),
+        ("Error: Unknown tool: notes", Some(true))
     );
 
     let (text, err) = call(json!({"command": "delete", "path": "/memories/d"})).await;

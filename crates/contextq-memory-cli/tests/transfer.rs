@@ -1,21 +1,30 @@
 //! Export and import: a sample tree round-trips byte for byte, a second run changes nothing,
-//! and an import into a store over its quota stops with a clear error and a correct summary.
+//! `--overwrite` replaces what differs (checked in the store), and an import into a store over
+//! its quota stops with a clear error and a correct summary; against contextq-server on SQLite
+//! and PostgreSQL, and on the embedded default.
+
+mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
+use common::{BIN, Served};
+use contextq_server::Backend;
+use contextq_server::model::Plan;
 
-fn run(data: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data)
+/// Runs the CLI with its data directory in `data`, against `served` (with `--workspace ws`)
+/// or, without it, on the embedded default.
+async fn run(data: &Path, served: Option<&Served>, args: &[&str]) -> Output {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.env("CONTEXTQ_MEMORY_DATA_DIR", data)
         .env_remove("CONTEXT_API_URL")
         .env_remove("CONTEXT_API_KEY");
-    for (k, v) in env {
-        cmd.env(k, v);
+    if let Some(s) = served {
+        cmd.env("CONTEXT_API_URL", &s.url)
+            .env("CONTEXT_API_KEY", &s.key)
+            .args(["--workspace", "ws"]);
     }
-    cmd.output().unwrap()
+    cmd.args(args).output().await.unwrap()
 }
 
 fn stdout(o: &Output) -> String {
@@ -43,8 +52,9 @@ fn sample(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-#[test]
-fn round_trip_is_byte_identical_and_idempotent() {
+async fn round_trip_is_byte_identical_and_idempotent(b: Backend) {
+    let served = Served::start(b, Plan::Pro).await;
+    let s = Some(&served);
     let data = tempfile::tempdir().unwrap();
     let src = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -52,17 +62,17 @@ fn round_trip_is_byte_identical_and_idempotent() {
     let src_arg = src.path().to_str().unwrap();
     let out_arg = out.path().to_str().unwrap();
 
-    let o = run(data.path(), &["import", src_arg], &[]);
+    let o = run(data.path(), s, &["import", src_arg]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(stdout(&o), "imported 5 files (1.0M), skipped 0, failed 0");
-    let o = run(data.path(), &["import", src_arg], &[]);
+    let o = run(data.path(), s, &["import", src_arg]).await;
     assert_eq!(
         stdout(&o),
         "imported 0 files (0B), skipped 5, failed 0",
         "a second import changes nothing"
     );
 
-    let o = run(data.path(), &["export", "--out", out_arg], &[]);
+    let o = run(data.path(), s, &["export", "--out", out_arg]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(stdout(&o), "exported 5 files (1.0M), skipped 0, failed 0");
     for (rel, bytes) in &files {
@@ -72,31 +82,49 @@ fn round_trip_is_byte_identical_and_idempotent() {
             "{rel}"
         );
     }
-    let o = run(data.path(), &["export", "--out", out_arg], &[]);
+    let o = run(data.path(), s, &["export", "--out", out_arg]).await;
     assert_eq!(stdout(&o), "exported 0 files (0B), skipped 5, failed 0");
 
     // A changed source file is left alone without --overwrite, replaced with it.
     std::fs::write(src.path().join("memories/notes.md"), b"changed\n").unwrap();
-    let o = run(data.path(), &["import", src_arg], &[]);
+    let o = run(data.path(), s, &["import", src_arg]).await;
     assert_eq!(stdout(&o), "imported 0 files (0B), skipped 5, failed 0");
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("/memories/notes.md exists with other content")
     );
-    let o = run(data.path(), &["import", src_arg, "--overwrite"], &[]);
+    assert_eq!(
+        served.content("mem-tool:ws/notes.md").await.as_deref(),
+        Some("top level\n")
+    );
+    let o = run(data.path(), s, &["import", src_arg, "--overwrite"]).await;
     assert_eq!(stdout(&o), "imported 1 files (8B), skipped 4, failed 0");
+    assert_eq!(
+        served.content("mem-tool:ws/notes.md").await.as_deref(),
+        Some("changed\n"),
+        "the store holds the new content"
+    );
+    assert_eq!(
+        served
+            .content("mem-tool:ws/projects/alpha/plan.md")
+            .await
+            .as_deref(),
+        Some("nested\ntwice\n"),
+        "identical files were left alone"
+    );
 
-    // The same commands move memories between stores: the embedded store to a local directory.
+    // The same commands move memories between stores: ContextQ to a local directory.
     let local = tempfile::tempdir().unwrap();
     let o = run(
         data.path(),
+        s,
         &[
             "import",
             out_arg,
             "--store",
             &format!("local:{}", local.path().display()),
         ],
-        &[],
-    );
+    )
+    .await;
     assert_eq!(stdout(&o), "imported 5 files (1.0M), skipped 0, failed 0");
     assert_eq!(
         std::fs::read(local.path().join("memories/empty.md")).unwrap(),
@@ -105,37 +133,37 @@ fn round_trip_is_byte_identical_and_idempotent() {
 }
 
 #[tokio::test]
-async fn import_over_quota_stops_with_a_clear_error() {
-    use contextq_server::model::{Plan, Scope};
-    let dir = tempfile::tempdir().unwrap();
-    let db = contextq_server::Db::connect(
-        &format!("sqlite:{}", dir.path().join("q.db").display()),
-        &Default::default(),
+async fn the_embedded_default_round_trips() {
+    let data = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let files = sample(src.path());
+    let o = run(data.path(), None, &["import", src.path().to_str().unwrap()]).await;
+    assert_eq!(stdout(&o), "imported 5 files (1.0M), skipped 0, failed 0");
+    let o = run(
+        data.path(),
+        None,
+        &["export", "--out", out.path().to_str().unwrap()],
     )
-    .await
-    .unwrap();
-    let boot = contextq_server::admin::bootstrap(
-        &db,
-        "small",
-        Plan::Free,
-        "ws",
-        &[Scope::Read, Scope::Write, Scope::Admin],
-    )
-    .await
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(contextq_server::serve(
-        listener,
-        contextq_server::AppState::new(db, Default::default()),
-        std::future::pending(),
-    ));
+    .await;
+    assert_eq!(stdout(&o), "exported 5 files (1.0M), skipped 0, failed 0");
+    for (rel, bytes) in &files {
+        assert_eq!(
+            &std::fs::read(out.path().join("memories").join(rel)).unwrap(),
+            bytes,
+            "{rel}"
+        );
+    }
+}
+
+async fn import_over_quota_stops_with_a_clear_error(b: Backend) {
+    let served = Served::start(b, Plan::Free).await;
     let items: Vec<_> = (0..98)
         .map(|i| serde_json::json!({"externalId": format!("x{i}"), "workspace": "ws", "type": "note", "content": ""}))
         .collect();
     let r = reqwest::Client::new()
-        .post(format!("{url}/api/contexts/bulk-upsert"))
-        .bearer_auth(&boot.key.api_key)
+        .post(format!("{}/api/contexts/bulk-upsert", served.url))
+        .bearer_auth(&served.key)
         .json(&serde_json::json!({"contexts": items}))
         .send()
         .await
@@ -145,19 +173,12 @@ async fn import_over_quota_stops_with_a_clear_error() {
     let src = tempfile::tempdir().unwrap();
     sample(src.path());
     let data = tempfile::tempdir().unwrap();
-    let (key, src_arg) = (
-        boot.key.api_key.clone(),
-        src.path().to_str().unwrap().to_string(),
-    );
-    let o = tokio::task::spawn_blocking(move || {
-        run(
-            data.path(),
-            &["--workspace", "ws", "import", &src_arg],
-            &[("CONTEXT_API_URL", &url), ("CONTEXT_API_KEY", &key)],
-        )
-    })
-    .await
-    .unwrap();
+    let o = run(
+        data.path(),
+        Some(&served),
+        &["import", src.path().to_str().unwrap()],
+    )
+    .await;
     assert!(!o.status.success());
     let line = stdout(&o);
     assert!(line.starts_with("imported 2 files"), "{line}");
@@ -172,3 +193,8 @@ async fn import_over_quota_stops_with_a_clear_error() {
         "{err}"
     );
 }
+
+contextq_server::database_tests!(
+    round_trip_is_byte_identical_and_idempotent,
+    import_over_quota_stops_with_a_clear_error,
+);

@@ -3,7 +3,7 @@
 //! It checks every request the way the real API would and refuses bad ones with a 400
 //! `invalid_request_error` (and records the violation):
 //! - `POST /v1/messages` with `x-api-key` and `anthropic-version: 2023-06-01`;
-//! - `model`, `max_tokens` > 0, messages alternating from `user`;
+//! - a non-empty `model`, `max_tokens` > 0, messages alternating from `user`;
 //! - the memory tool exactly `{"type": "memory_20250818", "name": "memory"}` (plus pass-through
 //!   keys), with the `context-management-2025-06-27` beta;
 //! - `context_management` of the documented shape (and the beta);
@@ -127,8 +127,10 @@ fn validate(headers: &HeaderMap, body: &Value, produced: &[Value]) -> Result<(),
         .map(str::trim)
         .filter(|b| !b.is_empty())
         .collect();
-    if !body["model"].is_string() {
-        return Err("model: field required".into());
+    match body["model"].as_str() {
+        None => return Err("model: field required".into()),
+        Some("") => return Err("model: String should have at least 1 character".into()),
+        Some(_) => {}
     }
     if body["max_tokens"].as_u64().is_none_or(|n| n == 0) {
         return Err("max_tokens: must be a positive integer".into());

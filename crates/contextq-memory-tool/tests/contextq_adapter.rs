@@ -130,11 +130,17 @@ async fn per_workspace_path_model(b: Backend) {
             .await
             .is_error
     );
-    assert!(
-        !run(&tool, create("/memories/ACME/deep/x.md", "x"))
-            .await
-            .is_error,
-        "slug is lowercased"
+    // The slug is lowercased: the row lives in workspace acme.
+    assert_eq!(
+        run(&tool, create("/memories/ACME/deep/x.md", "x")).await,
+        ToolResult::ok("File created successfully at: /memories/ACME/deep/x.md")
+    );
+    let row = common::row(&server.url, &key, "mem-tool:acme/deep/x.md")
+        .await
+        .expect("the row, under the lowercased slug");
+    assert_eq!(
+        (row["workspace"].as_str(), row["content"].as_str()),
+        (Some("acme"), Some("x"))
     );
     let root = run(&tool, view("/memories")).await;
     assert_eq!(

@@ -200,12 +200,31 @@ async fn api_errors_keep_status_type_and_request_id() {
     // Without the beta the memory tool is refused too; the runner adds it by itself.
     let mut plain = request("hi");
     plain.tools.push(ToolDefinition::new().to_json());
-    assert!(client(&claude.url).create(&plain).await.is_err());
-    let ok = ToolRunner::new(client(&claude.url), request("hi"))
+    match client(&claude.url).create(&plain).await.unwrap_err() {
+        contextq_memory_tool::Error::Anthropic {
+            status,
+            error_type,
+            message,
+            ..
+        } => assert_eq!(
+            (status, error_type.as_str(), message.as_str()),
+            (
+                400,
+                "invalid_request_error",
+                "the memory tool requires the context-management-2025-06-27 beta"
+            )
+        ),
+        other => panic!("{other:?}"),
+    }
+    let last = ToolRunner::new(client(&claude.url), request("hi"))
         .tool(memory_tool(MemoryTool::new(MemoryStore::new())))
         .run()
-        .await;
-    assert!(ok.is_ok());
+        .await
+        .unwrap();
+    assert_eq!(
+        (last.stop_reason.clone(), last.text().as_str()),
+        (Some(StopReason::EndTurn), "Hello from the stand-in.")
+    );
 }
 
 #[tokio::test]

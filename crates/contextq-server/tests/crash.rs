@@ -100,7 +100,7 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
             }
             // Let the load run until it has acknowledged a number of writes (more every
             // round), then kill -9 in the middle of it.
-            let target = 40 + 20 * round;
+            let target = 100 + 50 * round;
             tokio::time::timeout(Duration::from_secs(60), async {
                 while progress.0.load(Ordering::SeqCst) < target {
                     progress.1.notified().await;

@@ -499,7 +499,9 @@ impl Store for ContextQStore {
             });
         }
         let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
-        if listing.files.is_empty() && !dir.is_root() && !workspace_level && !listing.truncated {
+        // Nothing seen beneath it: not a directory. (On a server that caps listings, files beyond
+        // its one page cannot be seen: the seed's documented limit.)
+        if listing.files.is_empty() && !dir.is_root() && !workspace_level {
             return Ok(None);
         }
         Ok(Some(listing))

@@ -82,3 +82,37 @@ pub fn options(url: &str, key: &str) -> ContextQMemoryToolOptions {
 pub fn ws_name() -> String {
     format!("w{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff)
 }
+
+/// Runs one tool input and keeps the typed error (with its effects).
+pub async fn handle<H: contextq_memory_tool::MemoryToolHandlers>(
+    tool: &H,
+    input: serde_json::Value,
+) -> Result<String, contextq_memory_tool::ToolError> {
+    let command = contextq_memory_tool::Command::from_value(&input).expect("a valid command");
+    tool.handle(command).await
+}
+
+/// The row at `external_id`, read from the server directly (bypassing any proxy), if any.
+pub async fn row(url: &str, key: &str, external_id: &str) -> Option<serde_json::Value> {
+    let encoded: String =
+        percent_encoding::utf8_percent_encode(external_id, percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+    let r = reqwest::Client::new()
+        .get(format!("{url}/api/contexts/by-external/{encoded}"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    match r.status().as_u16() {
+        200 => Some(r.json().await.unwrap()),
+        404 => None,
+        s => panic!("GET {external_id}: {s}"),
+    }
+}
+
+/// The content of the row at `external_id`, read directly, if any.
+pub async fn content(url: &str, key: &str, external_id: &str) -> Option<String> {
+    row(url, key, external_id)
+        .await
+        .map(|v| v["content"].as_str().unwrap().to_string())
+}

@@ -1,0 +1,516 @@
+//! Failures in the middle of multi-step commands, injected by a loopback proxy of the test's own:
+//! double faults (an answer lost, and the read-backs that would settle it failing too), partial
+//! failures of directory delete and rename, edits that run out of attempts, and a rename that
+//! restarts after the source changed under it. Each test checks what Claude reads, what the
+//! typed error says was done ([`ToolError::effects`]), and what the server really holds.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::proxy::{Fault, Gate, Proxy};
+use common::{ALL, Server, content, handle, options};
+use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
+use contextq_memory_tool::handlers::{Applied, PathEffect};
+use contextq_server::Backend;
+use contextq_server::model::Plan;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+fn create(path: &str, text: &str) -> Value {
+    json!({"command": "create", "path": path, "file_text": text})
+}
+
+fn rename(a: &str, b: &str) -> Value {
+    json!({"command": "rename", "old_path": a, "new_path": b})
+}
+
+fn delete(path: &str) -> Value {
+    json!({"command": "delete", "path": path})
+}
+
+/// Sorted effects, for comparison.
+fn effects(list: &[(&str, Applied)]) -> Vec<PathEffect> {
+    let mut v: Vec<PathEffect> = list
+        .iter()
+        .map(|(p, a)| PathEffect {
+            path: p.to_string(),
+            applied: *a,
+        })
+        .collect();
+    v.sort_by(|a, b| a.path.cmp(&b.path));
+    v
+}
+
+fn sorted(e: &[PathEffect]) -> Vec<PathEffect> {
+    let mut v = e.to_vec();
+    v.sort_by(|a, b| a.path.cmp(&b.path));
+    v
+}
+
+struct Setup {
+    server: Server,
+    key: String,
+    proxy: Proxy,
+    tool: Arc<ContextQMemoryTool>,
+}
+
+impl Setup {
+    /// A tenant with workspace `ws`, a proxy, and a tool through it with one retry.
+    async fn new(b: Backend) -> Setup {
+        let server = Server::start(b).await;
+        let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+        let proxy = Proxy::start(&server.url).await;
+        let mut opts = options(&proxy.url, &key).workspace("ws");
+        opts.retry.max_retries = 1;
+        let tool = Arc::new(contextq_memory_tool(opts).unwrap());
+        Setup {
+            server,
+            key,
+            proxy,
+            tool,
+        }
+    }
+
+    async fn create(&self, path: &str, text: &str) {
+        handle(&self.tool, create(path, text)).await.unwrap();
+    }
+
+    /// What the server holds at `/memories/<rel>`.
+    async fn content(&self, rel: &str) -> Option<String> {
+        content(&self.server.url, &self.key, &format!("mem-tool:ws/{rel}")).await
+    }
+
+    /// The next DELETE is applied but its answer lost, and every read-back by row id fails
+    /// (beyond the one retry).
+    fn lose_delete_and_read_backs(&self) {
+        self.proxy
+            .fault(Method::DELETE, "/api/contexts/", Fault::ForwardThenDrop, 1);
+        self.proxy.fault(
+            Method::GET,
+            "/api/contexts/ctx_",
+            Fault::Status(500, None),
+            10,
+        );
+    }
+}
+
+async fn a_file_rename_whose_source_delete_is_unsettled_keeps_the_copy(b: Backend) {
+    let s = Setup::new(b).await;
+    s.create("/memories/a.md", "alpha\n").await;
+    s.lose_delete_and_read_backs();
+    let e = handle(&s.tool, rename("/memories/a.md", "/memories/b.md"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    assert!(
+        e.message().starts_with(
+            "Rename of /memories/a.md to /memories/b.md is incomplete: /memories/b.md was created, but the memory store did not confirm whether the source /memories/a.md (id ctx_"
+        ),
+        "{}",
+        e.message()
+    );
+    assert!(
+        e.message().ends_with(
+            "View /memories/a.md: if it still exists, delete it to finish the rename; /memories/b.md holds its content."
+        ),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/a.md", Applied::Unknown),
+            ("/memories/b.md", Applied::Yes)
+        ])
+    );
+    // The delete was applied; the copy was not undone: the content survives.
+    assert_eq!(s.content("a.md").await, None);
+    assert_eq!(s.content("b.md").await.as_deref(), Some("alpha\n"));
+}
+
+async fn a_file_delete_whose_outcome_is_unsettled_says_so(b: Backend) {
+    let s = Setup::new(b).await;
+    s.create("/memories/c.md", "c").await;
+    s.lose_delete_and_read_backs();
+    let e = handle(&s.tool, delete("/memories//c.md"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    assert!(
+        e.message().starts_with(
+            "The memory store did not confirm whether the delete of /memories//c.md was applied ("
+        ),
+        "{}",
+        e.message()
+    );
+    assert!(
+        e.message()
+            .ends_with("). View /memories//c.md to check before retrying."),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        e.effects(),
+        effects(&[("/memories/c.md", Applied::Unknown)])
+    );
+    assert_eq!(s.content("c.md").await, None, "it was applied");
+}
+
+async fn a_directory_rename_whose_source_delete_is_unsettled_keeps_every_copy(b: Backend) {
+    let s = Setup::new(b).await;
+    for f in ["one", "two", "three"] {
+        s.create(&format!("/memories/dir/{f}.md"), f).await;
+    }
+    s.lose_delete_and_read_backs();
+    let e = handle(&s.tool, rename("/memories/dir", "/memories/moved"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    // Sources are deleted in name order: one, three, two.
+    let (head, tail) = e.message().split_once(" Cause: ").unwrap();
+    assert_eq!(
+        head,
+        "Rename of /memories/dir to /memories/moved is incomplete: every file was copied to /memories/moved, but 2 of 3 sources could not be deleted and now exist at both places: /memories/dir/three.md, /memories/dir/two.md. Whether /memories/dir/one.md was deleted is unknown."
+    );
+    assert!(
+        tail.ends_with("Delete them from /memories/dir to finish."),
+        "{tail}"
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/dir/one.md", Applied::Unknown),
+            ("/memories/dir/three.md", Applied::No),
+            ("/memories/dir/two.md", Applied::No),
+            ("/memories/moved/one.md", Applied::Yes),
+            ("/memories/moved/three.md", Applied::Yes),
+            ("/memories/moved/two.md", Applied::Yes),
+        ])
+    );
+    assert_eq!(s.content("dir/one.md").await, None);
+    for f in ["one", "two", "three"] {
+        assert_eq!(
+            s.content(&format!("moved/{f}.md")).await.as_deref(),
+            Some(f)
+        );
+    }
+    for f in ["two", "three"] {
+        assert_eq!(s.content(&format!("dir/{f}.md")).await.as_deref(), Some(f));
+    }
+}
+
+async fn a_directory_delete_whose_first_delete_is_unsettled_stops_and_says_what_is_left(
+    b: Backend,
+) {
+    let s = Setup::new(b).await;
+    for f in ["x", "y", "z"] {
+        s.create(&format!("/memories/d/{f}.md"), f).await;
+    }
+    s.lose_delete_and_read_backs();
+    let e = handle(&s.tool, delete("/memories/d")).await.unwrap_err();
+    s.proxy.clear_faults();
+    let (head, tail) = e.message().split_once(" Cause: ").unwrap();
+    assert_eq!(
+        head,
+        "Deleting /memories/d stopped part way: 0 of 3 files were deleted; whether /memories/d/x.md was deleted is unknown; still present: /memories/d/y.md, /memories/d/z.md."
+    );
+    assert!(
+        tail.ends_with("Run delete on /memories/d again to finish."),
+        "{tail}"
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/d/x.md", Applied::Unknown),
+            ("/memories/d/y.md", Applied::No),
+            ("/memories/d/z.md", Applied::No),
+        ])
+    );
+    assert_eq!(s.content("d/x.md").await, None);
+    assert_eq!(s.content("d/y.md").await.as_deref(), Some("y"));
+    assert_eq!(s.content("d/z.md").await.as_deref(), Some("z"));
+}
+
+async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: Backend) {
+    let s = Setup::new(b).await;
+    s.create("/memories/a2.md", "a2").await;
+    // A rename's copy: applied, answer lost, the read-back of the destination fails.
+    s.proxy
+        .fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
+    s.proxy.fault(
+        Method::GET,
+        "/by-external/mem-tool%3Aws%2Fb2.md",
+        Fault::Status(500, None),
+        10,
+    );
+    let e = handle(&s.tool, rename("/memories/a2.md", "/memories/b2.md"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    assert!(
+        e.message().starts_with("Rename of /memories/a2.md to /memories/b2.md did not finish: /memories/a2.md is unchanged, but the memory store did not confirm whether the copy at /memories/b2.md was created ("),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/a2.md", Applied::No),
+            ("/memories/b2.md", Applied::Unknown)
+        ])
+    );
+    assert_eq!(s.content("a2.md").await.as_deref(), Some("a2"));
+    assert_eq!(s.content("b2.md").await.as_deref(), Some("a2"));
+
+    // A create: the same.
+    s.proxy
+        .fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
+    s.proxy.fault(
+        Method::GET,
+        "/by-external/mem-tool%3Aws%2Fn.md",
+        Fault::Status(500, None),
+        10,
+    );
+    let e = handle(&s.tool, create("/memories/n.md", "new"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    assert!(
+        e.message().starts_with(
+            "The memory store did not confirm whether the creation of /memories/n.md was applied ("
+        ),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        e.effects(),
+        effects(&[("/memories/n.md", Applied::Unknown)])
+    );
+    assert_eq!(s.content("n.md").await.as_deref(), Some("new"));
+
+    // An edit: the PUT is applied, its answer lost, the read-back by id fails.
+    s.proxy
+        .fault(Method::PUT, "/api/contexts/", Fault::ForwardThenDrop, 1);
+    s.proxy.fault(
+        Method::GET,
+        "/api/contexts/ctx_",
+        Fault::Status(500, None),
+        10,
+    );
+    let e = handle(
+        &s.tool,
+        json!({"command": "insert", "path": "/memories/n.md", "insert_line": 0, "insert_text": "top"}),
+    )
+    .await
+    .unwrap_err();
+    s.proxy.clear_faults();
+    assert!(
+        e.message().starts_with(
+            "The memory store did not confirm whether the edit of /memories/n.md was applied ("
+        ),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        e.effects(),
+        effects(&[("/memories/n.md", Applied::Unknown)])
+    );
+    assert_eq!(s.content("n.md").await.as_deref(), Some("top\nnew\n"));
+}
+
+async fn directory_rename_failures_undo_or_name_what_is_left(b: Backend) {
+    let s = Setup::new(b).await;
+    for f in ["a", "b", "c"] {
+        s.create(&format!("/memories/r/{f}.md"), f).await;
+    }
+    let forbidden = || Fault::Status(403, None);
+    let pass = || Fault::Delay(std::time::Duration::ZERO);
+
+    // The second copy is refused: the first copy is removed again, nothing changed.
+    s.proxy.fault(Method::POST, "/bulk-upsert", pass(), 1);
+    s.proxy.fault(Method::POST, "/bulk-upsert", forbidden(), 1);
+    let e = handle(&s.tool, rename("/memories/r", "/memories/r2"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    assert_eq!(
+        e.message(),
+        "Rename of /memories/r to /memories/r2 failed while copying /memories/r/b.md: The memory store refused this operation: the ContextQ API key lacks the scope it needs (injected 403). nothing was changed."
+    );
+    assert!(e.changed_nothing(), "{:?}", e.effects());
+    assert_eq!(s.content("r2/a.md").await, None);
+
+    // The same, and removing the first copy is refused too: it exists at both places.
+    s.proxy.fault(Method::POST, "/bulk-upsert", pass(), 1);
+    s.proxy.fault(Method::POST, "/bulk-upsert", forbidden(), 1);
+    s.proxy
+        .fault(Method::DELETE, "/api/contexts/", forbidden(), 1);
+    let e = handle(&s.tool, rename("/memories/r", "/memories/r2"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    assert!(
+        e.message().ends_with(
+            "these copies could not be removed and now exist at both places: /memories/r2/a.md."
+        ),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/r/a.md", Applied::No),
+            ("/memories/r2/a.md", Applied::Yes)
+        ])
+    );
+    assert_eq!(s.content("r2/a.md").await.as_deref(), Some("a"));
+    handle(&s.tool, delete("/memories/r2")).await.unwrap();
+
+    // Every copy made, the second source delete refused: the rest is named.
+    s.proxy.fault(Method::DELETE, "/api/contexts/", pass(), 1);
+    s.proxy
+        .fault(Method::DELETE, "/api/contexts/", forbidden(), 1);
+    let e = handle(&s.tool, rename("/memories/r", "/memories/r2"))
+        .await
+        .unwrap_err();
+    s.proxy.clear_faults();
+    let (head, _) = e.message().split_once(" Cause: ").unwrap();
+    assert_eq!(
+        head,
+        "Rename of /memories/r to /memories/r2 is incomplete: every file was copied to /memories/r2, but 2 of 3 sources could not be deleted and now exist at both places: /memories/r/b.md, /memories/r/c.md."
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/r/a.md", Applied::Yes),
+            ("/memories/r/b.md", Applied::No),
+            ("/memories/r/c.md", Applied::No),
+            ("/memories/r2/a.md", Applied::Yes),
+            ("/memories/r2/b.md", Applied::Yes),
+            ("/memories/r2/c.md", Applied::Yes),
+        ])
+    );
+    assert_eq!(s.content("r/a.md").await, None);
+    assert_eq!(s.content("r/b.md").await.as_deref(), Some("b"));
+    assert_eq!(s.content("r2/c.md").await.as_deref(), Some("c"));
+}
+
+async fn a_directory_delete_refused_part_way_names_what_is_left(b: Backend) {
+    let s = Setup::new(b).await;
+    for f in ["a", "b", "c"] {
+        s.create(&format!("/memories/q/{f}.md"), f).await;
+    }
+    s.proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Delay(std::time::Duration::ZERO),
+        1,
+    );
+    s.proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Status(403, None),
+        1,
+    );
+    let e = handle(&s.tool, delete("/memories/q")).await.unwrap_err();
+    s.proxy.clear_faults();
+    let (head, _) = e.message().split_once(" Cause: ").unwrap();
+    assert_eq!(
+        head,
+        "Deleting /memories/q stopped part way: 1 of 3 files were deleted; still present: /memories/q/b.md, /memories/q/c.md."
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/q/a.md", Applied::Yes),
+            ("/memories/q/b.md", Applied::No),
+            ("/memories/q/c.md", Applied::No),
+        ])
+    );
+}
+
+async fn an_edit_that_keeps_losing_gives_up_after_its_attempts(b: Backend) {
+    let s = Setup::new(b).await;
+    s.create("/memories/e.md", "one\n").await;
+    let mut opts = options(&s.proxy.url, &s.key).workspace("ws");
+    opts.edit_attempts = 3;
+    let tool = contextq_memory_tool(opts).unwrap();
+    s.proxy.take_log();
+    // Every conditional write finds another version (412), three times.
+    s.proxy
+        .fault(Method::PUT, "/api/contexts/", Fault::Status(412, None), 3);
+    let e = handle(
+        &tool,
+        json!({"command": "str_replace", "path": "/memories/e.md", "old_str": "one", "new_str": "1"}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        e.message(),
+        "The file /memories/e.md was changed by another writer while this edit was being saved (3 attempts); nothing was changed by this command. View the file again and retry the edit."
+    );
+    assert!(e.changed_nothing());
+    let methods: Vec<String> = s
+        .proxy
+        .take_log()
+        .iter()
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(methods, ["GET", "PUT", "GET", "PUT", "GET", "PUT"]);
+    assert_eq!(s.content("e.md").await.as_deref(), Some("one\n"));
+}
+
+async fn a_rename_restarts_when_the_source_changes_under_it(b: Backend) {
+    let s = Setup::new(b).await;
+    s.create("/memories/s.md", "v1\n").await;
+    // Hold the source's delete (sent with If-Match: 1) until another writer has changed it.
+    let gate = Gate::default();
+    s.proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Hold(gate.clone()),
+        1,
+    );
+    let tool = s.tool.clone();
+    let renaming =
+        tokio::spawn(
+            async move { handle(&tool, rename("/memories/s.md", "/memories/t.md")).await },
+        );
+    gate.arrived().await;
+    let other = contextq_memory_tool(options(&s.server.url, &s.key).workspace("ws")).unwrap();
+    handle(
+        &other,
+        json!({"command": "str_replace", "path": "/memories/s.md", "old_str": "v1", "new_str": "v2"}),
+    )
+    .await
+    .unwrap();
+    s.proxy.take_log();
+    gate.open();
+    assert_eq!(
+        renaming.await.unwrap().unwrap(),
+        "Successfully renamed /memories/s.md to /memories/t.md"
+    );
+    // The held delete got 412; the copy was removed, the source read again, copied again.
+    let log: Vec<String> = s
+        .proxy
+        .take_log()
+        .iter()
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(log, ["DELETE", "GET", "POST", "DELETE"], "after the hold");
+    assert_eq!(s.content("s.md").await, None);
+    assert_eq!(s.content("t.md").await.as_deref(), Some("v2\n"));
+}
+
+contextq_server::database_tests!(
+    a_file_rename_whose_source_delete_is_unsettled_keeps_the_copy,
+    a_file_delete_whose_outcome_is_unsettled_says_so,
+    a_directory_rename_whose_source_delete_is_unsettled_keeps_every_copy,
+    a_directory_delete_whose_first_delete_is_unsettled_stops_and_says_what_is_left,
+    writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed,
+    directory_rename_failures_undo_or_name_what_is_left,
+    a_directory_delete_refused_part_way_names_what_is_left,
+    an_edit_that_keeps_losing_gives_up_after_its_attempts,
+    a_rename_restarts_when_the_source_changes_under_it,
+);
