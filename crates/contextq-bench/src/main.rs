@@ -11,8 +11,6 @@
 //! target/release/contextq-bench trace --commands 10000 --out trace.jsonl   # for bench/references.sh
 //! ```
 
-mod trace;
-
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -585,7 +583,7 @@ async fn main() -> Result<()> {
             out,
         } => {
             let mut f = std::io::BufWriter::new(std::fs::File::create(&out)?);
-            for input in trace::generate(commands, seed) {
+            for input in contextq_memory_tool::testing::trace::generate(commands, seed) {
                 writeln!(f, "{input}")?;
             }
             f.flush()?;

@@ -1,6 +1,7 @@
-//! A scripted stand-in for the Claude Messages API (feature `test-util`), on loopback.
+//! Test support (feature `test-util`): a scripted stand-in for the Claude Messages API, on
+//! loopback, and a deterministic command trace ([`trace`]).
 //!
-//! It checks every request the way the real API would and refuses bad ones with a 400
+//! The stand-in checks every request the way the real API would and refuses bad ones with a 400
 //! `invalid_request_error` (and records the violation):
 //! - `POST /v1/messages` with `x-api-key` and `anthropic-version: 2023-06-01`;
 //! - a non-empty `model`, `max_tokens` > 0, messages alternating from `user`;
@@ -19,6 +20,8 @@
 //!   the first);
 //! - `RATE_LIMITED_ONCE` / `OVERLOADED_ONCE`: a 429 (`retry-after: 0`) / 529 first;
 //! - after tool results: a final text (`Saved it.`, `You told me: <fact>`, or the error).
+
+pub mod trace;
 
 use std::sync::{Arc, Mutex};
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use common::proxy::{Fault, Gate, Proxy};
 use common::{ALL, Server, content, handle, options};
 use contextq_memory_tool::contextq::contextq_memory_tool;
+use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers};
 use contextq_server::Backend;
 use contextq_server::model::Plan;
 use reqwest::Method;
@@ -197,7 +198,63 @@ async fn a_racing_edit_is_lost_on_a_plain_contextq_and_kept_with_etags(b: Backen
     }
 }
 
+/// The size column of a listing line (sizes on contextq-server and in memory, times on a plain
+/// ContextQ) is the one place where the answers may differ.
+fn masked(text: &str) -> String {
+    if !text.starts_with("Here're the files") {
+        return text.to_string();
+    }
+    text.lines()
+        .map(|l| {
+            l.split_once('\t')
+                .map_or(l.to_string(), |(_, p)| format!("<size>\t{p}"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A realistic mixed trace, run by three clients in turn (as three processes sharing the
+/// memory would), with every create repeated a few commands later, gives command for command
+/// the reference results (those of one in-memory store) on a plain ContextQ, sizes aside.
+async fn a_trace_gives_the_reference_results_on_a_plain_contextq(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Unlimited, ALL, "ws").await;
+    let plain = Proxy::plain(&server.url).await;
+    let clients: Vec<_> = (0..3)
+        .map(|_| contextq_memory_tool(options(&plain.url, &key).workspace("ws")).unwrap())
+        .collect();
+    let reference = MemoryTool::new(MemoryStore::new());
+    let mut trace = contextq_memory_tool::testing::trace::generate(400, 49);
+    let creates: Vec<(usize, Value)> = trace
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c["command"] == "create")
+        .map(|(i, c)| (i, c.clone()))
+        .collect();
+    for (k, (i, c)) in creates.into_iter().enumerate().rev() {
+        let at = (i + 5 + k % 3).min(trace.len());
+        trace.insert(at, c);
+    }
+    let mut differ = Vec::new();
+    for (n, input) in trace.iter().enumerate() {
+        let (got, want) = (
+            clients[n % clients.len()].execute(input.clone()).await,
+            reference.execute(input.clone()).await,
+        );
+        if (got.is_error, masked(&got.content)) != (want.is_error, masked(&want.content)) {
+            differ.push(format!("{input}:\n  got  {got:?}\n  want {want:?}"));
+        }
+    }
+    eprintln!(
+        "{b:?}: {} of {} trace results as the reference on a plain ContextQ",
+        trace.len() - differ.len(),
+        trace.len()
+    );
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
 contextq_server::database_tests!(
+    a_trace_gives_the_reference_results_on_a_plain_contextq,
     create_never_overwrites_from_a_second_process,
     a_capped_listing_says_so_and_directory_commands_reach_every_file,
     a_racing_edit_is_lost_on_a_plain_contextq_and_kept_with_etags,

@@ -1,5 +1,6 @@
-//! A deterministic, realistic command trace (JSON lines) that every implementation can run:
-//! ours through `contextq-memory exec`, and the official SDKs' local-filesystem tools.
+//! A deterministic, realistic command trace that every implementation can run: ours through
+//! `contextq-memory exec` or a store directly, and the official SDKs' local-filesystem tools
+//! (the benchmarks' reference traces, and tests that compare stores on the same work).
 //!
 //! Mix (by draw): view file 30%, str_replace 20%, insert 18%, create 15%, view directory 7%,
 //! rename 5%, delete 5%. Every command is valid against the state the trace itself builds, so
@@ -87,7 +88,7 @@ pub fn generate(n: usize, seed: u64) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers};
+    use crate::{MemoryStore, MemoryTool, MemoryToolHandlers};
 
     #[tokio::test]
     async fn every_command_of_the_trace_succeeds() {
