@@ -1,7 +1,8 @@
 //! `contextq-memory e2e`: the seed's live end-to-end check with a real Claude and a real ContextQ.
 //!
-//! 1. A throwaway tenant, owner user and API key (read+write+admin) are created by direct INSERT
-//!    into the server's database (SQLite or PostgreSQL; schema in docs/schema.md).
+//! 1. A throwaway tenant, owner user and API key (read+write+admin) are created directly in the
+//!    server's database (SQLite or PostgreSQL), with contextq-server's admin functions: the
+//!    seed's direct-INSERT pattern, without SQL of our own that a schema change could break.
 //! 2. A workspace is created through the API.
 //! 3. Turn 1 asks Claude to remember a fact under `/memories/<ws>/`; turn 2, a separate
 //!    conversation, asks it to recall the fact.
@@ -24,8 +25,8 @@ use contextq_memory_tool::anthropic::{
 use contextq_memory_tool::contextq::{
     ContextQMemoryTool, ContextQMemoryToolOptions, client::ListParams, contextq_memory_tool,
 };
-use contextq_server::{AppState, Db, DbOptions, ServerConfig};
-use sqlx::Row;
+use contextq_server::admin::{self, TenantDeletion};
+use contextq_server::{AppState, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig};
 
 /// Options of `e2e`.
 pub struct E2eOptions {
@@ -44,39 +45,23 @@ struct Throwaway {
     api_key: String,
 }
 
-async fn insert_throwaway(db: &Db, tag: &str) -> Result<Throwaway> {
-    let now = contextq_server::model::now();
-    let t = Throwaway {
-        tenant_id: format!("ten_{tag}"),
-        user_id: format!("usr_{tag}"),
-        key_id: format!("key_{tag}"),
-        api_key: contextq_server::auth::generate_key(),
-    };
-    sqlx::query("INSERT INTO tenants (id, name, plan, created_at) VALUES ($1, $2, 'free', $3)")
-        .bind(t.tenant_id.clone())
-        .bind(format!("e2e-{tag}"))
-        .bind(now.clone())
-        .execute(db.pool())
-        .await?;
-    sqlx::query("INSERT INTO users (id, tenant_id, email, role, created_at) VALUES ($1, $2, $3, 'owner', $4)")
-        .bind(t.user_id.clone())
-        .bind(t.tenant_id.clone())
-        .bind(format!("e2e-{tag}@example.invalid"))
-        .bind(now.clone())
-        .execute(db.pool())
-        .await?;
-    sqlx::query(
-        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at) VALUES ($1, $2, $3, $4, $5, 'read,write,admin', $6)",
+/// The throwaway tenant, its owner user and its key (read, write, admin).
+async fn create_throwaway(db: &Db, tag: &str) -> Result<Throwaway> {
+    let tenant_id = admin::create_tenant(db, &format!("e2e-{tag}"), Plan::Free).await?;
+    let user_id = admin::create_user(db, &tenant_id, &format!("e2e-{tag}@example.invalid")).await?;
+    let key = admin::create_key(
+        db,
+        &tenant_id,
+        Some(&user_id),
+        &[Scope::Read, Scope::Write, Scope::Admin],
     )
-    .bind(t.key_id.clone())
-    .bind(t.tenant_id.clone())
-    .bind(t.user_id.clone())
-    .bind(contextq_server::auth::hash_key(&t.api_key))
-    .bind(t.api_key[t.api_key.len() - 4..].to_string())
-    .bind(now)
-    .execute(db.pool())
     .await?;
-    Ok(t)
+    Ok(Throwaway {
+        tenant_id,
+        user_id,
+        key_id: key.key_id,
+        api_key: key.api_key,
+    })
 }
 
 /// Runs the e2e; `Ok(true)` when the fact was saved, recalled and verified.
@@ -112,29 +97,24 @@ pub async fn run(options: E2eOptions) -> Result<bool> {
                 contextq_server::db::redact_url(&database_url)
             )
         })?;
-    let (url, stop) = match options.contextq_url {
+    let (url, server) = match options.contextq_url {
         Some(u) => (u, None),
         None => {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let url = format!("http://{}", listener.local_addr()?);
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            tokio::spawn(contextq_server::serve(
-                listener,
+            let server = RunningServer::bind(
+                "127.0.0.1:0",
                 AppState::new(db.clone(), ServerConfig::default()),
-                async {
-                    let _ = rx.await;
-                },
-            ));
-            (url, Some(tx))
+            )
+            .await?;
+            (server.url().to_string(), Some(server))
         }
     };
     println!("contextq: {url}");
     let tag = format!("{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
-    let t = insert_throwaway(&db, &tag).await?;
+    let t = create_throwaway(&db, &tag).await?;
     println!(
         "throwaway tenant {} with key {} (read, write, admin)",
         t.tenant_id,
-        contextq_server::auth::mask_key(&t.api_key)
+        contextq_api::mask_secret(&t.api_key)
     );
     let workspace = format!("e2e-{tag}");
     let fact = format!("the e2e code word is {}", &tag[..8]);
@@ -144,8 +124,8 @@ pub async fn run(options: E2eOptions) -> Result<bool> {
 
     let outcome = conversation(&anthropic, &options.model, &tool, &workspace, &fact).await;
     let cleanup = cleanup(&db, &tool, &t, &workspace).await;
-    if let Some(stop) = stop {
-        let _ = stop.send(());
+    if let Some(server) = server {
+        server.stop().await?;
     }
     db.close().await;
     let verified = match outcome {
@@ -257,32 +237,16 @@ async fn cleanup(db: &Db, tool: &ContextQMemoryTool, t: &Throwaway, workspace: &
         Err(contextq_memory_tool::Error::Api { status: 404, .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    sqlx::query("DELETE FROM api_keys WHERE id = $1")
-        .bind(t.key_id.clone())
-        .execute(db.pool())
-        .await?;
+    admin::delete_key(db, &t.key_id).await?;
     println!("  deleted the API key row");
-    sqlx::query("DELETE FROM users WHERE id = $1")
-        .bind(t.user_id.clone())
-        .execute(db.pool())
-        .await?;
+    admin::delete_user(db, &t.user_id).await?;
     println!("  deleted the user row");
-    let chained: i64 = sqlx::query("SELECT COUNT(*) AS n FROM activity_logs WHERE tenant_id = $1")
-        .bind(t.tenant_id.clone())
-        .fetch_one(db.pool())
-        .await?
-        .try_get("n")?;
-    if chained > 0 {
-        println!(
-            "  left tenant row {} in place: it has {chained} chained audit rows, and the hash chain is global, so deleting them would break verification for every later row",
+    match admin::delete_tenant(db, &t.tenant_id).await? {
+        TenantDeletion::Deleted => println!("  deleted the tenant row"),
+        TenantDeletion::KeptForAudit { audit_rows } => println!(
+            "  left tenant row {} in place: it has {audit_rows} chained audit rows, and the hash chain is global, so deleting them would break verification for every later row",
             t.tenant_id
-        );
-    } else {
-        sqlx::query("DELETE FROM tenants WHERE id = $1")
-            .bind(t.tenant_id.clone())
-            .execute(db.pool())
-            .await?;
-        println!("  deleted the tenant row");
+        ),
     }
     Ok(())
 }

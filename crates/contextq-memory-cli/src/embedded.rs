@@ -12,8 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use contextq_server::model::{Plan, Scope};
-use contextq_server::{AppState, Db, DbOptions, ServerConfig, admin};
+use contextq_server::{AppState, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig, admin};
 use serde::{Deserialize, Serialize};
 
 /// The local tenant's credentials, as stored in `embedded.json`.
@@ -43,8 +42,7 @@ pub struct Embedded {
     pub credentials: Credentials,
     /// The database (for admin operations).
     pub db: Db,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    server: RunningServer,
 }
 
 impl Embedded {
@@ -62,30 +60,19 @@ impl Embedded {
             .await
             .with_context(|| format!("cannot open {}", data_dir.join("contextq.db").display()))?;
         let credentials = credentials(&db, data_dir).await?;
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen}"))?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let state = AppState::new(db.clone(), ServerConfig::default());
-        let task = tokio::spawn(contextq_server::serve(listener, state, async {
-            let _ = stopped.await;
-        }));
+        let server =
+            RunningServer::bind(listen, AppState::new(db.clone(), ServerConfig::default())).await?;
         Ok(Embedded {
-            url,
+            url: server.url().to_string(),
             credentials,
             db,
-            stop: Some(stop),
-            task: Some(task),
+            server,
         })
     }
 
     /// Makes sure workspace `slug` exists for the local tenant.
     pub async fn ensure_workspace(&self, slug: &str) -> Result<()> {
-        let workspaces =
-            contextq_server::store::list_workspaces(&self.db, &self.credentials.tenant_id)
-                .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let workspaces = admin::workspaces(&self.db, &self.credentials.tenant_id).await?;
         if !workspaces.iter().any(|w| w.slug == slug) {
             admin::create_workspace(&self.db, &self.credentials.tenant_id, slug, slug).await?;
         }
@@ -93,20 +80,28 @@ impl Embedded {
     }
 
     /// Stops the server after in-flight requests finish.
-    pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            let _ = t.await;
+    pub async fn stop(self) {
+        if let Err(e) = self.server.stop().await {
+            tracing::warn!(error = %e, "the embedded server stopped with an error");
         }
         self.db.close().await;
     }
 
-    /// Waits until the server stops (for `serve`).
-    pub async fn wait(mut self) -> Result<()> {
-        if let Some(t) = self.task.take() {
-            t.await??;
+    /// Serves until the server fails or `shutdown` resolves, then stops it (for `serve`).
+    pub async fn serve_until(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
+        let failed = tokio::select! {
+            r = self.server.wait() => Some(r),
+            () = shutdown => None,
+        };
+        match failed {
+            Some(r) => {
+                self.db.close().await;
+                r?;
+            }
+            None => self.stop().await,
         }
         Ok(())
     }

@@ -217,12 +217,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 server.url,
                 settings.data_dir.join("embedded.json").display()
             );
-            let db = server.db.clone();
-            tokio::select! {
-                r = server.wait() => r?,
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            db.close().await;
+            server
+                .serve_until(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use contextq_memory_tool::protocol::{TOOL_DESCRIPTION, TOOL_NAME, input_schema};
-use contextq_memory_tool::{MemoryPath, MemoryToolHandlers, Store};
+use contextq_memory_tool::{MemoryPath, MemoryToolHandlers, Store, ToolResult, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -74,11 +74,8 @@ impl ServerHandler for MemoryMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         if request.name != TOOL_NAME {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                "Error: Unknown tool: {}",
-                request.name
-            ))])
-            .into());
+            let result = ToolResult::error(render::unknown_tool(&request.name));
+            return Ok(CallToolResult::error(vec![ContentBlock::text(result.content)]).into());
         }
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let result = self.tool.execute(input).await;

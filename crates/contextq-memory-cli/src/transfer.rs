@@ -178,8 +178,13 @@ pub async fn import(store: &dyn Store, dir: &Path, overwrite: bool) -> Result<Su
                 path: shown.clone(),
                 source,
             })?;
-            let content = String::from_utf8(bytes).map_err(|_| Error::InvalidPath {
-                message: "not UTF-8 text".into(),
+            let content = String::from_utf8(bytes).map_err(|_| Error::Io {
+                operation: "read",
+                path: shown.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "not UTF-8 text: memory files are text",
+                ),
             })?;
             match store.get(&path).await? {
                 Some(existing) if existing.content == content => Ok(false),

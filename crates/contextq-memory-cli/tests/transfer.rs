@@ -10,7 +10,7 @@ use std::process::Output;
 
 use common::{BIN, Served};
 use contextq_server::Backend;
-use contextq_server::model::Plan;
+use contextq_server::Plan;
 
 /// Runs the CLI with its data directory in `data`, against `served` (with `--workspace ws`)
 /// or, without it, on the embedded default.

@@ -1,12 +1,16 @@
 //! The crate's one error type.
 //!
-//! [`Error`] is what stores, the ContextQ client and configuration return. Variants that a store
+//! [`Error`] is what stores, the HTTP clients and configuration return. Variants that a store
 //! uses to report an expected outcome ([`Error::NotFound`], [`Error::AlreadyExists`],
-//! [`Error::Precondition`], [`Error::NotSupported`]) are matched on by [`crate::MemoryTool`];
-//! everything else becomes a tool error via [`Error::tool_message`]. No variant ever holds an API
-//! key: the ContextQ client keeps only the masked form (`sk_live_…abcd`).
+//! [`Error::Precondition`], [`Error::NotSupported`], [`Error::OutcomeUnknown`]) are matched on by
+//! [`crate::MemoryTool`]; every variant has a sentence for Claude, built where every string
+//! Claude reads is built ([`Error::tool_message`], in [`crate::render`]). `Display` is for
+//! developers and logs. No variant ever holds an API key: the clients keep only the masked form
+//! (`sk_live_…abcd`).
 
 use crate::path::PathError;
+
+// `Error::tool_message` is implemented in `render.rs`, with every other string Claude reads.
 
 /// Everything that can go wrong below the memory tool.
 #[derive(Debug, thiserror::Error)]
@@ -36,15 +40,43 @@ pub enum Error {
         /// Which operation.
         operation: &'static str,
     },
-    /// The path is invalid for this store (e.g. a workspace slug ContextQ refuses).
-    #[error("{message}")]
-    InvalidPath {
-        /// A sentence for Claude.
-        message: String,
-    },
     /// The path was refused by the path rules.
     #[error(transparent)]
     Path(#[from] PathError),
+    /// ContextQ, one workspace per first folder: that folder cannot be a workspace slug.
+    #[error("{segment:?} cannot be a ContextQ workspace slug")]
+    NotAWorkspace {
+        /// The first folder under `/memories`, as written.
+        segment: String,
+    },
+    /// ContextQ, one workspace per first folder: a file directly under `/memories`.
+    #[error("{path} is not inside a workspace")]
+    OutsideWorkspace {
+        /// The path as written.
+        path: String,
+    },
+    /// A file operation on a path that is a directory (a ContextQ workspace).
+    #[error("{path} is a directory, not a file")]
+    IsADirectory {
+        /// The path as written.
+        path: String,
+    },
+    /// ContextQ has no such workspace (and the store may not create it).
+    #[error("the workspace {workspace:?} does not exist in ContextQ")]
+    WorkspaceNotFound {
+        /// The workspace slug.
+        workspace: String,
+        /// Whether the store was allowed to create it (then creating it failed).
+        create_allowed: bool,
+    },
+    /// A local store cannot make a directory because a file is in its place.
+    #[error("cannot {operation} {path}: a parent of it is a file, not a directory")]
+    ParentIsAFile {
+        /// The path, normalised.
+        path: String,
+        /// `create` or `rename to`.
+        operation: &'static str,
+    },
     /// ContextQ answered with an error status.
     #[error("ContextQ answered {status} {code}: {message}")]
     Api {
@@ -102,12 +134,6 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// A multi-step command stopped part way; the message says exactly what was and was not done.
-    #[error("{message}")]
-    Partial {
-        /// The full account, for Claude and for logs.
-        message: String,
-    },
     /// The Anthropic Messages API answered with an error.
     #[error("Anthropic API answered {status} {error_type}: {message}")]
     Anthropic {
@@ -126,74 +152,6 @@ pub enum Error {
         /// What to change.
         message: String,
     },
-}
-
-impl Error {
-    /// A sentence Claude can act on (without the `Error: ` prefix).
-    pub fn tool_message(&self) -> String {
-        match self {
-            Error::NotFound { path } => crate::render::does_not_exist(path),
-            Error::AlreadyExists { path } => crate::render::already_exists(path),
-            Error::Precondition { path } => format!(
-                "The file {path} was changed by another writer; nothing was changed. View it again and retry."
-            ),
-            Error::NotSupported { operation } => {
-                format!("This memory store does not support {operation}")
-            }
-            Error::InvalidPath { message } | Error::Partial { message } => message.clone(),
-            Error::Path(e) => e.message(),
-            Error::Api {
-                status,
-                code,
-                message,
-                retry_after,
-            } => match (*status, code.as_str()) {
-                (402, _) | (_, "quota_exceeded") => format!(
-                    "The memory store is full: {message}. Delete memories you no longer need, then retry."
-                ),
-                (403, _) => format!(
-                    "The memory store refused this operation: the ContextQ API key lacks the scope it needs ({message})."
-                ),
-                (401, _) => {
-                    "The memory store rejected its API key (401 unauthorized); the operator must fix the key.".to_string()
-                }
-                (413, _) => format!(
-                    "The content is too large for the memory store ({message}); at most 1 MiB per file. Split it into smaller files."
-                ),
-                (409, _) => format!("The memory store refused the change: {message}"),
-                (429, _) => format!(
-                    "The memory store is rate limiting requests{}; nothing was changed by this command. Retry later.",
-                    retry_after
-                        .map(|s| format!(" (retry after {s}s)"))
-                        .unwrap_or_default()
-                ),
-                (s, _) if s >= 500 => format!(
-                    "The memory store failed ({status} {code}: {message}); nothing was changed. Retry later."
-                ),
-                _ => format!("The memory store answered {status} {code}: {message}"),
-            },
-            Error::Transport { message, timeout, .. } => {
-                if *timeout {
-                    format!("The memory store did not answer in time ({message}); nothing was changed. Retry later.")
-                } else {
-                    format!("The memory store is unreachable ({message}); nothing was changed. Retry later.")
-                }
-            }
-            Error::OutcomeUnknown {
-                path,
-                operation,
-                cause,
-            } => crate::render::outcome_unknown(operation, path, &cause.to_string()),
-            Error::Protocol { message, .. } => {
-                format!("The memory store gave an unexpected answer: {message}")
-            }
-            Error::Io {
-                operation, source, ..
-            } => format!("The memory store failed to {operation}: {source}"),
-            Error::Config { message } => format!("The memory tool is misconfigured: {message}"),
-            Error::Anthropic { message, .. } => format!("The Anthropic API failed: {message}"),
-        }
-    }
 }
 
 /// Shorthand for results of this crate.

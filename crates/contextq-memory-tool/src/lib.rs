@@ -41,6 +41,7 @@ pub mod handlers;
 pub mod path;
 pub mod protocol;
 pub mod render;
+pub mod retry;
 pub mod store;
 pub mod tool;
 
@@ -54,5 +55,6 @@ pub use error::{Error, Result};
 pub use handlers::{MemoryToolHandlers, ToolError};
 pub use path::{MemoryPath, PathError};
 pub use protocol::{Command, ToolDefinition, ToolResult};
+pub use retry::RetryConfig;
 pub use store::{ContextQStore, Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
 pub use tool::MemoryTool;

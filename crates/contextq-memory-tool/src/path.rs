@@ -25,35 +25,20 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// Longest accepted segment, in bytes (the common file-name limit).
 pub const MAX_SEGMENT_BYTES: usize = 255;
 
-/// Why a path was refused. [`PathError::message`] is the text Claude reads (without `Error: `).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a path was refused. [`PathError::message`] is the sentence for Claude (built in
+/// [`crate::render`]); `Display` is for developers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
     /// Not `/memories` or beneath it.
+    #[error("{0:?} is outside /memories")]
     OutsideRoot(String),
     /// Would escape, or uses a form that could (traversal, encodings, control characters).
+    #[error("{0:?} would escape /memories")]
     Escape(String),
     /// Longer than [`MAX_PATH_BYTES`] or with a segment longer than [`MAX_SEGMENT_BYTES`].
+    #[error("{0:?} is too long")]
     TooLong(String),
 }
-
-impl PathError {
-    /// The message for Claude, byte for byte as the spec says.
-    pub fn message(&self) -> String {
-        match self {
-            PathError::OutsideRoot(p) => crate::render::outside_root(p),
-            PathError::Escape(p) => crate::render::would_escape(p),
-            PathError::TooLong(p) => crate::render::path_too_long(p),
-        }
-    }
-}
-
-impl fmt::Display for PathError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message())
-    }
-}
-
-impl std::error::Error for PathError {}
 
 /// A validated path under `/memories`.
 ///

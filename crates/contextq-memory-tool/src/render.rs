@@ -1,4 +1,7 @@
-//! Every string Claude reads, byte for byte as `shared/spec/memory-tool.md` says, in one place.
+//! Every string Claude reads, in one place: the results and errors of the memory tool byte for
+//! byte as the protocol says (`docs/protocol.md`), the directory tree of a listing, the
+//! sentences for every store failure ([`Error::tool_message`]) and for refused paths
+//! ([`PathError::message`]).
 //!
 //! Claude was trained on the outputs of Anthropic's reference memory tools, so the wording, the
 //! tabs, the number widths and the absence of trailing newlines all matter. Messages returned by
@@ -8,7 +11,14 @@
 //! Messages for situations the spec does not name (documented in `docs/protocol.md`) follow the
 //! same style: they say what happened and what Claude can do next.
 
-use crate::path::ROOT;
+use std::collections::BTreeMap;
+
+use crate::error::Error;
+use crate::path::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MemoryPath, PathError};
+use crate::store::Listing;
+
+/// The memory root, as every message names it.
+const ROOT: &str = "/memories";
 
 /// Lines beyond which a file is refused by `view`.
 pub const MAX_LINES: usize = 999_999;
@@ -104,6 +114,113 @@ pub fn view_directory(path: &str, own_size: &str, rows: &[ListingRow], truncated
         out.push_str(&listing_may_be_incomplete());
     }
     out
+}
+
+/// Result of `view` on a directory, from everything the store listed beneath it: the
+/// 2-level tree of the protocol, with derived directories and sizes.
+pub fn view_listing(dir: &MemoryPath, listing: &Listing) -> String {
+    let (own, rows) = listing_rows(dir, listing);
+    view_directory(dir.raw(), &own, &rows, listing.truncated)
+}
+
+/// Whether a name is left out of listings.
+fn hidden(name: &str) -> bool {
+    name.starts_with('.') || name == "node_modules"
+}
+
+/// The 2-level tree of the spec from a recursive listing.
+fn listing_rows(dir: &MemoryPath, listing: &Listing) -> (String, Vec<ListingRow>) {
+    #[derive(Default)]
+    struct Node {
+        is_dir: bool,
+        real_size: Option<u64>,
+        bytes: u64,
+        unknown: bool,
+        modified: Option<String>,
+        children: BTreeMap<String, Node>,
+    }
+    impl Node {
+        fn add_file(&mut self, size: Option<u64>, modified: &Option<String>) {
+            match size {
+                Some(s) => self.bytes += s,
+                None => self.unknown = true,
+            }
+            if modified.as_ref() > self.modified.as_ref() {
+                self.modified = modified.clone();
+            }
+        }
+        fn size_text(&self) -> String {
+            if let Some(s) = self.real_size {
+                return human_size(s);
+            }
+            if self.unknown {
+                return self.modified.clone().unwrap_or_else(|| "-".to_string());
+            }
+            human_size(self.bytes)
+        }
+    }
+
+    let mut root = Node {
+        is_dir: true,
+        real_size: listing.own_size,
+        ..Node::default()
+    };
+    for file in &listing.files {
+        let Some(rel) = file.path.strip_prefix(dir) else {
+            continue;
+        };
+        if rel.is_empty() {
+            continue;
+        }
+        root.add_file(file.size, &file.modified);
+        let mut node = &mut root;
+        for (depth, seg) in rel.iter().enumerate().take(2) {
+            let is_last = depth + 1 == rel.len();
+            let child = node.children.entry(seg.clone()).or_default();
+            child.add_file(file.size, &file.modified);
+            if !is_last {
+                child.is_dir = true;
+            }
+            node = child;
+        }
+    }
+    for d in &listing.dirs {
+        let Some(rel) = d.path.strip_prefix(dir) else {
+            continue;
+        };
+        let mut node = &mut root;
+        for seg in rel.iter().take(2) {
+            node = node.children.entry(seg.clone()).or_default();
+            node.is_dir = true;
+        }
+        if rel.len() <= 2 && !rel.is_empty() {
+            node.real_size = d.size;
+        }
+    }
+
+    let base = dir.normalized();
+    let mut rows = Vec::new();
+    for (name, child) in &root.children {
+        if hidden(name) {
+            continue;
+        }
+        let slash = if child.is_dir { "/" } else { "" };
+        rows.push(ListingRow {
+            size: child.size_text(),
+            path: format!("{base}/{name}{slash}"),
+        });
+        for (grand, g) in &child.children {
+            if hidden(grand) {
+                continue;
+            }
+            let slash = if g.is_dir { "/" } else { "" };
+            rows.push(ListingRow {
+                size: g.size_text(),
+                path: format!("{base}/{name}/{grand}{slash}"),
+            });
+        }
+    }
+    (root.size_text(), rows)
 }
 
 /// The note under a listing the store capped (not in the spec).
@@ -230,9 +347,7 @@ pub fn would_escape(path: &str) -> String {
 pub fn path_too_long(path: &str) -> String {
     let shown: String = path.chars().take(80).collect();
     format!(
-        "Path {shown}... is too long (at most {} bytes, {} per name)",
-        crate::path::MAX_PATH_BYTES,
-        crate::path::MAX_SEGMENT_BYTES
+        "Path {shown}... is too long (at most {MAX_PATH_BYTES} bytes, {MAX_SEGMENT_BYTES} per name)"
     )
 }
 
@@ -363,6 +478,33 @@ pub fn rename_dir_copy_failed(
     format!("Rename of {old_path} to {new_path} failed while copying {failed}: {cause} {state}.")
 }
 
+/// What a failed directory rename left (the end of [`rename_dir_copy_failed`]): files moved by
+/// earlier passes, copies at both places, copies whose removal is unknown; else nothing.
+pub fn rename_dir_state(moved: usize, new_path: &str, both: &[String], maybe: &[String]) -> String {
+    let mut state = Vec::new();
+    if moved > 0 {
+        state.push(format!(
+            "{moved} files had already been moved to {new_path}"
+        ));
+    }
+    if !both.is_empty() {
+        state.push(format!(
+            "these copies could not be removed and now exist at both places: {}",
+            path_list(both)
+        ));
+    }
+    if !maybe.is_empty() {
+        state.push(format!(
+            "the memory store did not confirm whether these copies exist: {}",
+            path_list(maybe)
+        ));
+    }
+    if state.is_empty() {
+        state.push("nothing was changed".to_string());
+    }
+    state.join("; ")
+}
+
 /// A directory rename whose sources could not all be deleted (not in the spec).
 pub fn rename_dir_delete_failed(
     old_path: &str,
@@ -389,9 +531,205 @@ pub fn edit_conflict(path: &str, attempts: usize) -> String {
     )
 }
 
+/// An MCP call of a tool other than `memory` (not in the spec).
+pub fn unknown_tool(name: &str) -> String {
+    format!("Unknown tool: {name}")
+}
+
+impl PathError {
+    /// The sentence for Claude, byte for byte as the protocol says.
+    pub fn message(&self) -> String {
+        match self {
+            PathError::OutsideRoot(p) => outside_root(p),
+            PathError::Escape(p) => would_escape(p),
+            PathError::TooLong(p) => path_too_long(p),
+        }
+    }
+}
+
+impl Error {
+    /// A sentence Claude can act on (without the `Error: ` prefix).
+    pub fn tool_message(&self) -> String {
+        match self {
+            Error::NotFound { path } => does_not_exist(path),
+            Error::AlreadyExists { path } => already_exists(path),
+            Error::Precondition { path } => format!(
+                "The file {path} was changed by another writer; nothing was changed. View it again and retry."
+            ),
+            Error::NotSupported { operation } => {
+                format!("This memory store does not support {operation}")
+            }
+            Error::OutcomeUnknown {
+                path,
+                operation,
+                cause,
+            } => outcome_unknown(operation, path, &cause.to_string()),
+            Error::Path(e) => e.message(),
+            Error::NotAWorkspace { segment } => format!(
+                "{segment:?} cannot be a workspace: the first folder under {ROOT} is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. {ROOT}/acme/notes.md)"
+            ),
+            Error::OutsideWorkspace { path } => format!(
+                "{path} is not inside a workspace: the first folder under {ROOT} is a ContextQ workspace, so write to {ROOT}/<workspace>/{}",
+                path.rsplit('/').find(|s| !s.is_empty()).unwrap_or("notes.md")
+            ),
+            Error::IsADirectory { path } => format!("{path} is a directory, not a file"),
+            Error::WorkspaceNotFound {
+                workspace,
+                create_allowed: false,
+            } => format!(
+                "The workspace {workspace:?} does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)"
+            ),
+            Error::WorkspaceNotFound { workspace, .. } => {
+                format!("The workspace {workspace:?} could not be created")
+            }
+            Error::ParentIsAFile { path, operation } => {
+                format!("Cannot {operation} {path}: a parent of it is a file, not a directory")
+            }
+            Error::Api {
+                status,
+                code,
+                message,
+                retry_after,
+            } => match (*status, code.as_str()) {
+                (402, _) | (_, "quota_exceeded") => format!(
+                    "The memory store is full: {message}. Delete memories you no longer need, then retry."
+                ),
+                (403, _) => format!(
+                    "The memory store refused this operation: the ContextQ API key lacks the scope it needs ({message})."
+                ),
+                (401, _) => {
+                    "The memory store rejected its API key (401 unauthorized); the operator must fix the key.".to_string()
+                }
+                (413, _) => format!(
+                    "The content is too large for the memory store ({message}); at most 1 MiB per file. Split it into smaller files."
+                ),
+                (409, _) => format!("The memory store refused the change: {message}"),
+                (429, _) => format!(
+                    "The memory store is rate limiting requests{}; nothing was changed by this command. Retry later.",
+                    retry_after
+                        .map(|s| format!(" (retry after {s}s)"))
+                        .unwrap_or_default()
+                ),
+                (s, _) if s >= 500 => format!(
+                    "The memory store failed ({status} {code}: {message}); nothing was changed. Retry later."
+                ),
+                _ => format!("The memory store answered {status} {code}: {message}"),
+            },
+            Error::Transport {
+                message, timeout, ..
+            } => {
+                if *timeout {
+                    format!(
+                        "The memory store did not answer in time ({message}); nothing was changed. Retry later."
+                    )
+                } else {
+                    format!(
+                        "The memory store is unreachable ({message}); nothing was changed. Retry later."
+                    )
+                }
+            }
+            Error::Protocol { message, .. } => {
+                format!("The memory store gave an unexpected answer: {message}")
+            }
+            Error::Io {
+                operation, source, ..
+            } => format!("The memory store failed to {operation}: {source}"),
+            Error::Config { message } => format!("The memory tool is misconfigured: {message}"),
+            Error::Anthropic { message, .. } => format!("The Anthropic API failed: {message}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{DirMeta, FileMeta};
+
+    fn p(s: &str) -> MemoryPath {
+        MemoryPath::parse(s).unwrap()
+    }
+
+    fn file(path: &str, size: u64) -> FileMeta {
+        FileMeta {
+            path: p(path),
+            size: Some(size),
+            version: None,
+            modified: None,
+        }
+    }
+
+    #[test]
+    fn tree_is_two_levels_sorted_depth_first_with_derived_sizes() {
+        let listing = Listing {
+            own_size: None,
+            files: vec![
+                file("/memories/b.md", 18),
+                file("/memories/a/x.md", 1000),
+                file("/memories/a/deep/y.md", 30),
+                file("/memories/a/deep/more/z.md", 2),
+                file("/memories/.hidden/q", 5),
+                file("/memories/node_modules/m", 5),
+                file("/memories/a/.secret", 1),
+                file("/memories/A.md", 0),
+            ],
+            dirs: vec![],
+            truncated: false,
+        };
+        let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
+        assert_eq!(own, "1.0K"); // 1061 bytes in all
+        let got: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{}\t{}", r.size, r.path))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "0B\t/memories/A.md",
+                "1.0K\t/memories/a/",
+                "32B\t/memories/a/deep/",
+                "1000B\t/memories/a/x.md",
+                "18B\t/memories/b.md",
+            ]
+        );
+    }
+
+    #[test]
+    fn tree_uses_real_dir_sizes_and_modified_fallback() {
+        let listing = Listing {
+            own_size: Some(4096),
+            files: vec![FileMeta {
+                path: p("/memories/d/f"),
+                size: None,
+                version: None,
+                modified: Some("2026-01-01T00:00:00Z".into()),
+            }],
+            dirs: vec![
+                DirMeta {
+                    path: p("/memories/d"),
+                    size: Some(4096),
+                },
+                DirMeta {
+                    path: p("/memories/empty"),
+                    size: Some(4096),
+                },
+            ],
+            truncated: false,
+        };
+        let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
+        assert_eq!(own, "4K");
+        let got: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{}\t{}", r.size, r.path))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "4K\t/memories/d/",
+                "2026-01-01T00:00:00Z\t/memories/d/f",
+                "4K\t/memories/empty/",
+            ]
+        );
+    }
 
     #[test]
     fn sizes() {

@@ -293,7 +293,7 @@ async fn messages(
             .map(|(k, v)| {
                 let v = v.to_str().unwrap_or("");
                 let v = if k == "x-api-key" {
-                    crate::anthropic::mask(v)
+                    contextq_api::mask_secret(v)
                 } else {
                     v.to_string()
                 };

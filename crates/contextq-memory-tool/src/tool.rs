@@ -12,8 +12,6 @@
 //! (1 for the root), create 1, str_replace 2, insert 2, delete file 2, rename file 3 (or one
 //! native rename), and per file for directory delete and rename.
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
 
 use crate::error::Error;
@@ -22,7 +20,7 @@ use crate::path::MemoryPath;
 use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
 };
-use crate::render::{self, ListingRow};
+use crate::render;
 use crate::store::{Entry, Listing, PutMode, Store, Version};
 
 /// Default number of attempts for a conditional edit before giving up.
@@ -324,34 +322,13 @@ impl<S: Store> MemoryTool<S> {
                         }
                     }
                 }
-                let mut state = Vec::new();
-                if moved > 0 {
-                    state.push(format!(
-                        "{moved} files had already been moved to {}",
-                        new.raw()
-                    ));
-                }
-                if !both.is_empty() {
-                    state.push(format!(
-                        "these copies could not be removed and now exist at both places: {}",
-                        render::path_list(&both)
-                    ));
-                }
-                if !maybe.is_empty() {
-                    state.push(format!(
-                        "the memory store did not confirm whether these copies exist: {}",
-                        render::path_list(&maybe)
-                    ));
-                }
-                if state.is_empty() {
-                    state.push("nothing was changed".to_string());
-                }
+                let state = render::rename_dir_state(moved, new.raw(), &both, &maybe);
                 return Err(effects.error(render::rename_dir_copy_failed(
                     old.raw(),
                     new.raw(),
                     &src.normalized(),
                     &cause,
-                    &state.join("; "),
+                    &state,
                 )));
             }
             // Phase 2: delete the sources.
@@ -455,106 +432,6 @@ fn outcome_unknown(path: &MemoryPath, operation: &str, cause: &Error) -> ToolErr
     ))
 }
 
-/// Whether a name is left out of listings.
-fn hidden(name: &str) -> bool {
-    name.starts_with('.') || name == "node_modules"
-}
-
-/// The 2-level tree of the spec from a recursive listing.
-pub(crate) fn listing_rows(dir: &MemoryPath, listing: &Listing) -> (String, Vec<ListingRow>) {
-    #[derive(Default)]
-    struct Node {
-        is_dir: bool,
-        real_size: Option<u64>,
-        bytes: u64,
-        unknown: bool,
-        modified: Option<String>,
-        children: BTreeMap<String, Node>,
-    }
-    impl Node {
-        fn add_file(&mut self, size: Option<u64>, modified: &Option<String>) {
-            match size {
-                Some(s) => self.bytes += s,
-                None => self.unknown = true,
-            }
-            if modified.as_ref() > self.modified.as_ref() {
-                self.modified = modified.clone();
-            }
-        }
-        fn size_text(&self) -> String {
-            if let Some(s) = self.real_size {
-                return render::human_size(s);
-            }
-            if self.unknown {
-                return self.modified.clone().unwrap_or_else(|| "-".to_string());
-            }
-            render::human_size(self.bytes)
-        }
-    }
-
-    let mut root = Node {
-        is_dir: true,
-        real_size: listing.own_size,
-        ..Node::default()
-    };
-    for file in &listing.files {
-        let Some(rel) = file.path.strip_prefix(dir) else {
-            continue;
-        };
-        if rel.is_empty() {
-            continue;
-        }
-        root.add_file(file.size, &file.modified);
-        let mut node = &mut root;
-        for (depth, seg) in rel.iter().enumerate().take(2) {
-            let is_last = depth + 1 == rel.len();
-            let child = node.children.entry(seg.clone()).or_default();
-            child.add_file(file.size, &file.modified);
-            if !is_last {
-                child.is_dir = true;
-            }
-            node = child;
-        }
-    }
-    for d in &listing.dirs {
-        let Some(rel) = d.path.strip_prefix(dir) else {
-            continue;
-        };
-        let mut node = &mut root;
-        for seg in rel.iter().take(2) {
-            node = node.children.entry(seg.clone()).or_default();
-            node.is_dir = true;
-        }
-        if rel.len() <= 2 && !rel.is_empty() {
-            node.real_size = d.size;
-        }
-    }
-
-    let base = dir.normalized();
-    let mut rows = Vec::new();
-    for (name, child) in &root.children {
-        if hidden(name) {
-            continue;
-        }
-        let slash = if child.is_dir { "/" } else { "" };
-        rows.push(ListingRow {
-            size: child.size_text(),
-            path: format!("{base}/{name}{slash}"),
-        });
-        for (grand, g) in &child.children {
-            if hidden(grand) {
-                continue;
-            }
-            let slash = if g.is_dir { "/" } else { "" };
-            rows.push(ListingRow {
-                size: g.size_text(),
-                path: format!("{base}/{name}/{grand}{slash}"),
-            });
-        }
-    }
-    (root.size_text(), rows)
-}
-
 fn parse(raw: &str) -> Result<MemoryPath, ToolError> {
     MemoryPath::parse(raw).map_err(ToolError::from)
 }
@@ -590,15 +467,7 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
             return render::view_file(path.raw(), &entry.content, range).map_err(ToolError::new);
         }
         match self.store.list(&path).await? {
-            Some(listing) => {
-                let (own, rows) = listing_rows(&path, &listing);
-                Ok(render::view_directory(
-                    path.raw(),
-                    &own,
-                    &rows,
-                    listing.truncated,
-                ))
-            }
+            Some(listing) => Ok(render::view_listing(&path, &listing)),
             None => Err(ToolError::new(render::does_not_exist_valid(path.raw()))),
         }
     }
@@ -740,93 +609,6 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{DirMeta, FileMeta};
-
-    fn p(s: &str) -> MemoryPath {
-        MemoryPath::parse(s).unwrap()
-    }
-
-    fn file(path: &str, size: u64) -> FileMeta {
-        FileMeta {
-            path: p(path),
-            size: Some(size),
-            version: None,
-            modified: None,
-        }
-    }
-
-    #[test]
-    fn tree_is_two_levels_sorted_depth_first_with_derived_sizes() {
-        let listing = Listing {
-            own_size: None,
-            files: vec![
-                file("/memories/b.md", 18),
-                file("/memories/a/x.md", 1000),
-                file("/memories/a/deep/y.md", 30),
-                file("/memories/a/deep/more/z.md", 2),
-                file("/memories/.hidden/q", 5),
-                file("/memories/node_modules/m", 5),
-                file("/memories/a/.secret", 1),
-                file("/memories/A.md", 0),
-            ],
-            dirs: vec![],
-            truncated: false,
-        };
-        let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
-        assert_eq!(own, "1.0K"); // 1061 bytes in all
-        let got: Vec<String> = rows
-            .iter()
-            .map(|r| format!("{}\t{}", r.size, r.path))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                "0B\t/memories/A.md",
-                "1.0K\t/memories/a/",
-                "32B\t/memories/a/deep/",
-                "1000B\t/memories/a/x.md",
-                "18B\t/memories/b.md",
-            ]
-        );
-    }
-
-    #[test]
-    fn tree_uses_real_dir_sizes_and_modified_fallback() {
-        let listing = Listing {
-            own_size: Some(4096),
-            files: vec![FileMeta {
-                path: p("/memories/d/f"),
-                size: None,
-                version: None,
-                modified: Some("2026-01-01T00:00:00Z".into()),
-            }],
-            dirs: vec![
-                DirMeta {
-                    path: p("/memories/d"),
-                    size: Some(4096),
-                },
-                DirMeta {
-                    path: p("/memories/empty"),
-                    size: Some(4096),
-                },
-            ],
-            truncated: false,
-        };
-        let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
-        assert_eq!(own, "4K");
-        let got: Vec<String> = rows
-            .iter()
-            .map(|r| format!("{}\t{}", r.size, r.path))
-            .collect();
-        assert_eq!(
-            got,
-            vec![
-                "4K\t/memories/d/",
-                "2026-01-01T00:00:00Z\t/memories/d/f",
-                "4K\t/memories/empty/",
-            ]
-        );
-    }
 
     #[test]
     fn match_lines_are_distinct_and_ascending() {

@@ -11,7 +11,7 @@ use common::{ALL, Server, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::{MemoryToolHandlers, ToolResult};
 use contextq_server::Backend;
-use contextq_server::model::{Plan, Scope};
+use contextq_server::{Plan, Scope};
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -13,7 +13,7 @@ use contextq_memory_tool::conformance::{self, Profile};
 use contextq_memory_tool::store::{Entry, Listing, PutMode, Store, Version};
 use contextq_memory_tool::{ContextQStore, MemoryPath, Result};
 use contextq_server::Backend;
-use contextq_server::model::Plan;
+use contextq_server::Plan;
 
 /// The suite on a pinned store, directly or through a plain-ContextQ proxy.
 async fn pinned(b: Backend, plain: bool) {

@@ -14,7 +14,7 @@ use common::{ALL, Server, content, handle, options};
 use contextq_memory_tool::contextq::contextq_memory_tool;
 use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers};
 use contextq_server::Backend;
-use contextq_server::model::Plan;
+use contextq_server::Plan;
 use reqwest::Method;
 use serde_json::{Value, json};
 

@@ -24,7 +24,7 @@ use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::handlers::{Applied, ToolError};
 use contextq_memory_tool::{Command, MemoryToolHandlers};
 use contextq_server::Backend;
-use contextq_server::model::Plan;
+use contextq_server::Plan;
 use serde_json::{Value, json};
 
 fn content_of_view(view: &str) -> String {

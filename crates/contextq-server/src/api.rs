@@ -1,34 +1,41 @@
-//! The HTTP API of `shared/spec/contextq-api.md`: [`app`] builds the router (testable without a
-//! socket), [`serve`] runs it on a bound listener until a shutdown future resolves.
+//! The HTTP API of the contract (`docs/contextq-api.md`): [`app`] builds the router (testable
+//! without a socket), [`serve`] runs it on a bound listener until a shutdown future resolves.
 //!
-//! Handlers are thin: they authenticate ([`Auth`]), check the scope, parse, and call
-//! [`crate::store`]. Every answer carries `ContextQ-Extensions` (the contract's extensions this
-//! server implements). Conditional requests: reads answer `ETag: "<version>"`; `PUT` and `DELETE`
-//! honour `If-Match`. Request bodies are capped ([`ServerConfig::max_body_bytes`], 413 above)
-//! and every request has a timeout ([`ServerConfig::request_timeout`], 408 after). The request
-//! log records method, path, status and latency, never headers, so keys never reach it.
+//! Handlers are thin: they take the [`Caller`] (authenticated by key), check the scope, parse,
+//! and call [`crate::store`]; data-layer errors become [`ApiError`]s in one place
+//! ([`error`]). Every answer carries `ContextQ-Extensions` (the contract's extensions this
+//! server implements). Conditional requests: reads answer `ETag: "<version>"`; `PUT` and
+//! `DELETE` honour `If-Match`. Request bodies are capped ([`ServerConfig::max_body_bytes`], 413
+//! above) and every request has a timeout ([`ServerConfig::request_timeout`], 408 after). The
+//! request log records method, path, status and latency, never headers, so keys never reach it.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
-use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use contextq_api::bodies::{
+    BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, UpdateContext, WorkspaceList,
+};
+use contextq_api::{Context, ErrorCode, Extensions, Scope};
 use tokio::net::TcpListener;
 
-use crate::auth::{Auth, KeyCache};
+use crate::auth::KeyCache;
 use crate::db::Db;
-use crate::error::ApiError;
-use crate::model::{Context, ContextInput, Scope};
-use crate::store::{self, Actor, ListQuery};
+use crate::store::{contexts, workspaces};
+
+pub mod error;
+pub mod extract;
+
+pub use error::ApiError;
+pub use extract::Caller;
+use extract::{JsonBody, if_match};
 
 /// Server settings, with documented defaults.
 #[derive(Debug, Clone)]
@@ -86,7 +93,7 @@ pub fn app(state: AppState) -> Router {
             "/api/contexts/{id}",
             get(get_context).put(update_context).delete(delete_context),
         )
-        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .layer(axum::middleware::map_response(advertise_extensions))
         .layer(axum::extract::DefaultBodyLimit::max(config.max_body_bytes))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
@@ -119,31 +126,12 @@ pub async fn serve(
 /// Every answer names the contract's extensions this server implements, so that a client knows
 /// them from its first request.
 async fn advertise_extensions(mut response: Response) -> Response {
-    response.headers_mut().insert(
-        crate::model::EXTENSIONS_HEADER,
-        HeaderValue::from_static(crate::model::EXTENSIONS),
-    );
-    response
-}
-
-/// A JSON body whose errors are the contract's (400 bad JSON, 413 too large).
-struct JsonBody<T>(T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::too_large("request body too large")
-            } else {
-                ApiError::bad_request(e.body_text())
-            }
-        })?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    if let Ok(v) = HeaderValue::from_str(&Extensions::ALL.header_value()) {
+        response
+            .headers_mut()
+            .insert(contextq_api::EXTENSIONS_HEADER, v);
     }
+    response
 }
 
 fn with_etag(context: Context) -> Response {
@@ -155,32 +143,6 @@ fn with_etag(context: Context) -> Response {
     response
 }
 
-/// `If-Match: "<version>"` (weak `W/` accepted; `*` means any).
-fn if_match(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
-    let Some(v) = headers.get(header::IF_MATCH) else {
-        return Ok(None);
-    };
-    let text = v
-        .to_str()
-        .map_err(|_| ApiError::bad_request("If-Match is not ASCII"))?
-        .trim();
-    if text == "*" {
-        return Ok(None);
-    }
-    text.trim_start_matches("W/")
-        .trim_matches('"')
-        .parse::<i64>()
-        .map(Some)
-        .map_err(|_| ApiError::bad_request(format!("If-Match must be \"<version>\", got {text:?}")))
-}
-
-fn actor(auth: &Auth) -> Actor<'_> {
-    Actor {
-        tenant_id: &auth.tenant_id,
-        key_id: Some(&auth.key_id),
-    }
-}
-
 async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
     let version = state.db.schema_version().await?;
     Ok(Json(
@@ -188,45 +150,42 @@ async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>
     ))
 }
 
-async fn list_workspaces(State(s): State<AppState>, auth: Auth) -> Result<Response, ApiError> {
-    auth.require(Scope::Read)?;
-    let workspaces = store::list_workspaces(&s.db, &auth.tenant_id).await?;
-    Ok(Json(serde_json::json!({ "workspaces": workspaces })).into_response())
-}
-
-#[derive(Deserialize)]
-struct CreateWorkspace {
-    slug: String,
-    #[serde(default)]
-    name: String,
+async fn list_workspaces(
+    State(s): State<AppState>,
+    caller: Caller,
+) -> Result<Json<WorkspaceList>, ApiError> {
+    caller.require(Scope::Read)?;
+    Ok(Json(WorkspaceList {
+        workspaces: workspaces::list(&s.db, &caller.tenant_id).await?,
+    }))
 }
 
 async fn create_workspace(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     JsonBody(body): JsonBody<CreateWorkspace>,
 ) -> Result<Response, ApiError> {
-    auth.require(Scope::Admin)?;
-    let ws = store::create_workspace(&s.db, actor(&auth), &body.slug, &body.name).await?;
+    caller.require(Scope::Admin)?;
+    let ws = workspaces::create(&s.db, caller.actor(), &body.slug, &body.name).await?;
     Ok((StatusCode::CREATED, Json(ws)).into_response())
 }
 
 async fn archive_workspace(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
-    auth.require(Scope::Admin)?;
-    Ok(Json(store::archive_workspace(&s.db, actor(&auth), &slug).await?).into_response())
+    caller.require(Scope::Admin)?;
+    Ok(Json(workspaces::archive(&s.db, caller.actor(), &slug).await?).into_response())
 }
 
 async fn delete_workspace(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
-    auth.require(Scope::Admin)?;
-    store::delete_workspace(&s.db, actor(&auth), &slug).await?;
+    caller.require(Scope::Admin)?;
+    workspaces::delete(&s.db, caller.actor(), &slug).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -239,96 +198,91 @@ fn decode_cursor(cursor: &str) -> Result<String, ApiError> {
         .decode(cursor)
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| ApiError::bad_request("invalid cursor: pass nextCursor back unchanged"))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::BadRequest,
+                "invalid cursor: pass nextCursor back unchanged",
+            )
+        })
 }
 
 async fn list_contexts(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     Query(params): Query<HashMap<String, String>>,
-) -> Result<Response, ApiError> {
-    auth.require(Scope::Read)?;
+) -> Result<Json<ContextPage>, ApiError> {
+    caller.require(Scope::Read)?;
     let nonempty = |k: &str| params.get(k).filter(|v| !v.is_empty()).cloned();
-    let query = ListQuery {
+    let query = contexts::ListQuery {
         workspace: nonempty("workspace"),
         tag: nonempty("tag"),
         external_id_prefix: nonempty("externalIdPrefix"),
-        limit: store::page_limit(params.get("limit").map(String::as_str))?,
+        limit: contexts::page_limit(params.get("limit").map(String::as_str))?,
         after: nonempty("cursor").map(|c| decode_cursor(&c)).transpose()?,
     };
-    let (contexts, next) = store::list_contexts(&s.db, &auth.tenant_id, &query).await?;
-    Ok(Json(serde_json::json!({
-        "contexts": contexts,
-        "nextCursor": next.map(|n| encode_cursor(&n)),
+    let (page, next) = contexts::list(&s.db, &caller.tenant_id, &query).await?;
+    Ok(Json(ContextPage {
+        contexts: page,
+        next_cursor: next.map(|n| encode_cursor(&n)),
     }))
-    .into_response())
 }
 
 async fn get_by_external(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     Path(external_id): Path<String>,
 ) -> Result<Response, ApiError> {
-    auth.require(Scope::Read)?;
-    store::get_by_external(&s.db, &auth.tenant_id, &external_id)
+    caller.require(Scope::Read)?;
+    contexts::get_by_external(&s.db, &caller.tenant_id, &external_id)
         .await?
         .map(with_etag)
-        .ok_or_else(|| ApiError::not_found(format!("no context with externalId {external_id:?}")))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("no context with externalId {external_id:?}"),
+            )
+        })
 }
 
 async fn get_context(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    auth.require(Scope::Read)?;
-    store::get_by_id(&s.db, &auth.tenant_id, &id)
+    caller.require(Scope::Read)?;
+    contexts::get(&s.db, &caller.tenant_id, &id)
         .await?
         .map(with_etag)
-        .ok_or_else(|| ApiError::not_found(format!("context {id:?} does not exist")))
-}
-
-#[derive(Deserialize)]
-struct BulkUpsert {
-    contexts: Vec<ContextInput>,
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!("context {id:?} does not exist"),
+            )
+        })
 }
 
 async fn bulk_upsert(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     JsonBody(body): JsonBody<BulkUpsert>,
-) -> Result<Response, ApiError> {
-    auth.require(Scope::Write)?;
-    let results = store::bulk_upsert(&s.db, actor(&auth), &body.contexts).await?;
-    Ok(Json(serde_json::json!({ "results": results })).into_response())
-}
-
-#[derive(Deserialize)]
-struct UpdateContext {
-    content: String,
-    #[serde(default, deserialize_with = "present")]
-    title: Option<Option<String>>,
-    #[serde(default)]
-    tags: Option<Vec<String>>,
-}
-
-/// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
+) -> Result<Json<BulkUpsertResults>, ApiError> {
+    caller.require(Scope::Write)?;
+    let results = contexts::bulk_upsert(&s.db, caller.actor(), &body.contexts).await?;
+    Ok(Json(BulkUpsertResults { results }))
 }
 
 async fn update_context(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<UpdateContext>,
 ) -> Result<Response, ApiError> {
-    auth.require(Scope::Write)?;
+    caller.require(Scope::Write)?;
     let expected = if_match(&headers)?;
-    let context = store::update(
+    let context = contexts::update(
         &s.db,
-        actor(&auth),
+        caller.actor(),
         &id,
         &body.content,
         body.title,
@@ -341,12 +295,12 @@ async fn update_context(
 
 async fn delete_context(
     State(s): State<AppState>,
-    auth: Auth,
+    caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    auth.require(Scope::Write)?;
+    caller.require(Scope::Write)?;
     let expected = if_match(&headers)?;
-    store::delete(&s.db, actor(&auth), &id, expected).await?;
+    contexts::delete(&s.db, caller.actor(), &id, expected).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

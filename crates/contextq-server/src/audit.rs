@@ -11,7 +11,8 @@ use sha2::{Digest, Sha256};
 use sqlx::{AnyConnection, Row};
 
 use crate::db::Db;
-use crate::error::Result;
+
+type Result<T> = std::result::Result<T, sqlx::Error>;
 
 /// One change to record.
 #[derive(Debug, Clone)]
@@ -87,7 +88,7 @@ impl Chain {
     /// Appends `record` to the chain.
     pub async fn append(&mut self, tx: &mut AnyConnection, record: Record<'_>) -> Result<()> {
         let seq = self.seq + 1;
-        let created_at = crate::model::now();
+        let created_at = crate::store::now();
         let hash = row_hash(
             self.last_hash.as_deref(),
             seq,

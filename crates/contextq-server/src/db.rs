@@ -8,7 +8,9 @@
 //! Every write transaction starts by locking the single `audit_head` row (see [`crate::audit`]):
 //! that serialises writers across processes and servers (SQLite: `BEGIN IMMEDIATE`;
 //! PostgreSQL: the row lock), and versions are still checked in SQL (`WHERE version = $n`), so
-//! several server processes on one PostgreSQL are correct together.
+//! several server processes on one PostgreSQL are correct together. Errors of connecting and
+//! migrating are [`crate::Error`]s; the queries of the data layer give `sqlx::Error`s, which
+//! [`crate::store::Error`] wraps.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -89,9 +91,8 @@ pub struct WriteTx {
 
 impl WriteTx {
     /// Commits (and frees the writer slot).
-    pub async fn commit(self) -> Result<()> {
-        self.tx.commit().await?;
-        Ok(())
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
     }
 }
 
@@ -190,7 +191,7 @@ impl Db {
     /// first (held until commit or drop), so they never spin in SQLite's busy handler, whose
     /// sleeps (up to 100 ms) would otherwise dominate tail latency; the busy timeout still
     /// arbitrates between processes. PostgreSQL writers serialise on the audit head row lock.
-    pub async fn begin_write(&self) -> Result<WriteTx> {
+    pub async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
         Ok(match self.backend {
             Backend::Sqlite => {
                 let guard = self.writer.clone().lock_owned().await;
@@ -241,7 +242,7 @@ impl Db {
             )
             .bind(m.version)
             .bind(m.description)
-            .bind(crate::model::now())
+            .bind(crate::store::now())
             .execute(&mut *tx)
             .await?;
             tracing::info!(version = m.version, "applied migration {}", m.description);
@@ -256,7 +257,7 @@ impl Db {
     }
 
     /// The latest applied migration.
-    pub async fn schema_version(&self) -> Result<i64> {
+    pub async fn schema_version(&self) -> Result<i64, sqlx::Error> {
         let row = sqlx::query("SELECT MAX(version) AS v FROM schema_migrations")
             .fetch_one(&self.pool)
             .await?;

@@ -1,4 +1,4 @@
-//! A ContextQ-compatible context store server (`shared/spec/contextq-api.md`).
+//! A ContextQ-compatible context store server (the contract: `docs/contextq-api.md`).
 //!
 //! It is the test backend of the memory tool's ContextQ adapter, the embedded default of the
 //! `contextq-memory` CLI, and a server people can self-host: SQLite by default, PostgreSQL chosen
@@ -17,15 +17,18 @@
 //! ```
 //!
 //! # Contents
-//! - [`api`]: the router ([`app`]), [`serve`], [`ServerConfig`].
-//! - [`store`]: the data operations, every one scoped to a tenant.
-//! - [`audit`]: the global hash chain of the activity log and its verifier.
-//! - [`auth`]: API keys (format, hashing, masking) and the request extractor.
+//! - [`api`]: the router ([`app`]), [`serve`], [`ServerConfig`], and [`ApiError`], where the
+//!   data layer's errors become HTTP answers.
+//! - [`embed`]: [`RunningServer`], a server inside another program (start, URL, graceful stop).
+//! - [`store`]: the data layer, every operation scoped to a tenant, with its own error type.
+//! - [`audit`]: the hash chain of the activity log and its verifier.
+//! - [`auth`]: API key generation, hashing and the lookup cache.
 //! - [`admin`]: provisioning and operator commands.
 //! - [`db`]: the pool, backends and per-backend migrations.
-//! - [`model`]: the JSON resources, plans, scopes and limits.
-//! - [`error`]: [`Error`] and the HTTP [`ApiError`].
-//! - `testing` (feature `test-util`): fresh test databases and `database_tests!`.
+//! - [`error`]: [`Error`], for the library and operator commands.
+//! - `testing` (feature `test-util`): fresh test databases, [`database_tests!`], a test server.
+//!
+//! The wire types (resources, bodies, limits, keys, slugs) are the `contextq-api` crate's.
 
 #![warn(missing_docs)]
 
@@ -34,12 +37,14 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod db;
+pub mod embed;
 pub mod error;
-pub mod model;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use api::{AppState, ServerConfig, app, serve};
+pub use api::{ApiError, AppState, Caller, ServerConfig, app, serve};
+pub use contextq_api::{Plan, Scope};
 pub use db::{Backend, Db, DbOptions};
-pub use error::{ApiError, Error, Result};
+pub use embed::RunningServer;
+pub use error::{Error, Result};

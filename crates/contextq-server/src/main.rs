@@ -4,8 +4,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
-use contextq_server::model::{Plan, parse_scopes};
+use contextq_server::admin::TenantDeletion;
 use contextq_server::{AppState, Db, DbOptions, ServerConfig, admin};
+use contextq_server::{Plan, Scope};
 
 #[derive(Parser)]
 #[command(
@@ -169,7 +170,7 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
             workspace,
             scopes,
         } => {
-            let scopes = parse_scopes(&scopes).map_err(anyhow::Error::msg)?;
+            let scopes = Scope::parse_list(&scopes)?;
             let b = admin::bootstrap(db, &tenant, plan, &workspace, &scopes).await?;
             println!("{}", b.to_json_line());
         }
@@ -177,7 +178,7 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
             println!("{}", admin::create_tenant(db, &name, plan).await?);
         }
         Admin::CreateKey { tenant_id, scopes } => {
-            let scopes = parse_scopes(&scopes).map_err(anyhow::Error::msg)?;
+            let scopes = Scope::parse_list(&scopes)?;
             let key = admin::create_key(db, &tenant_id, None, &scopes).await?;
             println!("{}", serde_json::to_string(&key)?);
         }
@@ -196,10 +197,16 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
             let ws = admin::create_workspace(db, &tenant_id, &slug, &name).await?;
             println!("{}", serde_json::to_string(&ws)?);
         }
-        Admin::DeleteTenant { tenant_id } => {
-            admin::delete_tenant(db, &tenant_id).await?;
-            eprintln!("deleted tenant {tenant_id}");
-        }
+        Admin::DeleteTenant { tenant_id } => match admin::delete_tenant(db, &tenant_id).await? {
+            TenantDeletion::Deleted => eprintln!("deleted tenant {tenant_id}"),
+            TenantDeletion::KeptForAudit { audit_rows } => {
+                eprintln!(
+                    "tenant {tenant_id} was not deleted: {} ({audit_rows} rows)",
+                    admin::CHAINED_AUDIT_REFUSAL
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+        },
         Admin::VerifyAudit => {
             let v = admin::verify_audit(db).await?;
             match v.first_bad {

@@ -1,7 +1,8 @@
 //! Test support shared by this workspace's test suites (feature `test-util`): a fresh database
-//! per test on SQLite or PostgreSQL, and [`database_tests!`](crate::database_tests), which
-//! declares each database test once per database so that a test run names, test by test, the
-//! databases it ran on (`sqlite::name`, `postgres::name`).
+//! per test on SQLite or PostgreSQL ([`TestDatabase`]), a server on it ([`TestServer`]) with
+//! tenants to order, and [`database_tests!`](crate::database_tests), which declares each
+//! database test once per database so that a test run names, test by test, the databases it ran
+//! on (`sqlite::name`, `postgres::name`).
 //!
 //! PostgreSQL tests run when the crate's tests were built with `CONTEXTQ_TEST_DATABASE_URL` set
 //! (an admin URL such as `postgres://postgres:postgres@127.0.0.1:5432/postgres`; every test gets
@@ -9,7 +10,11 @@
 //! the macro needs the three-line build script that turns the variable into the
 //! `contextq_postgres` cfg (see this crate's `build.rs`).
 
-use crate::db::{Backend, create_postgres_database};
+use crate::admin;
+use crate::api::{AppState, ServerConfig};
+use crate::db::{Backend, Db, DbOptions, create_postgres_database};
+use crate::embed::RunningServer;
+use contextq_api::{Plan, Scope};
 
 /// The environment variable with a PostgreSQL admin URL for tests.
 pub const DATABASE_URL_VAR: &str = "CONTEXTQ_TEST_DATABASE_URL";
@@ -62,6 +67,95 @@ impl TestDatabase {
                 }
             }
         }
+    }
+}
+
+/// Every scope: read, write, admin.
+pub const ALL_SCOPES: &[Scope] = &[Scope::Read, Scope::Write, Scope::Admin];
+
+/// contextq-server on `127.0.0.1:0` over a fresh [`TestDatabase`], with the pool the test can
+/// use for admin calls and direct queries. Stopped (gracefully) by [`TestServer::stop`], or when
+/// dropped.
+#[derive(Debug)]
+pub struct TestServer {
+    /// The running server.
+    pub server: RunningServer,
+    /// The pool (admin calls, direct queries).
+    pub db: Db,
+    /// Its database (kept alive as long as the server).
+    pub database: TestDatabase,
+}
+
+/// A tenant made by [`TestServer::tenant`].
+#[derive(Debug, Clone)]
+pub struct TestTenant {
+    /// The tenant's id.
+    pub tenant_id: String,
+    /// Its key's id.
+    pub key_id: String,
+    /// Its key.
+    pub api_key: String,
+}
+
+impl TestServer {
+    /// A server with the default configuration.
+    pub async fn start(backend: Backend) -> TestServer {
+        Self::start_with(backend, ServerConfig::default()).await
+    }
+
+    /// A server with `config`.
+    pub async fn start_with(backend: Backend, config: ServerConfig) -> TestServer {
+        let database = TestDatabase::fresh(backend).await;
+        let db = Db::connect(&database.url, &DbOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the test database: {e}"));
+        let server = RunningServer::bind("127.0.0.1:0", AppState::new(db.clone(), config))
+            .await
+            .unwrap_or_else(|e| panic!("cannot start the test server: {e}"));
+        TestServer {
+            server,
+            db,
+            database,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        self.server.url()
+    }
+
+    /// Which database it runs on.
+    pub fn backend(&self) -> Backend {
+        self.database.backend
+    }
+
+    /// A new tenant on `plan` with a key of `scopes` and the workspace `workspace`.
+    pub async fn tenant(&self, plan: Plan, scopes: &[Scope], workspace: &str) -> TestTenant {
+        let name = format!("t{:016x}", fastrand::u64(..));
+        let tenant_id = admin::create_tenant(&self.db, &name, plan)
+            .await
+            .expect("a tenant");
+        let key = admin::create_key(&self.db, &tenant_id, None, scopes)
+            .await
+            .expect("a key");
+        self.workspace(&tenant_id, workspace).await;
+        TestTenant {
+            tenant_id,
+            key_id: key.key_id,
+            api_key: key.api_key,
+        }
+    }
+
+    /// A new workspace `slug` of a tenant.
+    pub async fn workspace(&self, tenant_id: &str, slug: &str) {
+        admin::create_workspace(&self.db, tenant_id, slug, slug)
+            .await
+            .expect("a workspace");
+    }
+
+    /// Stops the server (in-flight requests finish first).
+    pub async fn stop(self) {
+        self.server.stop().await.expect("the server stops cleanly");
     }
 }
 

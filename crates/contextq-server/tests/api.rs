@@ -5,7 +5,7 @@ mod common;
 
 use common::{ALL, RW, TestServer, seg};
 use contextq_server::Backend;
-use contextq_server::model::{Plan, Scope};
+use contextq_server::{Plan, Scope};
 use reqwest::StatusCode;
 use serde_json::json;
 

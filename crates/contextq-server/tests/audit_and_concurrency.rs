@@ -5,8 +5,9 @@ mod common;
 
 use common::{ALL, TestServer, seg};
 use contextq_server::Backend;
+use contextq_server::Plan;
 use contextq_server::admin;
-use contextq_server::model::Plan;
+use contextq_server::admin::TenantDeletion;
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -110,22 +111,29 @@ async fn tenant_deletion_is_refused_with_chained_rows(b: Backend) {
     admin::create_key(&s.db, &quiet, Some(&user), common::RW)
         .await
         .unwrap();
-    admin::delete_tenant(&s.db, &quiet).await.unwrap();
+    assert_eq!(
+        admin::delete_tenant(&s.db, &quiet).await.unwrap(),
+        TenantDeletion::Deleted
+    );
     assert!(
         admin::tenant_by_name(&s.db, "quiet")
             .await
             .unwrap()
             .is_none()
     );
-    // One with audit rows is refused, and the message says why.
+    // One with audit rows (creating its workspace was audited) is kept, and says how many.
     let t = s.tenant(Plan::Free, ALL).await;
-    let err = admin::delete_tenant(&s.db, &t.tenant_id)
-        .await
-        .unwrap_err()
-        .to_string();
+    assert_eq!(
+        admin::delete_tenant(&s.db, &t.tenant_id).await.unwrap(),
+        TenantDeletion::KeptForAudit { audit_rows: 1 }
+    );
     assert!(
-        err.contains("chained audit rows") && err.contains("hash chain"),
-        "{err}"
+        admin::workspaces(&s.db, &t.tenant_id)
+            .await
+            .unwrap()
+            .iter()
+            .any(|w| w.slug == "ws"),
+        "nothing of it was deleted"
     );
     assert!(admin::verify_audit(&s.db).await.unwrap().ok());
     s.stop().await;
@@ -206,13 +214,13 @@ async fn two_servers_on_one_database(b: Backend) {
     let db2 = contextq_server::Db::connect(&s1.database_url, &Default::default())
         .await
         .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url2 = format!("http://{}", listener.local_addr().unwrap());
-    let server2 = tokio::spawn(contextq_server::serve(
-        listener,
+    let server2 = contextq_server::RunningServer::bind(
+        "127.0.0.1:0",
         contextq_server::AppState::new(db2, Default::default()),
-        std::future::pending(),
-    ));
+    )
+    .await
+    .unwrap();
+    let url2 = server2.url().to_string();
     let t = s1.tenant(Plan::Free, ALL).await;
     assert_eq!(
         t.client.upsert("shared", "", &[]).await.status,
@@ -260,7 +268,7 @@ async fn two_servers_on_one_database(b: Backend) {
     assert_eq!(end.body["version"], 51);
     assert_eq!(end.body["content"].as_str().unwrap().lines().count(), 50);
     assert!(admin::verify_audit(&s1.db).await.unwrap().ok());
-    server2.abort();
+    server2.stop().await.unwrap();
     s1.stop().await;
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{ALL, Api, seg};
 use contextq_server::Backend;
-use contextq_server::model::Plan;
+use contextq_server::Plan;
 use contextq_server::testing::TestDatabase;
 use contextq_server::{Db, admin};
 use reqwest::StatusCode;

@@ -1,10 +1,9 @@
-//! Test harness of the CLI's tests: contextq-server in this process on 127.0.0.1:0 over a fresh
-//! database (see `contextq_server::testing`), with a bootstrapped tenant.
+//! Test harness of the CLI's tests: the shared test server (`contextq_server::testing`) with a
+//! bootstrapped tenant, and the CLI binary.
 #![allow(dead_code)]
 
-use contextq_server::model::{Plan, Scope};
-use contextq_server::testing::TestDatabase;
-use contextq_server::{AppState, Backend, Db, admin};
+use contextq_server::testing::{ALL_SCOPES, TestServer};
+use contextq_server::{Backend, Plan, admin};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
 
@@ -12,42 +11,19 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
 pub struct Served {
     pub url: String,
     pub key: String,
-    pub db: Db,
-    pub database: TestDatabase,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    pub server: TestServer,
 }
 
 impl Served {
     pub async fn start(b: Backend, plan: Plan) -> Served {
-        let database = TestDatabase::fresh(b).await;
-        let db = Db::connect(&database.url, &Default::default())
+        let server = TestServer::start(b).await;
+        let boot = admin::bootstrap(&server.db, "cli-test", plan, "ws", ALL_SCOPES)
             .await
             .unwrap();
-        let boot = admin::bootstrap(
-            &db,
-            "cli-test",
-            plan,
-            "ws",
-            &[Scope::Read, Scope::Write, Scope::Admin],
-        )
-        .await
-        .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(contextq_server::serve(
-            listener,
-            AppState::new(db.clone(), Default::default()),
-            async {
-                let _ = rx.await;
-            },
-        ));
         Served {
-            url,
+            url: server.url().to_string(),
             key: boot.key.api_key,
-            db,
-            database,
-            _stop: tx,
+            server,
         }
     }
 

@@ -3,16 +3,18 @@
 //! Typed `text`, `tool_use` and `tool_result` blocks; every other block (thinking, server tool
 //! blocks, anything newer) is kept verbatim as [`ContentBlock::Other`] so it can be sent back
 //! unchanged, and unknown keys of known blocks survive too. Errors keep status, `error.type`,
-//! message and `request-id` ([`Error::Anthropic`]). Retries on 429, 529 and 5xx (and on
-//! connection failures) with exponential backoff, honouring `retry-after`.
+//! message and `request-id` ([`Error::Anthropic`]). Requests go through the crate's retry
+//! engine ([`crate::retry`]): a Messages API call is safe to repeat (it changes nothing), so
+//! 429, 529, 500/502/503/504, lost answers and connection failures are retried with
+//! exponential backoff, honouring `retry-after`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::contextq::RetryConfig;
 use crate::error::{Error, Result};
+use crate::retry::{self, Attempt, Failure, Idempotency, RetryConfig};
 
 /// The public API.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -40,24 +42,13 @@ pub struct AnthropicConfig {
 impl std::fmt::Debug for AnthropicConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AnthropicConfig")
-            .field("api_key", &mask(&self.api_key))
+            .field("api_key", &contextq_api::mask_secret(&self.api_key))
             .field("base_url", &self.base_url)
             .field("betas", &self.betas)
             .field("retry", &self.retry)
             .field("timeout", &self.timeout)
             .finish()
     }
-}
-
-/// `sk-ant-…abcd`.
-pub fn mask(key: &str) -> String {
-    let chars: Vec<char> = key.chars().collect();
-    if chars.len() < 12 {
-        return "…".into();
-    }
-    let head: String = chars[..7].iter().collect();
-    let tail: String = chars[chars.len() - 4..].iter().collect();
-    format!("{head}…{tail}")
 }
 
 impl AnthropicConfig {
@@ -519,83 +510,69 @@ impl MessagesClient {
             }
         }
         let body = request.body();
-        let started = Instant::now();
-        let mut retry = 0;
-        loop {
-            let mut req = self
-                .http
-                .post(&url)
-                .timeout(self.config.timeout)
-                .header("x-api-key", &self.config.api_key)
-                .header("anthropic-version", API_VERSION)
-                .json(&body);
-            if !betas.is_empty() {
-                req = req.header("anthropic-beta", betas.join(","));
-            }
-            let (error, retry_after, retryable) = match req.send().await {
-                Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let request_id = resp
-                        .headers()
-                        .get("request-id")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string);
-                    let retry_after = resp
-                        .headers()
-                        .get("retry-after")
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok());
-                    let bytes = resp.bytes().await.unwrap_or_default();
-                    if (200..300).contains(&status) {
-                        return serde_json::from_slice(&bytes).map_err(|e| Error::Protocol {
+        retry::run(
+            &self.config.retry,
+            "Messages API",
+            "POST /v1/messages",
+            Idempotency::Safe,
+            || async {
+                let mut req = self
+                    .http
+                    .post(&url)
+                    .timeout(self.config.timeout)
+                    .header("x-api-key", &self.config.api_key)
+                    .header("anthropic-version", API_VERSION)
+                    .json(&body);
+                if !betas.is_empty() {
+                    req = req.header("anthropic-beta", betas.join(","));
+                }
+                let answer = retry::exchange(req, &url, &self.config.api_key).await?;
+                if (200..300).contains(&answer.status) {
+                    // A complete answer that is not a message: not the API's, repeating it is
+                    // pointless.
+                    return serde_json::from_slice(&answer.body).map_err(|e| Attempt {
+                        failure: Failure::Status(answer.status),
+                        error: Error::Protocol {
                             url: url.clone(),
                             message: format!("invalid message JSON: {e}"),
-                        });
-                    }
-                    let parsed: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                    let error = Error::Anthropic {
-                        status,
-                        error_type: parsed["error"]["type"]
-                            .as_str()
-                            .unwrap_or("http_error")
-                            .to_string(),
-                        message: parsed["error"]["message"]
-                            .as_str()
-                            .map(str::to_string)
-                            .unwrap_or_else(|| {
-                                String::from_utf8_lossy(&bytes).chars().take(300).collect()
-                            }),
-                        request_id,
-                    };
-                    (error, retry_after, status == 429 || status >= 500)
+                        },
+                        retry_after: None,
+                    });
                 }
-                Err(e) => (
-                    Error::Transport {
-                        url: url.clone(),
-                        message: e
-                            .to_string()
-                            .replace(&self.config.api_key, &mask(&self.config.api_key)),
-                        timeout: e.is_timeout(),
-                        sent: !e.is_connect(),
-                    },
-                    None,
-                    true,
-                ),
-            };
-            if !retryable || retry >= self.config.retry.max_retries {
-                return Err(error);
-            }
-            let mut delay = self.config.retry.backoff(retry);
-            if let Some(s) = retry_after {
-                delay = delay.max(Duration::from_secs(s));
-            }
-            if started.elapsed() + delay > self.config.retry.retry_timeout {
-                return Err(error);
-            }
-            retry += 1;
-            tracing::warn!(retry, delay_ms = delay.as_millis() as u64, error = %error, "retrying Messages API request");
-            tokio::time::sleep(delay).await;
-        }
+                Err(Attempt {
+                    failure: Failure::Status(answer.status),
+                    error: anthropic_error(&answer),
+                    retry_after: answer.retry_after(),
+                })
+            },
+        )
+        .await
+    }
+}
+
+/// The error of a refused request: `error.type`, `error.message` and `request-id`.
+fn anthropic_error(answer: &retry::Answer) -> Error {
+    let parsed: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
+    Error::Anthropic {
+        status: answer.status,
+        error_type: parsed["error"]["type"]
+            .as_str()
+            .unwrap_or("http_error")
+            .to_string(),
+        message: parsed["error"]["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| {
+                String::from_utf8_lossy(&answer.body)
+                    .chars()
+                    .take(300)
+                    .collect()
+            }),
+        request_id: answer
+            .headers
+            .get("request-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
     }
 }
 

@@ -1,193 +1,29 @@
-//! A typed client for every endpoint of `shared/spec/contextq-api.md`.
+//! A typed client for every endpoint of the ContextQ contract (`docs/contextq-api.md`), with
+//! the contract's own types (`contextq-api`).
 //!
 //! Requests carry `Authorization: Bearer <key>`; failures keep the status, the contract's error
 //! code and message, and `Retry-After` ([`Error::Api`]), or say why no answer came
-//! ([`Error::Transport`]). Retries follow [`RetryConfig`] and are logged (`tracing` at `warn`).
+//! ([`Error::Transport`]). Every request states whether repeating it is safe and goes through
+//! the crate's retry engine ([`crate::retry`], configured by [`RetryConfig`]).
 //! The key never appears in a URL, a log line, an error or `Debug` output ([`ApiKey`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::retry::{Failure, Idempotency, RetryConfig};
+use contextq_api::bodies::{
+    BulkUpsert, BulkUpsertResults, ContextPage, UpdateContext, WorkspaceList,
+};
+pub use contextq_api::{
+    ApiKey, Context, ContextInput, ContextSummary, EXTENSIONS_HEADER, Extensions, UpsertResult,
+    Workspace,
+};
+
 use crate::error::{Error, Result};
-
-/// A ContextQ API key: `sk_live_` + 40 lowercase hex. `Debug` and `Display` show `sk_live_…abcd`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
-
-impl ApiKey {
-    /// Validates the format; the error says what a key looks like (never echoing it).
-    pub fn new(key: impl Into<String>) -> Result<ApiKey> {
-        let key = key.into();
-        let key = key.trim().to_string();
-        let valid = key.strip_prefix("sk_live_").is_some_and(|h| {
-            h.len() == 40
-                && h.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        });
-        if !valid {
-            return Err(Error::Config {
-                message: format!(
-                    "the ContextQ API key ({}) is not sk_live_ followed by 40 lowercase hex characters: set api_key or CONTEXT_API_KEY to a key from `contextq-server admin create-key`",
-                    mask(&key)
-                ),
-            });
-        }
-        Ok(ApiKey(key))
-    }
-
-    /// The key itself, for the `Authorization` header only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// `sk_live_…abcd`.
-    pub fn masked(&self) -> String {
-        mask(&self.0)
-    }
-}
-
-fn mask(key: &str) -> String {
-    let chars: Vec<char> = key.chars().collect();
-    if chars.len() <= 8 {
-        return "…".to_string();
-    }
-    let tail: String = chars[chars.len() - 4..].iter().collect();
-    format!("sk_live_…{tail}")
-}
-
-impl std::fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ApiKey({})", self.masked())
-    }
-}
-
-impl std::fmt::Display for ApiKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.masked())
-    }
-}
-
-/// A workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Workspace {
-    /// Id.
-    pub id: String,
-    /// Slug.
-    pub slug: String,
-    /// Name.
-    #[serde(default)]
-    pub name: String,
-    /// Archived (read-only).
-    #[serde(default)]
-    pub archived: bool,
-    /// RFC 3339.
-    #[serde(default)]
-    pub created_at: String,
-}
-
-/// A context, whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Context {
-    /// Id.
-    pub id: String,
-    /// External id (unique per tenant).
-    pub external_id: String,
-    /// Workspace slug.
-    pub workspace: String,
-    /// Type.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Title.
-    #[serde(default)]
-    pub title: Option<String>,
-    /// Content.
-    pub content: String,
-    /// Tags.
-    #[serde(default)]
-    pub tags: Vec<String>,
-    /// Version.
-    pub version: i64,
-    /// RFC 3339.
-    #[serde(default)]
-    pub created_at: String,
-    /// RFC 3339.
-    #[serde(default)]
-    pub updated_at: String,
-}
-
-/// A context without content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContextSummary {
-    /// Id.
-    pub id: String,
-    /// External id.
-    pub external_id: String,
-    /// Workspace slug.
-    pub workspace: String,
-    /// Type.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Title.
-    #[serde(default)]
-    pub title: Option<String>,
-    /// Tags.
-    #[serde(default)]
-    pub tags: Vec<String>,
-    /// Version.
-    pub version: i64,
-    /// Extension: UTF-8 length of the content.
-    #[serde(default)]
-    pub size_bytes: Option<u64>,
-    /// RFC 3339.
-    #[serde(default)]
-    pub updated_at: String,
-}
-
-/// One item of a bulk upsert.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ContextInput {
-    /// External id.
-    pub external_id: String,
-    /// Workspace slug.
-    pub workspace: String,
-    /// Type.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// Title.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// Content.
-    pub content: String,
-    /// Tags.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tags: Option<Vec<String>>,
-    /// Extension: create only (409 if the external id exists).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub if_absent: bool,
-}
-
-/// One result of a bulk upsert.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UpsertResult {
-    /// Id.
-    pub id: String,
-    /// External id.
-    pub external_id: String,
-    /// `created` or `updated`.
-    pub status: String,
-    /// Version.
-    pub version: i64,
-}
+use crate::retry::{self, Attempt, Failure, Idempotency, RetryConfig};
+use contextq_api::ErrorEnvelope;
 
 /// Filters of `GET /api/contexts`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -204,17 +40,6 @@ pub struct ListParams {
     pub cursor: Option<String>,
 }
 
-/// One page of summaries.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Page {
-    /// The summaries.
-    pub contexts: Vec<ContextSummary>,
-    /// Cursor of the next page, if any.
-    #[serde(default)]
-    pub next_cursor: Option<String>,
-}
-
 /// A context with the version its `ETag` showed (`None`: the server has no conditional requests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetched {
@@ -222,70 +47,6 @@ pub struct Fetched {
     pub context: Context,
     /// The `ETag` version.
     pub etag: Option<i64>,
-}
-
-/// The response header in which a server lists the extensions of the contract it implements
-/// (comma-separated tokens, see [`Extensions`]). A ContextQ without it has none of them.
-pub const EXTENSIONS_HEADER: &str = "contextq-extensions";
-
-/// The extensions of the ContextQ contract a server implements (`docs/contextq-api.md`).
-///
-/// The client learns them from the [`EXTENSIONS_HEADER`] of the first successful answer it
-/// gets (or of a one-request probe, [`Client::extensions`]); as the contract says, an `ETag` on
-/// a read also shows conditional requests. Anything not shown is assumed absent, and the
-/// adapter then falls back to the seed's documented (weaker) behaviour.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Extensions {
-    /// `ETag` on reads, `If-Match` on `PUT`/`DELETE`, `ifAbsent` on bulk-upsert items
-    /// (token `conditional-requests`).
-    pub conditional_requests: bool,
-    /// `externalIdPrefix=` on `GET /api/contexts` (token `external-id-prefix`).
-    pub external_id_prefix: bool,
-    /// `cursor=` / `nextCursor` paging of `GET /api/contexts` (token `cursor`).
-    pub cursor: bool,
-    /// `sizeBytes` in summaries (token `size-bytes`).
-    pub size_bytes: bool,
-}
-
-impl Extensions {
-    /// Every extension this crate knows.
-    pub const ALL: Extensions = Extensions {
-        conditional_requests: true,
-        external_id_prefix: true,
-        cursor: true,
-        size_bytes: true,
-    };
-
-    /// Parses the header's value; unknown tokens are ignored.
-    pub fn parse(header: &str) -> Extensions {
-        let mut e = Extensions::default();
-        for token in header.split(',').map(str::trim) {
-            match token {
-                "conditional-requests" => e.conditional_requests = true,
-                "external-id-prefix" => e.external_id_prefix = true,
-                "cursor" => e.cursor = true,
-                "size-bytes" => e.size_bytes = true,
-                _ => {}
-            }
-        }
-        e
-    }
-
-    /// The header's value for these extensions.
-    pub fn header_value(&self) -> String {
-        let tokens = [
-            (self.conditional_requests, "conditional-requests"),
-            (self.external_id_prefix, "external-id-prefix"),
-            (self.cursor, "cursor"),
-            (self.size_bytes, "size-bytes"),
-        ];
-        tokens
-            .iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, t)| *t)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
 }
 
 /// What the client has learnt of the server, shared by its clones.
@@ -308,8 +69,8 @@ pub struct Client {
     learnt: std::sync::Arc<Learnt>,
 }
 
-struct Answer {
-    status: StatusCode,
+/// A successful answer: its body and the version its `ETag` showed.
+struct Reply {
     etag: Option<i64>,
     body: Vec<u8>,
 }
@@ -335,29 +96,21 @@ fn etag_version(headers: &reqwest::header::HeaderMap) -> Option<i64> {
         .ok()
 }
 
-fn api_error(status: StatusCode, body: &[u8], retry_after: Option<u64>) -> Error {
-    #[derive(Deserialize)]
-    struct Envelope {
-        error: Inner,
-    }
-    #[derive(Deserialize)]
-    struct Inner {
-        code: String,
-        message: String,
-    }
-    let (code, message) = match serde_json::from_slice::<Envelope>(body) {
+/// The error of a refused request: the contract's envelope, or the start of whatever body came.
+fn api_error(answer: &retry::Answer) -> Error {
+    let (code, message) = match serde_json::from_slice::<ErrorEnvelope>(&answer.body) {
         Ok(e) => (e.error.code, e.error.message),
         Err(_) => {
-            let text = String::from_utf8_lossy(body);
+            let text = String::from_utf8_lossy(&answer.body);
             let text: String = text.chars().take(300).collect();
-            (format!("http_{}", status.as_u16()), text)
+            (format!("http_{}", answer.status), text)
         }
     };
     Error::Api {
-        status: status.as_u16(),
+        status: answer.status,
         code,
         message,
-        retry_after,
+        retry_after: answer.retry_after().map(|d| d.as_secs()),
     }
 }
 
@@ -469,6 +222,8 @@ impl Client {
         &self.key
     }
 
+    /// One request through the retry engine; a success (2xx) is read whole and teaches the
+    /// client the server's extensions.
     async fn request(
         &self,
         method: Method,
@@ -476,11 +231,10 @@ impl Client {
         body: Option<&Value>,
         if_match: Option<i64>,
         kind: Idempotency,
-    ) -> Result<Answer> {
+    ) -> Result<Reply> {
         let url = format!("{}{}", self.base_url, path);
-        let started = Instant::now();
-        let mut retry = 0u32;
-        loop {
+        let what = format!("{method} {path}");
+        retry::run(&self.retry, "ContextQ", &what, kind, || async {
             let mut req = self
                 .http
                 .request(method.clone(), &url)
@@ -492,86 +246,22 @@ impl Client {
             if let Some(v) = if_match {
                 req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
             }
-            let outcome: std::result::Result<
-                std::convert::Infallible,
-                (Failure, Error, Option<u64>),
-            > = match req.send().await {
-                Ok(resp) => {
-                    let status = resp.status();
-                    let etag = etag_version(resp.headers());
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok());
-                    if status.is_success() {
-                        self.learn(resp.headers(), etag);
-                    }
-                    match resp.bytes().await {
-                        Ok(bytes) if status.is_success() => {
-                            return Ok(Answer {
-                                status,
-                                etag,
-                                body: bytes.to_vec(),
-                            });
-                        }
-                        Ok(bytes) => Err((
-                            Failure::Status(status.as_u16()),
-                            api_error(status, &bytes, retry_after),
-                            retry_after,
-                        )),
-                        Err(e) => Err((Failure::Lost, self.transport(&url, &e, true), None)),
-                    }
-                }
-                Err(e) => {
-                    let failure = if e.is_connect() {
-                        Failure::Connect
-                    } else {
-                        Failure::Lost
-                    };
-                    let sent = failure == Failure::Lost;
-                    Err((failure, self.transport(&url, &e, sent), None))
-                }
-            };
-            let Err((failure, error, retry_after)) = outcome;
-            if retry >= self.retry.max_retries || !RetryConfig::retryable(kind, failure) {
-                return Err(error);
+            let answer = retry::exchange(req, &url, self.key.expose()).await?;
+            if (200..300).contains(&answer.status) {
+                let etag = etag_version(&answer.headers);
+                self.learn(&answer.headers, etag);
+                return Ok(Reply {
+                    etag,
+                    body: answer.body,
+                });
             }
-            let mut delay = self.retry.backoff(retry);
-            if let Some(secs) = retry_after {
-                delay = delay.max(Duration::from_secs(secs));
-            }
-            if started.elapsed() + delay > self.retry.retry_timeout {
-                return Err(error);
-            }
-            retry += 1;
-            tracing::warn!(
-                method = %method,
-                path = %path,
-                retry,
-                delay_ms = delay.as_millis() as u64,
-                error = %error,
-                "retrying ContextQ request"
-            );
-            tokio::time::sleep(delay).await;
-        }
-    }
-
-    fn transport(&self, url: &str, e: &reqwest::Error, sent: bool) -> Error {
-        use std::error::Error as _;
-        let mut message = e.to_string();
-        let mut source = e.source();
-        while let Some(s) = source {
-            message.push_str(": ");
-            message.push_str(&s.to_string());
-            source = s.source();
-        }
-        Error::Transport {
-            url: url.to_string(),
-            message: message.replace(self.key.expose(), &self.key.masked()),
-            timeout: e.is_timeout(),
-            sent,
-        }
+            Err(Attempt {
+                failure: Failure::Status(answer.status),
+                error: api_error(&answer),
+                retry_after: answer.retry_after(),
+            })
+        })
+        .await
     }
 
     fn decode<T: DeserializeOwned>(&self, path: &str, body: &[u8]) -> Result<T> {
@@ -583,15 +273,11 @@ impl Client {
 
     /// `GET /api/workspaces`
     pub async fn list_workspaces(&self) -> Result<Vec<Workspace>> {
-        #[derive(Deserialize)]
-        struct W {
-            workspaces: Vec<Workspace>,
-        }
         let path = "/api/workspaces";
         let a = self
             .request(Method::GET, path, None, None, Idempotency::Safe)
             .await?;
-        Ok(self.decode::<W>(path, &a.body)?.workspaces)
+        Ok(self.decode::<WorkspaceList>(path, &a.body)?.workspaces)
     }
 
     /// `POST /api/workspaces`
@@ -628,7 +314,7 @@ impl Client {
     }
 
     /// `GET /api/contexts` (one page).
-    pub async fn list_contexts(&self, params: &ListParams) -> Result<Page> {
+    pub async fn list_contexts(&self, params: &ListParams) -> Result<ContextPage> {
         let mut query = Vec::new();
         let mut add = |k: &str, v: &str| query.push(format!("{k}={}", segment(v)));
         if let Some(v) = &params.workspace {
@@ -714,12 +400,14 @@ impl Client {
     /// `POST /api/contexts/bulk-upsert` (all or nothing). Retried on an unknown outcome only
     /// when no item is create-only.
     pub async fn bulk_upsert(&self, items: &[ContextInput]) -> Result<Vec<UpsertResult>> {
-        #[derive(Deserialize)]
-        struct R {
-            results: Vec<UpsertResult>,
-        }
         let path = "/api/contexts/bulk-upsert";
-        let body = serde_json::json!({ "contexts": items });
+        let body = serde_json::to_value(BulkUpsert {
+            contexts: items.to_vec(),
+        })
+        .map_err(|e| Error::Protocol {
+            url: format!("{}{path}", self.base_url),
+            message: format!("cannot encode the request: {e}"),
+        })?;
         let kind = if items.iter().any(|i| i.if_absent) {
             Idempotency::Unsafe
         } else {
@@ -728,7 +416,7 @@ impl Client {
         let a = self
             .request(Method::POST, path, Some(&body), None, kind)
             .await?;
-        Ok(self.decode::<R>(path, &a.body)?.results)
+        Ok(self.decode::<BulkUpsertResults>(path, &a.body)?.results)
     }
 
     /// `PUT /api/contexts/:id`, with `If-Match` when `if_match` is given.
@@ -741,13 +429,15 @@ impl Client {
         if_match: Option<i64>,
     ) -> Result<Fetched> {
         let path = format!("/api/contexts/{}", segment(id));
-        let mut body = serde_json::json!({ "content": content });
-        if let Some(t) = title {
-            body["title"] = Value::String(t.to_string());
-        }
-        if let Some(t) = tags {
-            body["tags"] = serde_json::json!(t);
-        }
+        let body = serde_json::to_value(UpdateContext {
+            content: content.to_string(),
+            title: title.map(|t| Some(t.to_string())),
+            tags: tags.map(<[String]>::to_vec),
+        })
+        .map_err(|e| Error::Protocol {
+            url: format!("{}{path}", self.base_url),
+            message: format!("cannot encode the request: {e}"),
+        })?;
         let kind = if if_match.is_some() {
             Idempotency::Unsafe
         } else {
@@ -765,10 +455,8 @@ impl Client {
     /// `DELETE /api/contexts/:id`, with `If-Match` when given.
     pub async fn delete(&self, id: &str, if_match: Option<i64>) -> Result<()> {
         let path = format!("/api/contexts/{}", segment(id));
-        let a = self
-            .request(Method::DELETE, &path, None, if_match, Idempotency::Unsafe)
+        self.request(Method::DELETE, &path, None, if_match, Idempotency::Unsafe)
             .await?;
-        debug_assert!(a.status.is_success());
         Ok(())
     }
 }
@@ -776,22 +464,6 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_are_validated_and_masked() {
-        let k = ApiKey::new("sk_live_0123456789abcdef0123456789abcdef0123abcd").unwrap();
-        assert_eq!(format!("{k:?}"), "ApiKey(sk_live_…abcd)");
-        assert_eq!(k.to_string(), "sk_live_…abcd");
-        let err = ApiKey::new("sk_live_0123456789ABCDEF0123456789abcdef0123abcd")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("CONTEXT_API_KEY") && err.contains("sk_live_…abcd"),
-            "{err}"
-        );
-        assert!(!err.contains("0123456789ABCDEF"), "{err}");
-        assert!(ApiKey::new("").is_err());
-    }
 
     #[test]
     fn bad_base_urls_name_the_setting() {

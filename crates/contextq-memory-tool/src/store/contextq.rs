@@ -75,22 +75,14 @@ fn unknown(path: &MemoryPath, operation: &'static str, cause: Error) -> Error {
     }
 }
 
-/// Validates and lowercases a workspace slug.
+/// The workspace slug a folder name stands for: lowercased, and valid by the contract's rule.
 pub(crate) fn workspace_slug(segment: &str) -> Result<String> {
     let slug = segment.to_lowercase();
-    let b = slug.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 63
-        && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-');
-    if ok {
+    if contextq_api::valid_slug(&slug) {
         Ok(slug)
     } else {
-        Err(Error::InvalidPath {
-            message: format!(
-                "{segment:?} cannot be a workspace: the first folder under /memories is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. /memories/acme/notes.md)"
-            ),
+        Err(Error::NotAWorkspace {
+            segment: segment.to_string(),
         })
     }
 }
@@ -251,11 +243,9 @@ impl ContextQStore {
                 }
                 Err(Error::Api { status: 404, .. }) if attempt == 0 => {
                     if !self.create_workspaces {
-                        return Err(Error::InvalidPath {
-                            message: format!(
-                                "The workspace {:?} does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)",
-                                target.workspace
-                            ),
+                        return Err(Error::WorkspaceNotFound {
+                            workspace: target.workspace.clone(),
+                            create_allowed: false,
                         });
                     }
                     match self
@@ -270,8 +260,9 @@ impl ContextQStore {
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::InvalidPath {
-            message: format!("The workspace {:?} could not be created", target.workspace),
+        Err(Error::WorkspaceNotFound {
+            workspace: target.workspace.clone(),
+            create_allowed: true,
         })
     }
 
@@ -514,19 +505,15 @@ impl Store for ContextQStore {
         mode: PutMode,
     ) -> Result<Option<Version>> {
         if self.workspace.is_none() && path.segments().len() < 2 {
-            return Err(Error::InvalidPath {
-                message: format!(
-                    "{} is not inside a workspace: the first folder under /memories is a ContextQ workspace, so write to /memories/<workspace>/{}",
-                    path.raw(),
-                    path.name().unwrap_or("notes.md")
-                ),
+            return Err(Error::OutsideWorkspace {
+                path: path.raw().to_string(),
             });
         }
         let target = self
             .target(path)?
             .filter(|t| !t.rel.is_empty())
-            .ok_or_else(|| Error::InvalidPath {
-                message: format!("{} is a directory, not a file", path.raw()),
+            .ok_or_else(|| Error::IsADirectory {
+                path: path.raw().to_string(),
             })?;
         let external_id = format!("{}:{}/{}", self.tag, target.workspace, target.rel);
         match mode {

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 
 use super::{DirMeta, Entry, FileMeta, Listing, PutMode, Store, Version, content_version};
 use crate::error::{Error, Result};
-use crate::path::MemoryPath;
+use crate::path::{MemoryPath, PathError};
 
 /// A [`Store`] over a directory on disk.
 #[derive(Debug, Clone)]
@@ -63,12 +63,8 @@ impl LocalStore {
             fs_path.push(segment);
             match fs::symlink_metadata(&fs_path) {
                 Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(Error::InvalidPath {
-                        message: format!(
-                            "Path {} would escape /memories directory (a symbolic link is in the way)",
-                            path.normalized()
-                        ),
-                    });
+                    // As for any path that would leave the root: Claude's path, as written.
+                    return Err(Error::Path(PathError::Escape(path.raw().to_string())));
                 }
                 _ => {}
             }
@@ -243,11 +239,9 @@ impl Store for LocalStore {
         self.blocking(move |s| {
             let fs_path = s.resolve(&path)?;
             if let Some(parent) = fs_path.parent() {
-                create_dir_all_private(parent).map_err(|_| Error::InvalidPath {
-                    message: format!(
-                        "Cannot create {}: a parent of it is a file, not a directory",
-                        path.normalized()
-                    ),
+                create_dir_all_private(parent).map_err(|_| Error::ParentIsAFile {
+                    path: path.normalized(),
+                    operation: "create",
                 })?;
             }
             if let PutMode::Update(want) = mode {
@@ -344,11 +338,9 @@ impl Store for LocalStore {
                 });
             }
             if let Some(parent) = dst.parent() {
-                create_dir_all_private(parent).map_err(|_| Error::InvalidPath {
-                    message: format!(
-                        "Cannot rename to {}: a parent of it is a file, not a directory",
-                        to.normalized()
-                    ),
+                create_dir_all_private(parent).map_err(|_| Error::ParentIsAFile {
+                    path: to.normalized(),
+                    operation: "rename to",
                 })?;
             }
             fs::rename(&src, &dst).map_err(io("rename", &src))?;

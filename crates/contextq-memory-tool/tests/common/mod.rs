@@ -6,62 +6,37 @@
 pub mod proxy;
 
 use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, RetryConfig};
-use contextq_server::model::{Plan, Scope};
-use contextq_server::testing::TestDatabase;
-use contextq_server::{AppState, Backend, Db, DbOptions, ServerConfig, admin};
+use contextq_server::testing;
+use contextq_server::{Backend, Plan, Scope};
 use std::time::Duration;
 
+/// The shared test server (`contextq_server::testing`).
 pub struct Server {
     pub url: String,
-    pub db: Db,
+    pub db: contextq_server::Db,
     pub backend: Backend,
-    _database: TestDatabase,
-    _stop: tokio::sync::oneshot::Sender<()>,
+    inner: testing::TestServer,
 }
 
 impl Server {
     pub async fn start(backend: Backend) -> Server {
-        let database = TestDatabase::fresh(backend).await;
-        let db = Db::connect(&database.url, &DbOptions::default())
-            .await
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(contextq_server::serve(
-            listener,
-            AppState::new(db.clone(), ServerConfig::default()),
-            async {
-                let _ = rx.await;
-            },
-        ));
+        let inner = testing::TestServer::start(backend).await;
         Server {
-            url,
-            db,
+            url: inner.url().to_string(),
+            db: inner.db.clone(),
             backend,
-            _database: database,
-            _stop: tx,
+            inner,
         }
     }
 
     /// A tenant with a key of `scopes` and workspace `ws`; returns (tenant id, key).
     pub async fn tenant(&self, plan: Plan, scopes: &[Scope], ws: &str) -> (String, String) {
-        let tenant = admin::create_tenant(&self.db, &format!("t{:016x}", fastrand::u64(..)), plan)
-            .await
-            .unwrap();
-        let key = admin::create_key(&self.db, &tenant, None, scopes)
-            .await
-            .unwrap();
-        admin::create_workspace(&self.db, &tenant, ws, ws)
-            .await
-            .unwrap();
-        (tenant, key.api_key)
+        let t = self.inner.tenant(plan, scopes, ws).await;
+        (t.tenant_id, t.api_key)
     }
 
     pub async fn workspace(&self, tenant: &str, ws: &str) {
-        admin::create_workspace(&self.db, tenant, ws, ws)
-            .await
-            .unwrap();
+        self.inner.workspace(tenant, ws).await;
     }
 }
 

@@ -1,21 +1,19 @@
-//! Test harness: a real server on 127.0.0.1:0 over a fresh database (temp-file SQLite or a new
-//! PostgreSQL database, see `contextq_server::testing`), and a small HTTP client.
+//! Test harness: the shared test server (`contextq_server::testing`: a real server on
+//! 127.0.0.1:0 over a fresh temp-file SQLite or PostgreSQL database), and a small HTTP client.
 #![allow(dead_code)]
 
-use contextq_server::model::{Plan, Scope};
-use contextq_server::testing::TestDatabase;
-use contextq_server::{AppState, Backend, Db, DbOptions, ServerConfig, admin};
+use contextq_server::testing;
+use contextq_server::{Backend, Db, Plan, Scope, ServerConfig};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
+/// The shared test server (`contextq_server::testing`) with this suite's HTTP client.
 pub struct TestServer {
     pub url: String,
     pub db: Db,
     pub database_url: String,
     pub backend: Backend,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-    handle: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-    _database: TestDatabase,
+    inner: testing::TestServer,
 }
 
 impl TestServer {
@@ -24,53 +22,28 @@ impl TestServer {
     }
 
     pub async fn start_with(backend: Backend, config: ServerConfig) -> TestServer {
-        let database = TestDatabase::fresh(backend).await;
-        let database_url = database.url.clone();
-        let db = Db::connect(&database_url, &DbOptions::default())
-            .await
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let state = AppState::new(db.clone(), config);
-        let handle = tokio::spawn(contextq_server::serve(listener, state, async {
-            let _ = rx.await;
-        }));
+        let inner = testing::TestServer::start_with(backend, config).await;
         TestServer {
-            url,
-            db,
-            database_url,
+            url: inner.url().to_string(),
+            db: inner.db.clone(),
+            database_url: inner.database.url.clone(),
             backend,
-            shutdown: Some(tx),
-            handle: Some(handle),
-            _database: database,
+            inner,
         }
     }
 
     /// A tenant with a key of `scopes` and a workspace `ws`.
     pub async fn tenant(&self, plan: Plan, scopes: &[Scope]) -> Tenant {
-        let name = format!("t{:016x}", fastrand::u64(..));
-        let tenant_id = admin::create_tenant(&self.db, &name, plan).await.unwrap();
-        let key = admin::create_key(&self.db, &tenant_id, None, scopes)
-            .await
-            .unwrap();
-        admin::create_workspace(&self.db, &tenant_id, "ws", "Workspace")
-            .await
-            .unwrap();
+        let t = self.inner.tenant(plan, scopes, "ws").await;
         Tenant {
-            tenant_id,
-            client: Api::new(&self.url, &key.api_key),
-            key_id: key.key_id,
+            tenant_id: t.tenant_id,
+            client: Api::new(&self.url, &t.api_key),
+            key_id: t.key_id,
         }
     }
 
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-        if let Some(h) = self.handle.take() {
-            h.await.unwrap().unwrap();
-        }
+    pub async fn stop(self) {
+        self.inner.stop().await;
     }
 }
 

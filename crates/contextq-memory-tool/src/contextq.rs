@@ -17,11 +17,10 @@
 use std::time::Duration;
 
 pub mod client;
-pub mod retry;
 
+pub use crate::retry::RetryConfig;
 pub use crate::store::contextq::ContextQStore;
 pub use client::{ApiKey, Client};
-pub use retry::RetryConfig;
 
 use crate::error::{Error, Result};
 use crate::tool::MemoryTool;
@@ -88,10 +87,7 @@ impl std::fmt::Debug for ContextQMemoryToolOptions {
         f.debug_struct("ContextQMemoryToolOptions")
             .field(
                 "api_key",
-                &self.api_key.as_ref().map(|k| match ApiKey::new(k.clone()) {
-                    Ok(k) => k.masked(),
-                    Err(_) => "(invalid)".to_string(),
-                }),
+                &self.api_key.as_deref().map(contextq_api::mask_secret),
             )
             .field("base_url", &self.base_url)
             .field("context_type", &self.context_type)
@@ -178,7 +174,11 @@ impl ContextQMemoryToolOptions {
         let key = self.api_key.clone().ok_or_else(|| Error::Config {
             message: "no ContextQ API key: set api_key or CONTEXT_API_KEY (sk_live_ followed by 40 lowercase hex)".into(),
         })?;
-        let key = ApiKey::new(key)?;
+        let key = ApiKey::new(key).map_err(|e| Error::Config {
+            message: format!(
+                "{e}: set api_key or CONTEXT_API_KEY to a key from `contextq-server admin create-key`"
+            ),
+        })?;
         let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
         Client::new(
             base_url,
@@ -228,6 +228,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("sk_live_"), "{err}");
+        let upper = "sk_live_0123456789ABCDEF0123456789abcdef0123ABCD";
+        let err = contextq_memory_tool(ContextQMemoryToolOptions::new(upper))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("CONTEXT_API_KEY") && err.contains("sk_live_…ABCD"),
+            "{err}"
+        );
+        assert!(!err.contains("0123456789ABCDEF"), "{err}");
         let key = "sk_live_0123456789abcdef0123456789abcdef0123abcd";
         let err = contextq_memory_tool(ContextQMemoryToolOptions::new(key).workspace("Not A Slug"))
             .unwrap_err()

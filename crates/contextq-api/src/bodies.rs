@@ -1,0 +1,86 @@
+//! The request and response bodies of the endpoints (the resources are in
+//! [`crate::resources`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::resources::{ContextInput, ContextSummary, UpsertResult, Workspace};
+
+/// `GET /api/workspaces`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceList {
+    /// Every workspace of the tenant, archived ones included, by slug.
+    pub workspaces: Vec<Workspace>,
+}
+
+/// `POST /api/workspaces`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateWorkspace {
+    /// See [`crate::slug`].
+    pub slug: String,
+    /// Display name; the slug when empty.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// `GET /api/contexts`: one page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextPage {
+    /// The summaries, by `externalId`.
+    pub contexts: Vec<ContextSummary>,
+    /// Extension (`cursor`): pass back as `cursor=` for the next page; `None` on the last page
+    /// (and always from a server without the extension).
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /api/contexts/bulk-upsert`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkUpsert {
+    /// 1 to [`crate::limits::MAX_BULK_ITEMS`] items, applied all or nothing.
+    pub contexts: Vec<ContextInput>,
+}
+
+/// The answer to [`BulkUpsert`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkUpsertResults {
+    /// One result per item, in the request's order.
+    pub results: Vec<UpsertResult>,
+}
+
+/// `PUT /api/contexts/:id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateContext {
+    /// The whole new text.
+    pub content: String,
+    /// Absent: keep the title; `null`: clear it; a string: set it.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub title: Option<Option<String>>,
+    /// Absent: keep the tags; else replace them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+}
+
+/// Tells an absent field (`None`, by `default`) from an explicit `null` (`Some(None)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn update_tells_absent_from_null() {
+        let absent: UpdateContext = serde_json::from_str(r#"{"content": "c"}"#).unwrap();
+        let null: UpdateContext =
+            serde_json::from_str(r#"{"content": "c", "title": null}"#).unwrap();
+        assert_eq!((absent.title, null.title), (None, Some(None)));
+        let page: ContextPage = serde_json::from_str(r#"{"contexts": []}"#).unwrap();
+        assert_eq!(page.next_cursor, None);
+    }
+}

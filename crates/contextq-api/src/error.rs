@@ -1,0 +1,146 @@
+//! The error envelope of every refused request, `{"error": {"code": "...", "message": "..."}}`,
+//! its codes, and [`Error`], this crate's own error (a malformed key, plan or scope).
+
+use serde::{Deserialize, Serialize};
+
+/// The body of every error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorEnvelope {
+    /// What went wrong.
+    pub error: ErrorBody,
+}
+
+/// What went wrong: a stable code and a sentence for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// One of [`ErrorCode`] (kept as text: another ContextQ may send codes we do not know).
+    pub code: String,
+    /// A sentence saying what to change.
+    pub message: String,
+}
+
+impl ErrorEnvelope {
+    /// The envelope for `code` with `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorEnvelope {
+            error: ErrorBody {
+                code: code.as_str().to_string(),
+                message: message.into(),
+            },
+        }
+    }
+}
+
+/// The contract's error codes, each with its HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// 400: malformed JSON, query or header.
+    BadRequest,
+    /// 401: no key, a malformed, unknown or revoked key.
+    Unauthorized,
+    /// 402: the plan's cap on contexts.
+    QuotaExceeded,
+    /// 403: the key lacks the scope.
+    Forbidden,
+    /// 404: no such workspace, context or endpoint.
+    NotFound,
+    /// 405: the endpoint exists, the method does not.
+    MethodNotAllowed,
+    /// 408: the request took too long.
+    RequestTimeout,
+    /// 409: exists already, archived, not empty.
+    Conflict,
+    /// 412: `If-Match` named another version.
+    PreconditionFailed,
+    /// 413: content or body too large.
+    PayloadTooLarge,
+    /// 422: a field breaks a rule of the contract.
+    ValidationFailed,
+    /// 429: too many requests (with `Retry-After`).
+    RateLimited,
+    /// 5xx: the server failed; the detail is in its log.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as sent: `bad_request`, `quota_exceeded`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::PreconditionFailed => "precondition_failed",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::ValidationFailed => "validation_failed",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status that carries it.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::QuotaExceeded => 402,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::RequestTimeout => 408,
+            ErrorCode::Conflict => 409,
+            ErrorCode::PreconditionFailed => 412,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::ValidationFailed => 422,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+/// Errors of this crate: values that break the contract's formats. Each message says what a
+/// valid value looks like.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Not `sk_live_` followed by 40 lowercase hex digits (the key is shown masked).
+    #[error("the API key ({masked}) is not sk_live_ followed by 40 lowercase hex characters")]
+    InvalidKey {
+        /// The key as [`crate::mask_secret`] shows it.
+        masked: String,
+    },
+    /// Not a plan.
+    #[error("unknown plan {given:?}: use free, pro or unlimited")]
+    UnknownPlan {
+        /// What was given.
+        given: String,
+    },
+    /// Not a scope.
+    #[error("unknown scope {given:?}: use read, write or admin")]
+    UnknownScope {
+        /// What was given.
+        given: String,
+    },
+    /// An empty list of scopes.
+    #[error("no scopes given: use read, write and/or admin")]
+    NoScopes,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_shape() {
+        let e = ErrorEnvelope::new(ErrorCode::QuotaExceeded, "plan free allows 100 contexts");
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"error": {"code": "quota_exceeded", "message": "plan free allows 100 contexts"}})
+        );
+        assert_eq!(ErrorCode::QuotaExceeded.status(), 402);
+    }
+}

@@ -1,0 +1,90 @@
+//! The extensions of the contract a server implements, and the header that names them
+//! (`docs/contextq-api.md`, "Extensions"). A ContextQ without the header has none of them.
+
+/// The response header that lists a server's extensions, comma-separated.
+pub const EXTENSIONS_HEADER: &str = "contextq-extensions";
+
+/// Which extensions a server implements.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extensions {
+    /// `ETag` on reads, `If-Match` on `PUT`/`DELETE`, `ifAbsent` on bulk-upsert items (token
+    /// `conditional-requests`).
+    pub conditional_requests: bool,
+    /// `externalIdPrefix=` on `GET /api/contexts` (token `external-id-prefix`).
+    pub external_id_prefix: bool,
+    /// `cursor=` / `nextCursor` paging of `GET /api/contexts` (token `cursor`).
+    pub cursor: bool,
+    /// `sizeBytes` in summaries (token `size-bytes`).
+    pub size_bytes: bool,
+}
+
+const TOKENS: [&str; 4] = [
+    "conditional-requests",
+    "external-id-prefix",
+    "cursor",
+    "size-bytes",
+];
+
+impl Extensions {
+    /// Every extension this contract defines (what contextq-server implements).
+    pub const ALL: Extensions = Extensions {
+        conditional_requests: true,
+        external_id_prefix: true,
+        cursor: true,
+        size_bytes: true,
+    };
+
+    fn flags(&self) -> [bool; 4] {
+        [
+            self.conditional_requests,
+            self.external_id_prefix,
+            self.cursor,
+            self.size_bytes,
+        ]
+    }
+
+    /// Parses the header's value; unknown tokens are ignored.
+    pub fn parse(header: &str) -> Extensions {
+        let has = |t: &str| header.split(',').map(str::trim).any(|x| x == t);
+        Extensions {
+            conditional_requests: has(TOKENS[0]),
+            external_id_prefix: has(TOKENS[1]),
+            cursor: has(TOKENS[2]),
+            size_bytes: has(TOKENS[3]),
+        }
+    }
+
+    /// The header's value for these extensions.
+    pub fn header_value(&self) -> String {
+        TOKENS
+            .iter()
+            .zip(self.flags())
+            .filter(|(_, on)| *on)
+            .map(|(t, _)| *t)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let v = Extensions::ALL.header_value();
+        assert_eq!(
+            v,
+            "conditional-requests, external-id-prefix, cursor, size-bytes"
+        );
+        assert_eq!(Extensions::parse(&v), Extensions::ALL);
+        assert_eq!(
+            Extensions::parse("cursor,future-thing"),
+            Extensions {
+                cursor: true,
+                ..Extensions::default()
+            }
+        );
+        assert_eq!(Extensions::parse(""), Extensions::default());
+    }
+}

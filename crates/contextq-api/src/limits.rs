@@ -1,0 +1,20 @@
+//! The bounds of the contract. A request past one is refused: `413 payload_too_large` for
+//! content, `422 validation_failed` for the rest.
+
+/// Largest `content`: 1 MiB of UTF-8.
+pub const MAX_CONTENT_BYTES: usize = 1 << 20;
+
+/// Most items in one `POST /api/contexts/bulk-upsert`.
+pub const MAX_BULK_ITEMS: usize = 100;
+
+/// Default and largest `limit` of `GET /api/contexts`.
+pub const MAX_PAGE: u32 = 500;
+
+/// Longest `externalId`, in bytes.
+pub const MAX_EXTERNAL_ID_BYTES: usize = 1024;
+
+/// Most tags on one context.
+pub const MAX_TAGS: usize = 32;
+
+/// Longest tag, in bytes (and at least 1).
+pub const MAX_TAG_BYTES: usize = 64;

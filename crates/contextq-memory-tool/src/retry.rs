@@ -1,0 +1,352 @@
+//! The one retry engine of this crate's HTTP clients (ContextQ and the Claude Messages API):
+//! exponential backoff with jitter, `Retry-After` honoured, bounded in count and in total time,
+//! every retry logged as "retry n of max", and only where repeating is safe.
+//!
+//! Whether a failure may be retried depends on what the request does ([`Idempotency`]), which
+//! each request states explicitly:
+//!
+//! | failure | `Safe` (reads, plain upserts, `PUT` without `If-Match`, Messages API calls) | `Unsafe` (conditional writes, create-only, `DELETE`) |
+//! |---|---|---|
+//! | connection refused (never sent) | retry | retry |
+//! | 429, 503, 529 (refused before doing anything) | retry | retry |
+//! | timeout, dropped connection, truncated body, 500, 502, 504 | retry | **no**: the outcome is unknown, the caller reconciles by reading back |
+//! | other statuses | no | no |
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// How to retry. Defaults: 3 retries, 100 ms first backoff doubling to at most 5 s, 30 s in all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryConfig {
+    /// Retries after the first attempt (0 disables retrying).
+    pub max_retries: u32,
+    /// Backoff before the first retry; doubles every retry.
+    pub initial_backoff: Duration,
+    /// Largest backoff.
+    pub max_backoff: Duration,
+    /// Total time after which no retry starts (a `Retry-After` beyond it ends retrying).
+    pub retry_timeout: Duration,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            retry_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Whether repeating a request can change the outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idempotency {
+    /// Repeating it is harmless.
+    Safe,
+    /// Repeating it after an unknown outcome could apply it twice or misreport it.
+    Unsafe,
+}
+
+/// What went wrong with one attempt, for the retry decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The connection could not be made: the request was never sent.
+    Connect,
+    /// Sent, but no complete answer (timeout, reset, truncated body).
+    Lost,
+    /// An HTTP status.
+    Status(u16),
+}
+
+impl RetryConfig {
+    /// Whether `failure` of a request of `kind` may be retried.
+    pub fn retryable(kind: Idempotency, failure: Failure) -> bool {
+        match failure {
+            Failure::Connect | Failure::Status(429 | 503 | 529) => true,
+            Failure::Lost | Failure::Status(500 | 502 | 504) => kind == Idempotency::Safe,
+            Failure::Status(_) => false,
+        }
+    }
+
+    /// Whether a request that failed so may still have been applied by the server.
+    pub fn may_have_applied(failure: Failure) -> bool {
+        match failure {
+            Failure::Lost => true,
+            Failure::Status(s) => s >= 500 && s != 503 && s != 529,
+            Failure::Connect => false,
+        }
+    }
+
+    /// Backoff before retry number `retry` (0-based): exponential, full jitter in [50%, 100%].
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let base = self
+            .initial_backoff
+            .saturating_mul(2u32.saturating_pow(retry.min(20)))
+            .min(self.max_backoff);
+        let jitter = 0.5 + fastrand::f64() * 0.5;
+        base.mul_f64(jitter)
+    }
+}
+
+/// A failed attempt: why (for the retry decision), the error to return if it is the last one,
+/// and the server's `Retry-After`.
+#[derive(Debug)]
+pub(crate) struct Attempt {
+    pub(crate) failure: Failure,
+    pub(crate) error: Error,
+    pub(crate) retry_after: Option<Duration>,
+}
+
+/// One HTTP answer, read whole.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Answer {
+    /// `Retry-After` in whole seconds, when given.
+    pub(crate) fn retry_after(&self) -> Option<Duration> {
+        self.headers
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs)
+    }
+}
+
+/// Sends `request` and reads the whole answer; a transport failure (never sent, or no complete
+/// answer) becomes an [`Attempt`] whose error never shows `secret` (it is masked).
+pub(crate) async fn exchange(
+    request: reqwest::RequestBuilder,
+    url: &str,
+    secret: &str,
+) -> std::result::Result<Answer, Attempt> {
+    let transport = |e: reqwest::Error, failure: Failure| {
+        use std::error::Error as _;
+        let mut message = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        Attempt {
+            failure,
+            error: Error::Transport {
+                url: url.to_string(),
+                message: message.replace(secret, &contextq_api::mask_secret(secret)),
+                timeout: e.is_timeout(),
+                sent: failure != Failure::Connect,
+            },
+            retry_after: None,
+        }
+    };
+    let response = request.send().await.map_err(|e| {
+        let failure = if e.is_connect() {
+            Failure::Connect
+        } else {
+            Failure::Lost
+        };
+        transport(e, failure)
+    })?;
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| transport(e, Failure::Lost))?;
+    Ok(Answer {
+        status,
+        headers,
+        body: body.to_vec(),
+    })
+}
+
+/// Runs `attempt` until it succeeds, fails in a way that must not be retried for `kind`, or the
+/// budget (retries or total time) is spent; then returns the last error, unless an earlier
+/// attempt may have been applied (its answer was lost, or a 500/502/504): then that earlier
+/// error, so that the caller knows the outcome is unknown (a later refusal, say a 503, says
+/// nothing of the earlier attempt). Every retry is logged at `warn` as "retry n of max" with the
+/// request (`what`, never carrying a secret) and the error.
+pub(crate) async fn run<T, F, Fut>(
+    config: &RetryConfig,
+    service: &str,
+    what: &str,
+    kind: Idempotency,
+    mut attempt: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, Attempt>>,
+{
+    let started = Instant::now();
+    let mut retry = 0u32;
+    let mut maybe_applied: Option<Error> = None;
+    loop {
+        let failed = match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(failed) => failed,
+        };
+        let give_up = |failed: Attempt, maybe_applied: Option<Error>| {
+            if RetryConfig::may_have_applied(failed.failure) {
+                failed.error
+            } else {
+                maybe_applied.unwrap_or(failed.error)
+            }
+        };
+        if retry >= config.max_retries || !RetryConfig::retryable(kind, failed.failure) {
+            return Err(give_up(failed, maybe_applied));
+        }
+        let mut delay = config.backoff(retry);
+        if let Some(after) = failed.retry_after {
+            delay = delay.max(after);
+        }
+        if started.elapsed() + delay > config.retry_timeout {
+            return Err(give_up(failed, maybe_applied));
+        }
+        retry += 1;
+        tracing::warn!(
+            service,
+            request = what,
+            retry,
+            max_retries = config.max_retries,
+            delay_ms = delay.as_millis() as u64,
+            error = %failed.error,
+            "{service} request failed; retry {retry} of {} in {} ms",
+            config.max_retries,
+            delay.as_millis()
+        );
+        if RetryConfig::may_have_applied(failed.failure) && maybe_applied.is_none() {
+            maybe_applied = Some(failed.error);
+        }
+        tokio::time::sleep(delay).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_safe_things_repeat() {
+        use Failure::*;
+        use Idempotency::*;
+        for f in [Connect, Status(429), Status(503), Status(529)] {
+            assert!(RetryConfig::retryable(Unsafe, f));
+            assert!(RetryConfig::retryable(Safe, f));
+        }
+        for f in [Lost, Status(500), Status(502), Status(504)] {
+            assert!(!RetryConfig::retryable(Unsafe, f));
+            assert!(RetryConfig::retryable(Safe, f));
+        }
+        for f in [
+            Status(400),
+            Status(404),
+            Status(409),
+            Status(412),
+            Status(402),
+            Status(501),
+        ] {
+            assert!(!RetryConfig::retryable(Safe, f));
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let c = RetryConfig::default();
+        for r in 0..30 {
+            let b = c.backoff(r);
+            let base = (c.initial_backoff * 2u32.pow(r.min(20))).min(c.max_backoff);
+            assert!(b <= base && b >= base / 2, "{r}: {b:?}");
+        }
+    }
+
+    fn failure(f: Failure) -> Attempt {
+        Attempt {
+            failure: f,
+            error: Error::Protocol {
+                url: "u".into(),
+                message: format!("{f:?}"),
+            },
+            retry_after: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_engine_retries_within_its_budget_and_stops_on_what_is_unsafe() {
+        let config = RetryConfig {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+            retry_timeout: Duration::from_secs(5),
+        };
+        // Two refusals, then success: three attempts.
+        let mut n = 0;
+        let r = run(&config, "test", "GET /x", Idempotency::Unsafe, || {
+            n += 1;
+            let n = n;
+            async move {
+                if n < 3 {
+                    Err(failure(Failure::Status(503)))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(r.unwrap(), 3);
+        // A lost answer of an unsafe request: one attempt, its error.
+        let mut n = 0;
+        let r: Result<()> = run(&config, "test", "DELETE /x", Idempotency::Unsafe, || {
+            n += 1;
+            async { Err(failure(Failure::Lost)) }
+        })
+        .await;
+        assert_eq!(n, 1);
+        assert!(r.unwrap_err().to_string().contains("Lost"));
+        // Always failing: 1 + max_retries attempts.
+        let mut n = 0;
+        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, || {
+            n += 1;
+            async { Err(failure(Failure::Status(500))) }
+        })
+        .await;
+        assert!(r.is_err());
+        assert_eq!(n, 4);
+        // A Retry-After beyond the time budget ends retrying at once.
+        let mut n = 0;
+        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, || {
+            n += 1;
+            async {
+                let mut a = failure(Failure::Status(429));
+                a.retry_after = Some(Duration::from_secs(60));
+                Err(a)
+            }
+        })
+        .await;
+        assert!(r.is_err());
+        assert_eq!(n, 1);
+        // A lost answer, then refusals: the refusals say nothing of the first attempt, which
+        // may have been applied; its error is the one returned (found by the soak).
+        let mut n = 0;
+        let r: Result<()> = run(&config, "test", "POST /x", Idempotency::Safe, || {
+            n += 1;
+            let n = n;
+            async move {
+                Err(failure(if n == 1 {
+                    Failure::Lost
+                } else {
+                    Failure::Status(503)
+                }))
+            }
+        })
+        .await;
+        assert_eq!(n, 4);
+        assert!(r.unwrap_err().to_string().contains("Lost"));
+    }
+}

@@ -1,0 +1,229 @@
+//! Tenants, their users and their API keys: what operator commands provision and what
+//! authentication looks up. (None of this is an audited change in the contract.)
+
+use contextq_api::{Plan, Scope};
+use sqlx::Row;
+
+use super::{Error, Result, new_id, now};
+use crate::auth::{generate_key, hash_key};
+use crate::db::Db;
+
+/// A key as authentication finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// The key's id (recorded in the audit log).
+    pub key_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+}
+
+/// A key just minted: its id and the key itself, which is never stored and shown only once.
+#[derive(Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewKey {
+    /// The key's id (for revocation).
+    pub key_id: String,
+    /// The key itself: `sk_live_` + 40 hex.
+    pub api_key: String,
+}
+
+impl std::fmt::Debug for NewKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewKey")
+            .field("key_id", &self.key_id)
+            .field("api_key", &contextq_api::mask_secret(&self.api_key))
+            .finish()
+    }
+}
+
+/// What [`delete_tenant`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TenantDeletion {
+    /// The tenant and everything it held are gone.
+    Deleted,
+    /// Refused: the tenant has rows in the audit hash chain, which must stay verifiable; its
+    /// row was left in place (with its workspaces, users and keys).
+    KeptForAudit {
+        /// How many chained audit rows it has.
+        audit_rows: i64,
+    },
+}
+
+/// Creates a tenant; returns its id.
+pub async fn create_tenant(db: &Db, name: &str, plan: Plan) -> Result<String> {
+    if name.trim().is_empty() {
+        return Err(Error::Invalid("the tenant name must not be empty".into()));
+    }
+    let id = new_id("ten");
+    let res =
+        sqlx::query("INSERT INTO tenants (id, name, plan, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(id.clone())
+            .bind(name.to_string())
+            .bind(plan.as_str().to_string())
+            .bind(now())
+            .execute(db.pool())
+            .await;
+    match res {
+        Ok(_) => Ok(id),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(Error::TenantExists {
+            name: name.to_string(),
+        }),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The id of the tenant named `name`, if any.
+pub async fn tenant_by_name(db: &Db, name: &str) -> Result<Option<String>> {
+    let row = sqlx::query("SELECT id FROM tenants WHERE name = $1")
+        .bind(name.to_string())
+        .fetch_optional(db.pool())
+        .await?;
+    Ok(row.map(|r| r.try_get("id")).transpose()?)
+}
+
+async fn require_tenant(db: &Db, tenant_id: &str) -> Result<()> {
+    let exists = sqlx::query("SELECT id FROM tenants WHERE id = $1")
+        .bind(tenant_id.to_string())
+        .fetch_optional(db.pool())
+        .await?;
+    match exists {
+        Some(_) => Ok(()),
+        None => Err(Error::TenantNotFound {
+            id: tenant_id.to_string(),
+        }),
+    }
+}
+
+/// Creates an owner user of a tenant; returns its id.
+pub async fn create_user(db: &Db, tenant_id: &str, email: &str) -> Result<String> {
+    require_tenant(db, tenant_id).await?;
+    let id = new_id("usr");
+    sqlx::query("INSERT INTO users (id, tenant_id, email, role, created_at) VALUES ($1, $2, $3, 'owner', $4)")
+        .bind(id.clone())
+        .bind(tenant_id.to_string())
+        .bind(email.to_string())
+        .bind(now())
+        .execute(db.pool())
+        .await?;
+    Ok(id)
+}
+
+/// Deletes a user (its keys must be deleted first); returns whether one was deleted.
+pub async fn delete_user(db: &Db, user_id: &str) -> Result<bool> {
+    let gone = sqlx::query("DELETE FROM users WHERE id = $1")
+        .bind(user_id.to_string())
+        .execute(db.pool())
+        .await?;
+    Ok(gone.rows_affected() > 0)
+}
+
+/// Mints a key for a tenant (optionally owned by a user); stored hashed, returned once.
+pub async fn create_key(
+    db: &Db,
+    tenant_id: &str,
+    user_id: Option<&str>,
+    scopes: &[Scope],
+) -> Result<NewKey> {
+    require_tenant(db, tenant_id).await?;
+    let key = generate_key();
+    let id = new_id("key");
+    sqlx::query(
+        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id.clone())
+    .bind(tenant_id.to_string())
+    .bind(user_id.map(str::to_string))
+    .bind(hash_key(&key))
+    .bind(key[key.len() - 4..].to_string())
+    .bind(Scope::format_list(scopes))
+    .bind(now())
+    .execute(db.pool())
+    .await?;
+    Ok(NewKey {
+        key_id: id,
+        api_key: key,
+    })
+}
+
+/// Revokes a key by its id or its hash; returns whether an active key was revoked.
+pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -> Result<bool> {
+    let res = sqlx::query(
+        "UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR key_hash = $3) AND revoked_at IS NULL",
+    )
+    .bind(now())
+    .bind(key_id.unwrap_or("").to_string())
+    .bind(key_hash.unwrap_or("").to_string())
+    .execute(db.pool())
+    .await?;
+    Ok(res.rows_affected() > 0)
+}
+
+/// Deletes a key's row; returns whether one was deleted.
+pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
+    let gone = sqlx::query("DELETE FROM api_keys WHERE id = $1")
+        .bind(key_id.to_string())
+        .execute(db.pool())
+        .await?;
+    Ok(gone.rows_affected() > 0)
+}
+
+/// The active key with this hash, if any.
+pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
+    let row = sqlx::query(
+        "SELECT id, tenant_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+    )
+    .bind(key_hash.to_string())
+    .fetch_optional(db.pool())
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let scopes: String = row.try_get("scopes")?;
+    let scopes = Scope::parse_list(&scopes)
+        .map_err(|e| Error::Corrupt(format!("a key's scopes {scopes:?}: {e}")))?;
+    Ok(Some(KeyRecord {
+        key_id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        scopes,
+    }))
+}
+
+/// Deletes a tenant with its contexts, workspaces, keys and users, unless it has chained audit
+/// rows (then nothing is deleted: [`TenantDeletion::KeptForAudit`]).
+pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
+    let mut tx = db.begin_write().await?;
+    let audit_rows: i64 =
+        sqlx::query("SELECT COUNT(*) AS n FROM activity_logs WHERE tenant_id = $1")
+            .bind(tenant_id.to_string())
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("n")?;
+    if audit_rows > 0 {
+        return Ok(TenantDeletion::KeptForAudit { audit_rows });
+    }
+    for sql in [
+        "DELETE FROM context_tags WHERE tenant_id = $1",
+        "DELETE FROM contexts WHERE tenant_id = $1",
+        "DELETE FROM workspaces WHERE tenant_id = $1",
+        "DELETE FROM api_keys WHERE tenant_id = $1",
+        "DELETE FROM users WHERE tenant_id = $1",
+    ] {
+        sqlx::query(sql)
+            .bind(tenant_id.to_string())
+            .execute(&mut *tx)
+            .await?;
+    }
+    let gone = sqlx::query("DELETE FROM tenants WHERE id = $1")
+        .bind(tenant_id.to_string())
+        .execute(&mut *tx)
+        .await?;
+    if gone.rows_affected() == 0 {
+        return Err(Error::TenantNotFound {
+            id: tenant_id.to_string(),
+        });
+    }
+    tx.commit().await?;
+    Ok(TenantDeletion::Deleted)
+}
