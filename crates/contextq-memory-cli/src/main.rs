@@ -115,6 +115,8 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn,sqlx=error".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only on a terminal: piped or redirected logs stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Cli::parse()).await {
         Ok(code) => code,

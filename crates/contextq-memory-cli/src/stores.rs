@@ -121,7 +121,7 @@ fn opened(
 ) -> Opened {
     let mut tool = MemoryTool::new(store.clone());
     if let Some(n) = edit_attempts {
-        tool = tool.with_edit_attempts(n);
+        tool = tool.edit_attempts(n);
     }
     Opened {
         tool: Arc::new(tool),

@@ -212,3 +212,51 @@ fn configuration_errors_name_what_to_change() {
         "{err}"
     );
 }
+
+/// Retries are logged as "retry n of max", and logs written to a pipe carry no colour codes.
+#[test]
+fn retry_warnings_are_plain_text_when_piped() {
+    // A port that was just free: nothing listens there, so every attempt is refused.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut child = Command::new(BIN)
+        .args(["--workspace", "ws", "exec"])
+        .env("CONTEXT_API_URL", format!("http://127.0.0.1:{port}"))
+        .env(
+            "CONTEXT_API_KEY",
+            "sk_live_0123456789abcdef0123456789abcdef0123abcd",
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"command\":\"view\",\"path\":\"/memories\"}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["is_error"], true, "{stdout}");
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error: The memory store is unreachable ("),
+        "{stdout}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    for n in 1..=3 {
+        assert!(
+            err.contains(&format!("retry {n} of 3")),
+            "retry {n} is logged: {err}"
+        );
+    }
+    assert!(!err.contains('\u{1b}'), "no escape codes: {err:?}");
+    assert!(!err.contains("0123456789abcdef0123"), "no key: {err}");
+}

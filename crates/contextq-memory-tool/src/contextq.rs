@@ -145,9 +145,22 @@ impl ContextQMemoryToolOptions {
         self
     }
 
-    /// Sets the number of retries.
+    /// Sets the number of retries (the rest of [`RetryConfig`] stays).
     pub fn max_retries(mut self, n: u32) -> Self {
         self.retry.max_retries = n;
+        self
+    }
+
+    /// Sets how to retry.
+    pub fn retry(mut self, retry: RetryConfig) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets how many times a conditional edit is tried before Claude is told the file kept
+    /// changing.
+    pub fn edit_attempts(mut self, attempts: usize) -> Self {
+        self.edit_attempts = attempts;
         self
     }
 
@@ -203,7 +216,7 @@ impl ContextQMemoryToolOptions {
 
 /// The memory tool on ContextQ (the seed's `contextQMemoryTool(options)`).
 pub fn contextq_memory_tool(options: ContextQMemoryToolOptions) -> Result<ContextQMemoryTool> {
-    Ok(MemoryTool::new(options.store()?).with_edit_attempts(options.edit_attempts))
+    Ok(MemoryTool::new(options.store()?).edit_attempts(options.edit_attempts))
 }
 
 #[cfg(test)]

@@ -22,14 +22,18 @@
 //! # Contents
 //! - [`protocol`]: the commands Claude sends, [`ToolResult`], the tool definition.
 //! - [`path`]: parsing and validating `/memories` paths ([`MemoryPath`]).
-//! - [`render`]: every string Claude reads.
-//! - [`handlers`]: [`MemoryToolHandlers`], the handler trait, and `execute`.
+//! - [`render`]: every string Claude reads (results, listings, every error's sentence).
+//! - [`handlers`]: [`MemoryToolHandlers`], the handler trait, `execute`, and [`ToolError`].
 //! - [`tool`]: [`MemoryTool`], the six commands over any [`Store`].
-//! - [`store`]: the [`Store`] trait and its local backends, [`MemoryStore`] and [`LocalStore`].
-//! - [`contextq`]: the ContextQ client, options and [`contextq::ContextQMemoryTool`].
+//! - [`store`]: the [`Store`] trait and its backends, [`ContextQStore`], [`MemoryStore`] and
+//!   [`LocalStore`].
+//! - [`contextq`]: the ContextQ client and options, and [`contextq::ContextQMemoryTool`]; the
+//!   wire types are the `contextq-api` crate's.
+//! - [`retry`]: the one retry engine of both HTTP clients, and [`RetryConfig`].
+//! - [`error`]: [`Error`], the crate's one error type.
 //! - `anthropic` (feature `runner`): the Messages API client, `ToolRunner`, context management.
 //! - `conformance` (feature `test-util`): the suite every store passes.
-//! - `testing` (feature `test-util`): a scripted stand-in for the Messages API.
+//! - `testing` (feature `test-util`): a scripted stand-in for the Messages API, a command trace.
 
 #![warn(missing_docs)]
 

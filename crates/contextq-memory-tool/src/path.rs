@@ -2,7 +2,7 @@
 //!
 //! Every command names paths under `/memories`. [`MemoryPath::parse`] turns such a string into
 //! normalised segments, or refuses it with the exact message of the spec. The rules are stricter
-//! than both official SDKs on purpose (see `shared/spec/memory-tool.md`, "Paths"):
+//! than both official SDKs on purpose (see `docs/protocol.md`, "Paths"):
 //!
 //! - the root is compared by segment: `/memoriesX/a` is outside;
 //! - a trailing `/` and repeated `/` are normalised away;

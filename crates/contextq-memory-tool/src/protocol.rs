@@ -267,7 +267,7 @@ impl ToolDefinition {
     }
 
     /// Adds an extra key, e.g. `("cache_control", json!({"type": "ephemeral"}))`.
-    pub fn with(mut self, key: impl Into<String>, value: Value) -> Self {
+    pub fn extra(mut self, key: impl Into<String>, value: Value) -> Self {
         self.extra.insert(key.into(), value);
         self
     }
@@ -381,7 +381,7 @@ mod tests {
 
     #[test]
     fn tool_definition_passes_extras_through() {
-        let def = ToolDefinition::new().with("cache_control", json!({"type": "ephemeral"}));
+        let def = ToolDefinition::new().extra("cache_control", json!({"type": "ephemeral"}));
         let v = serde_json::to_value(&def).unwrap();
         assert_eq!(
             v,

@@ -780,4 +780,167 @@ mod tests {
     fn numbers_wider_than_six() {
         assert_eq!(numbered(1_234_567, "x"), "1234567\tx");
     }
+
+    /// Every store failure's sentence, exactly (the conformance suite cannot provoke ContextQ's
+    /// refusals on the in-memory store, so they are pinned here).
+    #[test]
+    fn every_store_failure_has_its_sentence() {
+        let api = |status: u16, code: &str, retry_after: Option<u64>| Error::Api {
+            status,
+            code: code.into(),
+            message: "m".into(),
+            retry_after,
+        };
+        let cases: Vec<(Error, &str)> = vec![
+            (
+                Error::NotFound {
+                    path: "/memories/a".into(),
+                },
+                "The path /memories/a does not exist",
+            ),
+            (
+                Error::AlreadyExists {
+                    path: "/memories/a".into(),
+                },
+                "File /memories/a already exists",
+            ),
+            (
+                Error::Precondition {
+                    path: "/memories/a".into(),
+                },
+                "The file /memories/a was changed by another writer; nothing was changed. View it again and retry.",
+            ),
+            (
+                Error::NotSupported {
+                    operation: "rename",
+                },
+                "This memory store does not support rename",
+            ),
+            (
+                Error::OutcomeUnknown {
+                    path: "/memories/a".into(),
+                    operation: "delete",
+                    cause: Box::new(Error::Protocol {
+                        url: "u".into(),
+                        message: "lost".into(),
+                    }),
+                },
+                "The memory store did not confirm whether the delete of /memories/a was applied (unexpected answer from ContextQ at u: lost). View /memories/a to check before retrying.",
+            ),
+            (
+                Error::Path(PathError::Escape("/memories/../x".into())),
+                "Path /memories/../x would escape /memories directory",
+            ),
+            (
+                Error::NotAWorkspace {
+                    segment: "Bad Slug".into(),
+                },
+                "\"Bad Slug\" cannot be a workspace: the first folder under /memories is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. /memories/acme/notes.md)",
+            ),
+            (
+                Error::OutsideWorkspace {
+                    path: "/memories/n.md".into(),
+                },
+                "/memories/n.md is not inside a workspace: the first folder under /memories is a ContextQ workspace, so write to /memories/<workspace>/n.md",
+            ),
+            (
+                Error::IsADirectory {
+                    path: "/memories/acme".into(),
+                },
+                "/memories/acme is a directory, not a file",
+            ),
+            (
+                Error::WorkspaceNotFound {
+                    workspace: "acme".into(),
+                    create_allowed: false,
+                },
+                "The workspace \"acme\" does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)",
+            ),
+            (
+                Error::WorkspaceNotFound {
+                    workspace: "acme".into(),
+                    create_allowed: true,
+                },
+                "The workspace \"acme\" could not be created",
+            ),
+            (
+                Error::ParentIsAFile {
+                    path: "/memories/f/x".into(),
+                    operation: "create",
+                },
+                "Cannot create /memories/f/x: a parent of it is a file, not a directory",
+            ),
+            (
+                api(402, "quota_exceeded", None),
+                "The memory store is full: m. Delete memories you no longer need, then retry.",
+            ),
+            (
+                api(403, "forbidden", None),
+                "The memory store refused this operation: the ContextQ API key lacks the scope it needs (m).",
+            ),
+            (
+                api(401, "unauthorized", None),
+                "The memory store rejected its API key (401 unauthorized); the operator must fix the key.",
+            ),
+            (
+                api(413, "payload_too_large", None),
+                "The content is too large for the memory store (m); at most 1 MiB per file. Split it into smaller files.",
+            ),
+            (
+                api(409, "conflict", None),
+                "The memory store refused the change: m",
+            ),
+            (
+                api(429, "rate_limited", Some(3)),
+                "The memory store is rate limiting requests (retry after 3s); nothing was changed by this command. Retry later.",
+            ),
+            (
+                api(500, "internal", None),
+                "The memory store failed (500 internal: m); nothing was changed. Retry later.",
+            ),
+            (
+                api(418, "teapot", None),
+                "The memory store answered 418 teapot: m",
+            ),
+            (
+                Error::Transport {
+                    url: "u".into(),
+                    message: "refused".into(),
+                    timeout: false,
+                    sent: false,
+                },
+                "The memory store is unreachable (refused); nothing was changed. Retry later.",
+            ),
+            (
+                Error::Transport {
+                    url: "u".into(),
+                    message: "slow".into(),
+                    timeout: true,
+                    sent: true,
+                },
+                "The memory store did not answer in time (slow); nothing was changed. Retry later.",
+            ),
+            (
+                Error::Protocol {
+                    url: "u".into(),
+                    message: "not JSON".into(),
+                },
+                "The memory store gave an unexpected answer: not JSON",
+            ),
+            (
+                Error::Config {
+                    message: "no key".into(),
+                },
+                "The memory tool is misconfigured: no key",
+            ),
+        ];
+        for (error, want) in cases {
+            assert_eq!(error.tool_message(), want, "{error:?}");
+        }
+        assert_eq!(unknown_tool("notes"), "Unknown tool: notes");
+        assert_eq!(
+            listing_may_be_incomplete(),
+            "Note: this memory store returned one full page of entries and no way to the next, so this listing may be incomplete."
+        );
+    }
 }

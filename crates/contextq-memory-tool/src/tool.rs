@@ -5,7 +5,7 @@
 //!
 //! Concurrency: `str_replace` and `insert` write with [`PutMode::Update`] at the version they
 //! read and, when another writer got there first, read again and re-apply the same edit, up to
-//! [`MemoryTool::with_edit_attempts`] times, then tell Claude the file changed under it. A store
+//! [`MemoryTool::edit_attempts`] times, then tell Claude the file changed under it. A store
 //! that reports no versions gets unconditional writes (the seed's documented gap).
 //!
 //! Round trips (for a store where each method is one request): view file 1, view directory 2
@@ -46,7 +46,7 @@ impl<S: Store> MemoryTool<S> {
 
     /// How many times a conditional edit is tried before Claude is told the file kept changing
     /// (default [`DEFAULT_EDIT_ATTEMPTS`]; at least 1).
-    pub fn with_edit_attempts(mut self, attempts: usize) -> Self {
+    pub fn edit_attempts(mut self, attempts: usize) -> Self {
         self.edit_attempts = attempts.max(1);
         self
     }

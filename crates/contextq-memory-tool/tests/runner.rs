@@ -175,7 +175,7 @@ async fn api_errors_keep_status_type_and_request_id() {
     let mut r = request("hi");
     r.tools.push(
         ToolDefinition::new()
-            .with("name", json!("ignored"))
+            .extra("name", json!("ignored"))
             .to_json(),
     );
     r.tools[0]["name"] = json!("notes");

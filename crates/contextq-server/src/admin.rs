@@ -2,7 +2,7 @@
 //!
 //! They run directly against the database (the `contextq-server admin ...` subcommands, the
 //! CLI's embedded default and its live e2e use them), on top of the data layer
-//! ([`crate::store`]), so that no caller writes SQL of its own. Creating tenants, users and
+//! ([`crate::store`], whose error type they return), so that no caller writes SQL of its own. Creating tenants, users and
 //! keys is not an audited change in the contract; workspace changes are, as through the API.
 
 use contextq_api::{Plan, Scope, Workspace, valid_key_format, valid_slug};
@@ -10,8 +10,7 @@ use serde::Serialize;
 
 use crate::auth::hash_key;
 use crate::db::Db;
-use crate::error::{Error, Result};
-use crate::store::{Actor, tenants, workspaces};
+use crate::store::{Actor, Error, Result, tenants, workspaces};
 
 pub use crate::store::tenants::{NewKey, TenantDeletion};
 
@@ -45,22 +44,22 @@ impl Bootstrap {
 
 /// Creates a tenant; returns its id.
 pub async fn create_tenant(db: &Db, name: &str, plan: Plan) -> Result<String> {
-    Ok(tenants::create_tenant(db, name, plan).await?)
+    tenants::create_tenant(db, name, plan).await
 }
 
 /// The id of the tenant named `name`, if any.
 pub async fn tenant_by_name(db: &Db, name: &str) -> Result<Option<String>> {
-    Ok(tenants::tenant_by_name(db, name).await?)
+    tenants::tenant_by_name(db, name).await
 }
 
 /// Creates an owner user of a tenant; returns its id.
 pub async fn create_user(db: &Db, tenant_id: &str, email: &str) -> Result<String> {
-    Ok(tenants::create_user(db, tenant_id, email).await?)
+    tenants::create_user(db, tenant_id, email).await
 }
 
 /// Deletes a user (delete its keys first); returns whether one was deleted.
 pub async fn delete_user(db: &Db, user_id: &str) -> Result<bool> {
-    Ok(tenants::delete_user(db, user_id).await?)
+    tenants::delete_user(db, user_id).await
 }
 
 /// Mints a key for a tenant (optionally owned by a user); returned once, stored hashed.
@@ -70,7 +69,7 @@ pub async fn create_key(
     user_id: Option<&str>,
     scopes: &[Scope],
 ) -> Result<NewKey> {
-    Ok(tenants::create_key(db, tenant_id, user_id, scopes).await?)
+    tenants::create_key(db, tenant_id, user_id, scopes).await
 }
 
 /// Revokes a key given its id or the key itself; returns whether an active key was revoked.
@@ -85,12 +84,12 @@ pub async fn revoke_key(db: &Db, id_or_key: &str) -> Result<bool> {
 
 /// Deletes a key's row; returns whether one was deleted.
 pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
-    Ok(tenants::delete_key(db, key_id).await?)
+    tenants::delete_key(db, key_id).await
 }
 
 /// Every workspace of a tenant, by slug.
 pub async fn workspaces(db: &Db, tenant_id: &str) -> Result<Vec<Workspace>> {
-    Ok(workspaces::list(db, tenant_id).await?)
+    workspaces::list(db, tenant_id).await
 }
 
 /// Creates a workspace for a tenant (audited, without a key).
@@ -104,7 +103,7 @@ pub async fn create_workspace(
         tenant_id,
         key_id: None,
     };
-    Ok(workspaces::create(db, actor, slug, name).await?)
+    workspaces::create(db, actor, slug, name).await
 }
 
 /// Tenant, owner user, key and workspace in one go.
@@ -116,7 +115,7 @@ pub async fn bootstrap(
     scopes: &[Scope],
 ) -> Result<Bootstrap> {
     if !valid_slug(workspace) {
-        return Err(Error::Config(format!(
+        return Err(Error::Invalid(format!(
             "invalid workspace slug {workspace:?}: use a-z, 0-9 and '-', starting with a letter or digit"
         )));
     }
@@ -138,7 +137,7 @@ pub const CHAINED_AUDIT_REFUSAL: &str = "it has chained audit rows: the activity
 /// Deletes a tenant with its keys, users, workspaces and contexts, unless it has chained audit
 /// rows: then nothing is deleted and the outcome says so ([`TenantDeletion::KeptForAudit`]).
 pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
-    Ok(tenants::delete_tenant(db, tenant_id).await?)
+    tenants::delete_tenant(db, tenant_id).await
 }
 
 /// Verifies the audit chain.

@@ -88,7 +88,7 @@ impl Chain {
     /// Appends `record` to the chain.
     pub async fn append(&mut self, tx: &mut AnyConnection, record: Record<'_>) -> Result<()> {
         let seq = self.seq + 1;
-        let created_at = crate::store::now();
+        let created_at = crate::db::now();
         let hash = row_hash(
             self.last_hash.as_deref(),
             seq,

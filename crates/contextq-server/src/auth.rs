@@ -3,13 +3,10 @@
 //! A key is `sk_live_` + 40 lowercase hex (160 random bits from the OS; the format is
 //! [`contextq_api::key`]). Only its SHA-256 is stored; the key itself is shown once, at creation.
 //! Nothing here logs or formats a full key ([`contextq_api::mask_secret`] gives `sk_live_…abcd`).
-//! The HTTP side of authentication (the `Authorization` header, scopes, 401/403) is in
-//! [`crate::api`].
+//! Keys are looked up in [`crate::store::tenants`]; the HTTP side of authentication (the
+//! `Authorization` header, the lookup through this cache, scopes, 401/403) is in [`crate::api`].
 
 use sha2::{Digest, Sha256};
-
-use crate::db::Db;
-use crate::store::tenants::{self, KeyRecord};
 
 /// A new random key.
 pub fn generate_key() -> String {
@@ -23,21 +20,15 @@ pub fn hash_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
-/// The active key `key` (format already checked), from the cache or the database.
-pub async fn authenticate(
-    db: &Db,
-    cache: &KeyCache,
-    key: &str,
-) -> crate::store::Result<Option<KeyRecord>> {
-    let hash = hash_key(key);
-    if let Some(found) = cache.get(&hash) {
-        return Ok(Some(found));
-    }
-    let found = tenants::key_by_hash(db, &hash).await?;
-    if let Some(record) = &found {
-        cache.put(hash, record.clone());
-    }
-    Ok(found)
+/// What a valid, active key stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// The key's id (recorded in the audit log).
+    pub key_id: String,
+    /// Its tenant.
+    pub tenant_id: String,
+    /// What it may do.
+    pub scopes: Vec<contextq_api::Scope>,
 }
 
 /// A short-lived cache of key lookups (by hash), so that a request costs one query less.
@@ -53,14 +44,16 @@ impl KeyCache {
     /// How long a lookup is trusted.
     pub const TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
-    fn get(&self, hash: &str) -> Option<KeyRecord> {
+    /// A lookup of the key with this hash, if it is younger than [`KeyCache::TTL`].
+    pub fn get(&self, hash: &str) -> Option<KeyRecord> {
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         map.get(hash)
             .filter(|(at, _)| at.elapsed() < Self::TTL)
             .map(|(_, a)| a.clone())
     }
 
-    fn put(&self, hash: String, record: KeyRecord) {
+    /// Remembers a lookup.
+    pub fn put(&self, hash: String, record: KeyRecord) {
         let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() > 10_000 {
             map.clear();

@@ -20,6 +20,20 @@ use sqlx::{Any, AnyPool, Row, Transaction};
 
 use crate::error::{Error, Result};
 
+/// Now, RFC 3339 UTC with milliseconds: how every time is stored.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A new random id with a readable prefix, e.g. `ctx_3f2a...` (not a secret).
+pub fn new_id(prefix: &str) -> String {
+    format!(
+        "{prefix}_{:016x}{:08x}",
+        fastrand::u64(..),
+        fastrand::u32(..)
+    )
+}
+
 /// Which database a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -242,7 +256,7 @@ impl Db {
             )
             .bind(m.version)
             .bind(m.description)
-            .bind(crate::store::now())
+            .bind(now())
             .execute(&mut *tx)
             .await?;
             tracing::info!(version = m.version, "applied migration {}", m.description);

@@ -1,8 +1,9 @@
 //! [`Error`]: what the server library and its operator commands return.
 //!
-//! The HTTP API has its own error type ([`crate::api::ApiError`]), which the data layer's
-//! [`crate::store::Error`] is mapped to in one place; nothing here knows about HTTP. No variant
-//! ever holds a key or a database password (URLs are redacted first).
+//! The data layer (and the operator commands on top of it, [`crate::admin`]) has its own error
+//! type, [`crate::store::Error`]; the HTTP API has [`crate::api::ApiError`], to which the data
+//! layer's errors are mapped in one place. Nothing here knows about HTTP or the data layer. No
+//! variant ever holds a key or a database password (URLs are redacted first).
 
 /// Errors of the server library and its operator commands.
 #[derive(Debug, thiserror::Error)]
@@ -20,9 +21,6 @@ pub enum Error {
     /// A query failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
-    /// The data layer refused an operation or failed.
-    #[error(transparent)]
-    Store(#[from] crate::store::Error),
     /// Network or file I/O.
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -18,6 +18,7 @@ use sqlx::any::AnyRow;
 
 use crate::audit::{Chain, Record};
 use crate::db::{Db, WriteTx};
+pub use crate::db::{new_id, now};
 
 pub mod contexts;
 pub mod tenants;
@@ -168,20 +169,6 @@ impl<'a> Actor<'a> {
             detail: detail.to_string(),
         }
     }
-}
-
-/// Now, RFC 3339 UTC with milliseconds.
-pub fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-/// A new random id with a readable prefix, e.g. `ctx_3f2a...` (not a secret).
-pub fn new_id(prefix: &str) -> String {
-    format!(
-        "{prefix}_{:016x}{:08x}",
-        fastrand::u64(..),
-        fastrand::u32(..)
-    )
 }
 
 /// A write transaction with the audit chain head locked.

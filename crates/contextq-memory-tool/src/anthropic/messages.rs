@@ -266,16 +266,16 @@ impl<'de> Deserialize<'de> for ContentBlock {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// The user (and tool results).
+    /// The person or program talking to Claude; tool results are sent in its messages.
     User,
-    /// Claude.
+    /// Claude's own turns, sent back verbatim.
     Assistant,
 }
 
 /// One message of the conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageParam {
-    /// Who.
+    /// Whose turn it is.
     pub role: Role,
     /// What (a plain string is accepted on input and read as one text block).
     #[serde(deserialize_with = "content_blocks")]
@@ -305,7 +305,7 @@ impl MessageParam {
 /// Why Claude stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StopReason {
-    /// Done.
+    /// Claude finished its turn; the runner stops here.
     EndTurn,
     /// Hit `max_tokens`.
     MaxTokens,
@@ -315,7 +315,7 @@ pub enum StopReason {
     ToolUse,
     /// A long server-side turn paused; send the conversation again to continue.
     PauseTurn,
-    /// Declined.
+    /// Claude declined to continue.
     Refusal,
     /// Anything newer.
     Other(String),
@@ -361,20 +361,20 @@ pub struct Usage {
 /// A response message.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Message {
-    /// Id.
+    /// The API's id of the message (`msg_...`).
     pub id: String,
     /// Model that answered.
     #[serde(default)]
     pub model: String,
     /// Always assistant.
     pub role: Role,
-    /// The blocks.
+    /// What Claude said and which tools it called, block by block, unknown kinds kept.
     #[serde(deserialize_with = "content_blocks")]
     pub content: Vec<ContentBlock>,
     /// Why it stopped.
     #[serde(default)]
     pub stop_reason: Option<StopReason>,
-    /// Usage.
+    /// Tokens this call consumed.
     #[serde(default)]
     pub usage: Usage,
     /// What context management did, when enabled.

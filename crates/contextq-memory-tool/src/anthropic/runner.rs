@@ -78,7 +78,7 @@ impl MemoryRunnableTool {
     }
 
     /// Sends this definition (e.g. with `cache_control`).
-    pub fn with_definition(mut self, definition: ToolDefinition) -> Self {
+    pub fn tool_definition(mut self, definition: ToolDefinition) -> Self {
         self.definition = definition;
         self
     }

@@ -28,11 +28,12 @@ use contextq_api::ErrorEnvelope;
 /// Filters of `GET /api/contexts`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListParams {
-    /// Workspace slug.
+    /// Only this workspace (slug).
     pub workspace: Option<String>,
-    /// Tag.
+    /// Only contexts carrying this tag.
     pub tag: Option<String>,
-    /// Extension: external id prefix.
+    /// Extension (`external-id-prefix`): only external ids starting with this. Send it only to a
+    /// server that shows the extension.
     pub external_id_prefix: Option<String>,
     /// Page size (server max 500).
     pub limit: Option<u32>,
@@ -43,9 +44,9 @@ pub struct ListParams {
 /// A context with the version its `ETag` showed (`None`: the server has no conditional requests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetched {
-    /// The context.
+    /// The context as the server holds it.
     pub context: Context,
-    /// The `ETag` version.
+    /// The version its `ETag` header named, if the server sent one.
     pub etag: Option<i64>,
 }
 

@@ -428,5 +428,28 @@ mod tests {
         assert!(!outside.path().join("new").exists());
         let listing = store.list(&MemoryPath::root()).await.unwrap().unwrap();
         assert!(listing.files.is_empty() && listing.dirs.is_empty());
+        // Claude reads exactly the escape message, with the path as it wrote it.
+        let tool = crate::MemoryTool::new(store);
+        for (input, path) in [
+            (
+                serde_json::json!({"command": "view", "path": "/memories//link/secret"}),
+                "/memories//link/secret",
+            ),
+            (
+                serde_json::json!({"command": "create", "path": "/memories/link/new/", "file_text": "x"}),
+                "/memories/link/new/",
+            ),
+        ] {
+            use crate::MemoryToolHandlers;
+            let r = tool.execute(input).await;
+            assert_eq!(
+                (r.is_error, r.content),
+                (
+                    true,
+                    format!("Error: Path {path} would escape /memories directory")
+                )
+            );
+        }
+        assert!(!outside.path().join("new").exists());
     }
 }

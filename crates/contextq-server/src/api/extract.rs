@@ -65,9 +65,17 @@ impl FromRequestParts<AppState> for Caller {
                 "malformed API key: expected sk_live_ followed by 40 lowercase hex characters",
             ));
         }
-        let record = crate::auth::authenticate(&state.db, &state.key_cache, key)
-            .await?
-            .ok_or_else(|| unauthorized("unknown or revoked API key"))?;
+        let hash = crate::auth::hash_key(key);
+        let record = match state.key_cache.get(&hash) {
+            Some(record) => record,
+            None => {
+                let record = crate::store::tenants::key_by_hash(&state.db, &hash)
+                    .await?
+                    .ok_or_else(|| unauthorized("unknown or revoked API key"))?;
+                state.key_cache.put(hash, record.clone());
+                record
+            }
+        };
         Ok(Caller {
             tenant_id: record.tenant_id,
             key_id: record.key_id,

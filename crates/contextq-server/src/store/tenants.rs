@@ -5,19 +5,8 @@ use contextq_api::{Plan, Scope};
 use sqlx::Row;
 
 use super::{Error, Result, new_id, now};
-use crate::auth::{generate_key, hash_key};
+use crate::auth::{KeyRecord, generate_key, hash_key};
 use crate::db::Db;
-
-/// A key as authentication finds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyRecord {
-    /// The key's id (recorded in the audit log).
-    pub key_id: String,
-    /// Its tenant.
-    pub tenant_id: String,
-    /// What it may do.
-    pub scopes: Vec<Scope>,
-}
 
 /// A key just minted: its id and the key itself, which is never stored and shown only once.
 #[derive(Clone, serde::Serialize)]
