@@ -259,23 +259,10 @@ async fn never_touches_rows_without_the_tag(b: Backend) {
 async fn listings_page_past_500_rows(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
-    let http = reqwest::Client::new();
-    for chunk in 0..12 {
-        let items: Vec<Value> = (0..100)
-            .map(|i| {
-                let n = chunk * 100 + i;
-                json!({"externalId": format!("mem-tool:ws/bulk/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "12345", "tags": ["mem-tool"]})
-            })
-            .collect();
-        let r = http
-            .post(format!("{}/api/contexts/bulk-upsert", server.url))
-            .bearer_auth(&key)
-            .json(&json!({"contexts": items}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-    }
+    let rows: Vec<Value> = (0..1200)
+        .map(|n| json!({"externalId": format!("mem-tool:ws/bulk/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "12345", "tags": ["mem-tool"]}))
+        .collect();
+    common::seed_rows(&server.url, &key, &rows).await;
     let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
     let out = run(&tool, view("/memories/bulk")).await.content;
     assert_eq!(

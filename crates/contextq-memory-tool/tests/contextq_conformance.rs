@@ -15,20 +15,21 @@ use contextq_memory_tool::{ContextQStore, MemoryPath, Result};
 use contextq_server::Backend;
 use contextq_server::Plan;
 
+/// What the suite talks to: contextq-server through a pass-through proxy and expecting sizes,
+/// or through a plain-ContextQ proxy and expecting times in their place.
+async fn front(url: &str, plain: bool) -> (Proxy, Profile) {
+    if plain {
+        (Proxy::plain(url).await, Profile::DERIVED_WITHOUT_SIZES)
+    } else {
+        (Proxy::start(url).await, Profile::DERIVED)
+    }
+}
+
 /// The suite on a pinned store, directly or through a plain-ContextQ proxy.
 async fn pinned(b: Backend, plain: bool) {
     let server = Server::start(b).await;
     let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
-    let proxy = if plain {
-        Proxy::plain(&server.url).await
-    } else {
-        Proxy::start(&server.url).await
-    };
-    let profile = if plain {
-        Profile::DERIVED_WITHOUT_SIZES
-    } else {
-        Profile::DERIVED
-    };
+    let (proxy, profile) = front(&server.url, plain).await;
     let (server, tenant, key, url) = (&server, &tenant, &key, &proxy.url);
     conformance::run_all(
         || async move {
@@ -110,16 +111,7 @@ impl Store for UnderWorkspace {
 async fn per_workspace(b: Backend, plain: bool) {
     let server = Server::start(b).await;
     let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
-    let proxy = if plain {
-        Proxy::plain(&server.url).await
-    } else {
-        Proxy::start(&server.url).await
-    };
-    let profile = if plain {
-        Profile::DERIVED_WITHOUT_SIZES
-    } else {
-        Profile::DERIVED
-    };
+    let (proxy, profile) = front(&server.url, plain).await;
     let (server, tenant, key, url) = (&server, &tenant, &key, &proxy.url);
     conformance::run_all(
         || async move {

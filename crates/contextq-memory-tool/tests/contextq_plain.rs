@@ -74,20 +74,10 @@ async fn a_capped_listing_says_so_and_directory_commands_reach_every_file(b: Bac
     const FILES: usize = 520; // one page of 500, and more
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
-    let http = reqwest::Client::new();
-    for chunk in 0..FILES.div_ceil(100) {
-        let items: Vec<Value> = (chunk * 100..((chunk + 1) * 100).min(FILES))
-            .map(|n| json!({"externalId": format!("mem-tool:ws/big/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "x", "tags": ["mem-tool"]}))
-            .collect();
-        let r = http
-            .post(format!("{}/api/contexts/bulk-upsert", server.url))
-            .bearer_auth(&key)
-            .json(&json!({"contexts": items}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-    }
+    let rows: Vec<Value> = (0..FILES)
+        .map(|n| json!({"externalId": format!("mem-tool:ws/big/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "x", "tags": ["mem-tool"]}))
+        .collect();
+    common::seed_rows(&server.url, &key, &rows).await;
     let plain = Proxy::plain(&server.url).await;
     let tool = contextq_memory_tool(options(&plain.url, &key).workspace("ws")).unwrap();
     let out = handle(&tool, json!({"command": "view", "path": "/memories/big"}))

@@ -91,3 +91,18 @@ pub async fn content(url: &str, key: &str, external_id: &str) -> Option<String> 
         .await
         .map(|v| v["content"].as_str().unwrap().to_string())
 }
+
+/// Writes `rows` (ContextInput JSON) to the server directly, 100 per bulk upsert.
+pub async fn seed_rows(url: &str, key: &str, rows: &[serde_json::Value]) {
+    let http = reqwest::Client::new();
+    for chunk in rows.chunks(100) {
+        let r = http
+            .post(format!("{url}/api/contexts/bulk-upsert"))
+            .bearer_auth(key)
+            .json(&serde_json::json!({ "contexts": chunk }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    }
+}
