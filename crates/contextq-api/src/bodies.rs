@@ -3,7 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::resources::{ContextInput, ContextSummary, UpsertResult, Workspace};
+use crate::edit::TextEdit;
+use crate::resources::{Context, ContextInput, ContextSummary, UpsertResult, Workspace};
+
+/// The header that makes a text edit safe to repeat: the server applies an edit with a key it
+/// has seen (for this tenant, within an hour) only once, and answers a repeat with the first
+/// outcome (`replayed`).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 
 /// `GET /api/workspaces`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +69,37 @@ pub struct UpdateContext {
     /// Absent: keep the tags; else replace them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Vec<String>>,
+}
+
+/// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): one edit applied
+/// on the server, under the row's lock, so that concurrent edits of one context never conflict.
+/// `If-Match` makes it conditional; `Idempotency-Key` makes it safe to repeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditContext {
+    /// The edit.
+    pub edit: TextEdit,
+    /// Only a context carrying this tag may be edited (404 otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_tag: Option<String>,
+    /// Only a context in this workspace (slug) may be edited (404 otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// The answer to [`EditContext`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditedContext {
+    /// The context after the edit.
+    pub context: Context,
+    /// For `strReplace`, the 1-based line where the replacement starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_line: Option<usize>,
+    /// The same `Idempotency-Key` was applied before: this is that outcome (the context as it
+    /// is now), and nothing was applied again.
+    #[serde(default)]
+    pub replayed: bool,
 }
 
 /// Tells an absent field (`None`, by `default`) from an explicit `null` (`Some(None)`).

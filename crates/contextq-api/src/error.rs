@@ -17,6 +17,9 @@ pub struct ErrorBody {
     pub code: String,
     /// A sentence saying what to change.
     pub message: String,
+    /// For `edit_failed`: why the text edit cannot apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<crate::edit::EditFailure>,
 }
 
 impl ErrorEnvelope {
@@ -26,6 +29,7 @@ impl ErrorEnvelope {
             error: ErrorBody {
                 code: code.as_str().to_string(),
                 message: message.into(),
+                edit: None,
             },
         }
     }
@@ -50,6 +54,8 @@ pub enum ErrorCode {
     RequestTimeout,
     /// 409: exists already, archived, not empty.
     Conflict,
+    /// 409 (extension `text-edit`): the edit cannot apply to the content; the body says why.
+    EditFailed,
     /// 412: `If-Match` named another version.
     PreconditionFailed,
     /// 413: content or body too large.
@@ -74,6 +80,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::Conflict => "conflict",
+            ErrorCode::EditFailed => "edit_failed",
             ErrorCode::PreconditionFailed => "precondition_failed",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::ValidationFailed => "validation_failed",
@@ -92,7 +99,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,
-            ErrorCode::Conflict => 409,
+            ErrorCode::Conflict | ErrorCode::EditFailed => 409,
             ErrorCode::PreconditionFailed => 412,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::ValidationFailed => 422,

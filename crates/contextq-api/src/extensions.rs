@@ -16,13 +16,17 @@ pub struct Extensions {
     pub cursor: bool,
     /// `sizeBytes` in summaries (token `size-bytes`).
     pub size_bytes: bool,
+    /// `POST /api/contexts/by-external/:id/edit`: one text edit applied on the server, with
+    /// `Idempotency-Key` (token `text-edit`).
+    pub text_edit: bool,
 }
 
-const TOKENS: [&str; 4] = [
+const TOKENS: [&str; 5] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
     "size-bytes",
+    "text-edit",
 ];
 
 impl Extensions {
@@ -32,14 +36,16 @@ impl Extensions {
         external_id_prefix: true,
         cursor: true,
         size_bytes: true,
+        text_edit: true,
     };
 
-    fn flags(&self) -> [bool; 4] {
+    fn flags(&self) -> [bool; 5] {
         [
             self.conditional_requests,
             self.external_id_prefix,
             self.cursor,
             self.size_bytes,
+            self.text_edit,
         ]
     }
 
@@ -51,6 +57,7 @@ impl Extensions {
             external_id_prefix: has(TOKENS[1]),
             cursor: has(TOKENS[2]),
             size_bytes: has(TOKENS[3]),
+            text_edit: has(TOKENS[4]),
         }
     }
 
@@ -75,7 +82,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

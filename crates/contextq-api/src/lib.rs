@@ -17,8 +17,10 @@
 //! - [`limits`]: every bound of the contract.
 //! - [`error`]: the error envelope and its codes; [`Error`], this crate's own error.
 //! - [`extensions`]: [`Extensions`] and the `ContextQ-Extensions` header.
+//! - [`edit`]: text edits (`str_replace`, `insert`) defined once, for the tool and the server.
 
 pub mod bodies;
+pub mod edit;
 pub mod error;
 pub mod extensions;
 pub mod key;
@@ -27,6 +29,7 @@ pub mod resources;
 pub mod slug;
 pub mod tenancy;
 
+pub use edit::{EditFailure, TextEdit};
 pub use error::{Error, ErrorBody, ErrorCode, ErrorEnvelope};
 pub use extensions::{EXTENSIONS_HEADER, Extensions};
 pub use key::{ApiKey, KEY_PREFIX, mask_secret, valid_key_format};

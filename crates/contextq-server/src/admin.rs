@@ -140,7 +140,8 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
     tenants::delete_tenant(db, tenant_id).await
 }
 
-/// Verifies the audit chain.
-pub async fn verify_audit(db: &Db) -> Result<crate::audit::Verification> {
-    Ok(crate::audit::verify(db).await?)
+/// Verifies the audit chains: every tenant's (and the global chain of rows written before
+/// per-tenant chains), or only `tenant`'s.
+pub async fn verify_audit(db: &Db, tenant: Option<&str>) -> Result<crate::audit::Verification> {
+    Ok(crate::audit::verify(db, tenant).await?)
 }

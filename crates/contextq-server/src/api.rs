@@ -21,7 +21,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use contextq_api::bodies::{
-    BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, UpdateContext, WorkspaceList,
+    BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, EditContext, EditedContext,
+    IDEMPOTENCY_KEY_HEADER, UpdateContext, WorkspaceList,
 };
 use contextq_api::{Context, ErrorCode, Extensions, Scope};
 use tokio::net::TcpListener;
@@ -89,6 +90,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/contexts", get(list_contexts))
         .route("/api/contexts/bulk-upsert", post(bulk_upsert))
         .route("/api/contexts/by-external/{external_id}", get(get_by_external))
+        .route(
+            "/api/contexts/by-external/{external_id}/edit",
+            post(edit_context),
+        )
         .route(
             "/api/contexts/{id}",
             get(get_context).put(update_context).delete(delete_context),
@@ -291,6 +296,49 @@ async fn update_context(
     )
     .await?;
     Ok(with_etag(context))
+}
+
+async fn edit_context(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(external_id): Path<String>,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody<EditContext>,
+) -> Result<Response, ApiError> {
+    caller.require(Scope::Write)?;
+    let expected = if_match(&headers)?;
+    let key = headers
+        .get(IDEMPOTENCY_KEY_HEADER)
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .filter(|k| !k.is_empty() && k.len() <= 128)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::BadRequest,
+                        "Idempotency-Key must be 1 to 128 visible ASCII characters",
+                    )
+                })
+        })
+        .transpose()?;
+    let edited = contexts::edit(
+        &s.db,
+        caller.actor(),
+        &external_id,
+        &body.edit,
+        body.require_tag.as_deref(),
+        body.workspace.as_deref(),
+        expected,
+        key.as_deref(),
+    )
+    .await?;
+    let etag = format!("\"{}\"", edited.context.version);
+    let mut response = Json::<EditedContext>(edited).into_response();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    Ok(response)
 }
 
 async fn delete_context(

@@ -76,17 +76,31 @@ struct Migration {
     sql: &'static str,
 }
 
-const SQLITE_MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "init",
-    sql: include_str!("../migrations/sqlite/0001_init.sql"),
-}];
+const SQLITE_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "init",
+        sql: include_str!("../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "per-tenant audit chains, idempotency keys",
+        sql: include_str!("../migrations/sqlite/0002_tenant_chains.sql"),
+    },
+];
 
-const POSTGRES_MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "init",
-    sql: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+const POSTGRES_MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "init",
+        sql: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "per-tenant audit chains, idempotency keys",
+        sql: include_str!("../migrations/postgres/0002_tenant_chains.sql"),
+    },
+];
 
 /// A connection pool and its backend.
 #[derive(Debug, Clone)]
@@ -150,7 +164,10 @@ impl Db {
             Backend::Sqlite => sqlite_url(url)?,
             Backend::Postgres => url.to_string(),
         };
+        // No ping before handing out a connection: it would cost every request one more round
+        // trip; a connection found broken fails its query (a 500 the client treats as such).
         let mut pool_options = AnyPoolOptions::new()
+            .test_before_acquire(false)
             .acquire_timeout(options.acquire_timeout)
             .max_connections(match backend {
                 Backend::Sqlite => options.max_connections.min(8),
@@ -279,6 +296,179 @@ impl Db {
     }
 }
 
+/// A value bound to a statement of a [`Batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    /// `TEXT`.
+    Text(String),
+    /// `TEXT` or `NULL`.
+    OptText(Option<String>),
+    /// `BIGINT`.
+    Int(i64),
+    /// `BIGINT` or `NULL`.
+    OptInt(Option<i64>),
+}
+
+/// The writes of one transaction, decided before any is made: one round trip on PostgreSQL (the
+/// statements become one statement of data-modifying CTEs), one statement after another on
+/// SQLite (local, where a round trip costs nothing). Each statement uses its own `$1..$n`;
+/// each may say how many rows it must change, and the batch fails (and the transaction with it)
+/// when one changes another number.
+#[derive(Debug, Default)]
+pub struct Batch {
+    statements: Vec<(String, Vec<Bind>, Option<u64>)>,
+}
+
+/// A [`Batch`] statement changed another number of rows than it had to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("statement {index} of a write changed {got} rows, not {expected}")]
+pub struct BatchMismatch {
+    /// Which statement (0-based).
+    pub index: usize,
+    /// Rows it had to change.
+    pub expected: u64,
+    /// Rows it changed.
+    pub got: u64,
+}
+
+/// What a [`Batch`] can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    /// The database failed.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// A statement changed an unexpected number of rows.
+    #[error(transparent)]
+    Mismatch(#[from] BatchMismatch),
+}
+
+impl Batch {
+    /// Adds an `INSERT`, `UPDATE` or `DELETE` (without `RETURNING`) that must change `expect`
+    /// rows (`None`: any number).
+    pub fn push(&mut self, sql: impl Into<String>, binds: Vec<Bind>, expect: Option<u64>) {
+        self.statements.push((sql.into(), binds, expect));
+    }
+
+    /// Whether nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.statements.is_empty()
+    }
+
+    /// Runs every statement in `tx`.
+    pub async fn run(
+        self,
+        tx: &mut sqlx::AnyConnection,
+        backend: Backend,
+    ) -> Result<(), BatchError> {
+        match backend {
+            Backend::Sqlite => {
+                for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
+                    let got = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    check(index, expect, got)?;
+                }
+            }
+            Backend::Postgres => {
+                if self.statements.is_empty() {
+                    return Ok(());
+                }
+                let (sql, binds, expects) = self.as_one_statement();
+                let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                for (index, expect) in expects.into_iter().enumerate() {
+                    let got: i64 = row.try_get(index)?;
+                    check(index, expect, got as u64)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `WITH s0 AS (... RETURNING 1), s1 AS (...) SELECT (SELECT COUNT(*) FROM s0), ...` with
+    /// the parameters renumbered.
+    fn as_one_statement(self) -> (String, Vec<Bind>, Vec<Option<u64>>) {
+        let mut ctes = Vec::new();
+        let mut counts = Vec::new();
+        let mut all = Vec::new();
+        let mut expects = Vec::new();
+        for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
+            let offset = all.len();
+            ctes.push(format!(
+                "s{index} AS ({} RETURNING 1)",
+                renumber(&sql, offset)
+            ));
+            counts.push(format!("(SELECT COUNT(*) FROM s{index}) AS n{index}"));
+            all.extend(binds);
+            expects.push(expect);
+        }
+        (
+            format!("WITH {} SELECT {}", ctes.join(", "), counts.join(", ")),
+            all,
+            expects,
+        )
+    }
+}
+
+fn check(index: usize, expect: Option<u64>, got: u64) -> Result<(), BatchMismatch> {
+    match expect {
+        Some(expected) if expected != got => Err(BatchMismatch {
+            index,
+            expected,
+            got,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Binds `binds` in order.
+pub fn bind_all<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    binds: Vec<Bind>,
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    for b in binds {
+        query = match b {
+            Bind::Text(v) => query.bind(v),
+            Bind::OptText(v) => query.bind(v),
+            Bind::Int(v) => query.bind(v),
+            Bind::OptInt(v) => query.bind(v),
+        };
+    }
+    query
+}
+
+/// `sql` with every `$n` placeholder moved up by `offset`.
+fn renumber(sql: &str, offset: usize) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut chars = sql.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        if c != '$' {
+            out.push(c);
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some((_, d)) = chars.peek().copied().filter(|(_, d)| d.is_ascii_digit()) {
+            digits.push(d);
+            chars.next();
+        }
+        match digits.parse::<usize>() {
+            Ok(n) => out.push_str(&format!("${}", n + offset)),
+            Err(_) => out.push('$'),
+        }
+    }
+    out
+}
+
+/// `$from, $from+1, ..., $from+n-1`.
+pub fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Creates an empty PostgreSQL database `name` on the server `url` points at, and returns the
 /// URL of the new database (same credentials and options). For tests, benchmarks and
 /// provisioning scripts; `name` must be a plain identifier (letters, digits, `_`).
@@ -353,6 +543,26 @@ impl FromStr for Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_become_one_statement_on_postgres() {
+        let mut b = Batch::default();
+        b.push(
+            "UPDATE t SET a = $1 WHERE id = $2",
+            vec![Bind::Int(1), Bind::Text("x".into())],
+            Some(1),
+        );
+        b.push("DELETE FROM u WHERE id = $1", vec![Bind::Int(9)], None);
+        let (sql, binds, expects) = b.as_one_statement();
+        assert_eq!(
+            sql,
+            "WITH s0 AS (UPDATE t SET a = $1 WHERE id = $2 RETURNING 1), s1 AS (DELETE FROM u WHERE id = $3 RETURNING 1) SELECT (SELECT COUNT(*) FROM s0) AS n0, (SELECT COUNT(*) FROM s1) AS n1"
+        );
+        assert_eq!(binds.len(), 3);
+        assert_eq!(expects, vec![Some(1), None]);
+        assert_eq!(renumber("$1, $10, $", 5), "$6, $15, $");
+        assert_eq!(placeholders(3, 2), "$3, $4");
+    }
 
     #[test]
     fn urls() {

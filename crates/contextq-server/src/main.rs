@@ -99,8 +99,13 @@ enum Admin {
         #[arg(long)]
         tenant_id: String,
     },
-    /// Verify the audit hash chain; exits 1 and names the first bad row if it was tampered with.
-    VerifyAudit,
+    /// Verify the audit hash chains (every tenant's, or one); exits 1 and names the first bad
+    /// row if one was tampered with.
+    VerifyAudit {
+        /// Only this tenant's chain.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
 }
 
 #[tokio::main]
@@ -209,13 +214,16 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         },
-        Admin::VerifyAudit => {
-            let v = admin::verify_audit(db).await?;
-            match v.first_bad {
-                None => println!("audit chain ok: {} rows verified", v.rows),
-                Some((seq, why)) => {
+        Admin::VerifyAudit { tenant } => {
+            let v = admin::verify_audit(db, tenant.as_deref()).await?;
+            match &v.first_bad {
+                None => println!(
+                    "audit chain ok: {} rows verified in {} chains",
+                    v.rows, v.chains
+                ),
+                Some(bad) => {
                     println!(
-                        "audit chain BROKEN at row {seq}: {why} ({} rows verified before it)",
+                        "audit chain BROKEN at {bad} ({} rows verified before it)",
                         v.rows
                     );
                     return Ok(ExitCode::FAILURE);

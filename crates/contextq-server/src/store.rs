@@ -3,11 +3,16 @@
 //! [`crate::api`]).
 //!
 //! Every query names `tenant_id`, so a key never sees or changes another tenant's rows whatever
-//! ids it guesses (another tenant's row is simply "not found"). Every write runs in one
-//! transaction that first locks the audit chain head ([`crate::audit::Chain::lock`]), checks
-//! what the contract says (archived workspace, `If-Match` version, `ifAbsent`, quota) in SQL
-//! inside that transaction, and appends its audit rows before committing: a change and its
-//! record are never apart.
+//! ids it guesses (another tenant's row is simply "not found").
+//!
+//! Every write is one transaction of four round trips on PostgreSQL (docs/schema.md lists them
+//! per operation): `BEGIN`; one statement that locks the tenant's audit chain head
+//! ([`crate::audit::Head`]) and reads everything the operation needs; one statement that makes
+//! every change, the audit rows and the head's move (a [`Batch`]: data-modifying CTEs); `COMMIT`.
+//! What the contract says (archived workspace, `If-Match` version, `ifAbsent`, quota) is checked
+//! in between, in Rust, on what was read under the lock, and the writes still check versions in
+//! SQL. A change and its audit record are never apart, and writes of different tenants never
+//! wait for each other (SQLite has one writer anyway).
 //!
 //! - [`workspaces`]: list, create, archive, delete.
 //! - [`contexts`]: read, list, bulk upsert, update, delete.
@@ -16,8 +21,8 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::audit::{Chain, Record};
-use crate::db::{Db, WriteTx};
+use crate::audit::{Head, Record};
+use crate::db::{Backend, Batch, BatchError, Db, WriteTx};
 pub use crate::db::{new_id, now};
 
 pub mod contexts;
@@ -96,11 +101,14 @@ pub enum Error {
         expected: i64,
     },
     /// The row changed between the check and the write; nothing was changed.
-    #[error("context {id:?} changed concurrently")]
+    #[error("{id:?} changed concurrently")]
     ChangedConcurrently {
-        /// The context.
+        /// The context or workspace.
         id: String,
     },
+    /// A text edit cannot apply to the content (extension `text-edit`); nothing was changed.
+    #[error("the edit cannot apply: {0}")]
+    EditFailed(contextq_api::EditFailure),
     /// The plan's cap on contexts.
     #[error(
         "plan {plan} allows {cap} contexts; the tenant has {count} and this request would create {creating}"
@@ -171,18 +179,67 @@ impl<'a> Actor<'a> {
     }
 }
 
-/// A write transaction with the audit chain head locked.
-async fn begin(db: &Db) -> Result<(WriteTx, Chain)> {
-    let mut tx = db.begin_write().await?;
-    let chain = Chain::lock(&mut tx).await?;
-    Ok((tx, chain))
+/// The clause of a write's read statement that locks the tenant's chain head (`audit_heads h`)
+/// until the transaction ends. SQLite's `BEGIN IMMEDIATE` already holds its one writer lock.
+fn lock_head(db: &Db) -> &'static str {
+    match db.backend() {
+        Backend::Postgres => " FOR UPDATE OF h",
+        Backend::Sqlite => "",
+    }
 }
 
-/// Moves the chain head and commits.
-async fn commit(mut tx: WriteTx, chain: Chain) -> Result<()> {
-    chain.finish(&mut tx).await?;
+/// The locked head from a read statement's `head_seq` and `head_hash` columns.
+fn head_from(row: &AnyRow, tenant_id: &str) -> Result<Head> {
+    Ok(Head::new(
+        tenant_id,
+        row.try_get("head_seq")?,
+        row.try_get("head_hash")?,
+    ))
+}
+
+/// A tenant without a chain head (made by hand, not by [`tenants::create_tenant`]).
+fn no_head(tenant_id: &str) -> Error {
+    Error::Corrupt(format!("tenant {tenant_id} has no audit chain head"))
+}
+
+/// Round trips 3 and 4 of a write: the batch with the audit rows and the head's move, then
+/// `COMMIT`. A statement that changed an unexpected number of rows rolls everything back.
+async fn finish(
+    mut tx: WriteTx,
+    head: Head,
+    mut batch: Batch,
+    db: &Db,
+    entity: &str,
+) -> Result<()> {
+    head.write(&mut batch, db.backend());
+    match batch.run(&mut tx, db.backend()).await {
+        Ok(()) => {}
+        Err(BatchError::Database(e)) => return Err(e.into()),
+        Err(BatchError::Mismatch(m)) => {
+            tracing::warn!(entity, mismatch = %m, "a write found its rows changed; rolled back");
+            return Err(Error::ChangedConcurrently {
+                id: entity.to_string(),
+            });
+        }
+    }
     tx.commit().await?;
     Ok(())
+}
+
+/// A JSON array (as text) of one object per row of the enclosing `FROM`, with `fields`
+/// (`(name, SQL expression)`): PostgreSQL's and SQLite's spellings.
+fn json_rows(db: &Db, fields: &[(&str, &str)]) -> String {
+    let pairs: Vec<String> = fields
+        .iter()
+        .map(|(name, expr)| format!("'{name}', {expr}"))
+        .collect();
+    match db.backend() {
+        Backend::Postgres => format!(
+            "COALESCE(json_agg(json_build_object({}))::text, '[]')",
+            pairs.join(", ")
+        ),
+        Backend::Sqlite => format!("json_group_array(json_object({}))", pairs.join(", ")),
+    }
 }
 
 /// Tags as stored (a JSON array in the row).

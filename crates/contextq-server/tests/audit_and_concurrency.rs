@@ -48,7 +48,7 @@ async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
         StatusCode::NOT_FOUND
     );
 
-    let v = admin::verify_audit(&s.db).await.unwrap();
+    let v = admin::verify_audit(&s.db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");
     assert_eq!(
         v.rows,
@@ -68,30 +68,62 @@ async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
     .unwrap();
     assert_eq!(keyed, 7);
 
-    // Editing a row is detected, and named.
-    sqlx::query("UPDATE activity_logs SET detail = '{\"forged\":true}' WHERE seq = 3")
-        .execute(s.db.pool())
-        .await
-        .unwrap();
-    let v = admin::verify_audit(&s.db).await.unwrap();
-    assert_eq!(v.first_bad.as_ref().map(|f| f.0), Some(3), "{v:?}");
+    // Editing a row is detected, and named: the tenant's chain and the row's number in it.
+    sqlx::query(
+        "UPDATE activity_logs SET detail = '{\"forged\":true}' WHERE tenant_id = $1 AND tenant_seq = 3",
+    )
+    .bind(t.tenant_id.clone())
+    .execute(s.db.pool())
+    .await
+    .unwrap();
+    let v = admin::verify_audit(&s.db, None).await.unwrap();
+    let bad = v.first_bad.clone().expect("the edit is found");
+    assert_eq!(
+        (bad.tenant_id.as_deref(), bad.seq),
+        (Some(t.tenant_id.as_str()), 3),
+        "{v:?}"
+    );
     assert_eq!(v.rows, 2);
+    // Checking only another tenant's chain does not see it; checking this one does.
+    let other = s.tenant(Plan::Free, ALL).await;
+    assert!(
+        admin::verify_audit(&s.db, Some(&other.tenant_id))
+            .await
+            .unwrap()
+            .ok()
+    );
+    assert!(
+        !admin::verify_audit(&s.db, Some(&t.tenant_id))
+            .await
+            .unwrap()
+            .ok()
+    );
     s.stop().await;
 
     // Removing a row in the middle, or at the end, is detected too.
     for (sql, bad_at) in [
-        ("DELETE FROM activity_logs WHERE seq = 4", 4),
-        ("DELETE FROM activity_logs WHERE seq = 8", 8),
+        (
+            "DELETE FROM activity_logs WHERE tenant_id = $1 AND tenant_seq = 4",
+            4,
+        ),
+        (
+            "DELETE FROM activity_logs WHERE tenant_id = $1 AND tenant_seq = 8",
+            8,
+        ),
     ] {
         let s = TestServer::start(b).await;
         let t = s.tenant(Plan::Free, ALL).await;
         for i in 0..7 {
             t.client.upsert(&format!("r{i}"), "x", &[]).await;
         }
-        sqlx::query(sql).execute(s.db.pool()).await.unwrap();
-        let v = admin::verify_audit(&s.db).await.unwrap();
+        sqlx::query(sql)
+            .bind(t.tenant_id.clone())
+            .execute(s.db.pool())
+            .await
+            .unwrap();
+        let v = admin::verify_audit(&s.db, None).await.unwrap();
         assert_eq!(
-            v.first_bad.as_ref().map(|f| f.0),
+            v.first_bad.as_ref().map(|f| f.seq),
             Some(bad_at),
             "{sql}: {v:?}"
         );
@@ -135,7 +167,7 @@ async fn tenant_deletion_is_refused_with_chained_rows(b: Backend) {
             .any(|w| w.slug == "ws"),
         "nothing of it was deleted"
     );
-    assert!(admin::verify_audit(&s.db).await.unwrap().ok());
+    assert!(admin::verify_audit(&s.db, None).await.unwrap().ok());
     s.stop().await;
 }
 
@@ -203,7 +235,7 @@ async fn concurrent_version_checked_writers_lose_nothing(b: Backend) {
     }
     assert_eq!(content.lines().count(), 400);
     eprintln!("{b:?}: 400 edits, {conflicts} conflicts retried");
-    assert!(admin::verify_audit(&s.db).await.unwrap().ok());
+    assert!(admin::verify_audit(&s.db, None).await.unwrap().ok());
     s.stop().await;
 }
 
@@ -267,7 +299,7 @@ async fn two_servers_on_one_database(b: Backend) {
     let end = t.client.get(&format!("/api/contexts/{id}")).await;
     assert_eq!(end.body["version"], 51);
     assert_eq!(end.body["content"].as_str().unwrap().lines().count(), 50);
-    assert!(admin::verify_audit(&s1.db).await.unwrap().ok());
+    assert!(admin::verify_audit(&s1.db, None).await.unwrap().ok());
     server2.stop().await.unwrap();
     s1.stop().await;
 }

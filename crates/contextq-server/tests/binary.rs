@@ -96,7 +96,11 @@ async fn serve_bootstrap_and_logs_without_keys(b: Backend) {
 
     let out = admin(&db, &["verify-audit"]);
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("2 rows verified"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("2 rows verified in 1 chains"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
@@ -148,7 +152,7 @@ async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
         let d = contextq_server::Db::connect(&db, &Default::default())
             .await
             .unwrap();
-        sqlx::query("UPDATE activity_logs SET entity_id = 'forged' WHERE seq = 1")
+        sqlx::query("UPDATE activity_logs SET entity_id = 'forged' WHERE tenant_seq = 1")
             .execute(d.pool())
             .await
             .unwrap();
@@ -157,7 +161,10 @@ async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
     let out = admin(&db, &["verify-audit"]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("BROKEN at row 1"), "{text}");
+    assert!(
+        text.contains("BROKEN at tenant ten_") && text.contains(", row 1: its contents"),
+        "{text}"
+    );
     let bad = Command::new(BIN)
         .args([
             "admin",

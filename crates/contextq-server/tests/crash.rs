@@ -150,7 +150,7 @@ async fn acknowledged_writes_survive_kill_9(b: Backend) {
                 );
             }
             let db = Db::connect(&url, &Default::default()).await.unwrap();
-            let v = admin::verify_audit(&db).await.unwrap();
+            let v = admin::verify_audit(&db, None).await.unwrap();
             assert!(v.ok(), "{b:?}: {v:?}");
             eprintln!(
                 "crash {b:?} round {round}: {attempted} writes attempted, {acknowledged} acknowledged (to {} contexts) before kill -9, all present, audit chain of {} rows verifies",

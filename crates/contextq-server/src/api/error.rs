@@ -20,6 +20,8 @@ pub struct ApiError {
     pub message: String,
     /// `Retry-After` seconds, for 429.
     pub retry_after: Option<u64>,
+    /// For `edit_failed`: why the text edit cannot apply.
+    pub edit: Option<contextq_api::EditFailure>,
 }
 
 impl ApiError {
@@ -29,6 +31,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            edit: None,
         }
     }
 
@@ -60,6 +63,12 @@ impl From<store::Error> for ApiError {
                 ErrorCode::PreconditionFailed
             }
             E::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+            E::EditFailed(failure) => {
+                return ApiError {
+                    edit: Some(failure.clone()),
+                    ..ApiError::new(ErrorCode::EditFailed, e.to_string())
+                };
+            }
             E::TooLarge { .. } => ErrorCode::PayloadTooLarge,
             E::Invalid(_) => ErrorCode::ValidationFailed,
             E::BadParameter(_) => ErrorCode::BadRequest,
@@ -81,7 +90,8 @@ impl From<sqlx::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let body = ErrorEnvelope::new(self.code, self.message);
+        let mut body = ErrorEnvelope::new(self.code, self.message);
+        body.error.edit = self.edit;
         let mut response = (status, axum::Json(body)).into_response();
         if let Some(secs) = self.retry_after
             && let Ok(v) = secs.to_string().parse()

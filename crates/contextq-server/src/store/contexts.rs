@@ -2,15 +2,19 @@
 
 use std::collections::{HashMap, HashSet};
 
+use contextq_api::bodies::EditedContext;
 use contextq_api::limits::{
     MAX_BULK_ITEMS, MAX_CONTENT_BYTES, MAX_EXTERNAL_ID_BYTES, MAX_PAGE, MAX_TAG_BYTES, MAX_TAGS,
 };
-use contextq_api::{Context, ContextInput, ContextSummary, Plan, UpsertResult, Workspace};
+use contextq_api::{Context, ContextInput, ContextSummary, Plan, TextEdit, UpsertResult};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use super::{Actor, Error, Result, begin, commit, new_id, now, tags_from, tags_text, workspaces};
-use crate::db::Db;
+use super::{
+    Actor, Error, Result, finish, head_from, json_rows, lock_head, new_id, no_head, now, tags_from,
+    tags_text, workspaces,
+};
+use crate::db::{Batch, Bind, Db, WriteTx, bind_all, placeholders};
 
 /// The columns of a summary (a context without its content), in one place; the joins give the
 /// workspace's slug.
@@ -206,7 +210,8 @@ pub async fn list(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Writes
+// Writes: four round trips each on PostgreSQL (BEGIN, read under the head lock, one batch,
+// COMMIT); see the module docs of `crate::store`.
 
 fn check_content(content: &str) -> Result<()> {
     if content.len() > MAX_CONTENT_BYTES {
@@ -228,39 +233,56 @@ fn check_tags(tags: &[String]) -> Result<()> {
     Ok(())
 }
 
-async fn replace_tags(
-    tx: &mut AnyConnection,
-    tenant_id: &str,
-    context_id: &str,
-    tags: &[String],
-) -> Result<()> {
-    sqlx::query("DELETE FROM context_tags WHERE context_id = $1")
-        .bind(context_id.to_string())
-        .execute(&mut *tx)
-        .await?;
-    let mut seen = HashSet::new();
-    for tag in tags.iter().filter(|t| seen.insert(t.as_str())) {
-        sqlx::query("INSERT INTO context_tags (context_id, tenant_id, tag) VALUES ($1, $2, $3)")
-            .bind(context_id.to_string())
-            .bind(tenant_id.to_string())
-            .bind(tag.clone())
-            .execute(&mut *tx)
-            .await?;
+/// Statements that make a context's tag rows `new` where they were `old`.
+fn retag(batch: &mut Batch, tenant_id: &str, context_id: &str, old: &[String], new: &[String]) {
+    let gone: Vec<&String> = old
+        .iter()
+        .filter(|t| !new.contains(t))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    if !gone.is_empty() {
+        let mut binds = vec![Bind::Text(context_id.to_string())];
+        binds.extend(gone.iter().map(|t| Bind::Text(t.to_string())));
+        batch.push(
+            format!(
+                "DELETE FROM context_tags WHERE context_id = $1 AND tag IN ({})",
+                placeholders(2, gone.len())
+            ),
+            binds,
+            None,
+        );
     }
-    Ok(())
+    let mut added: Vec<&String> = Vec::new();
+    for t in new {
+        if !old.contains(t) && !added.contains(&t) {
+            added.push(t);
+        }
+    }
+    if !added.is_empty() {
+        let mut binds = Vec::new();
+        let rows: Vec<String> = added
+            .iter()
+            .map(|t| {
+                let at = binds.len() + 1;
+                binds.push(Bind::Text(context_id.to_string()));
+                binds.push(Bind::Text(tenant_id.to_string()));
+                binds.push(Bind::Text(t.to_string()));
+                format!("(${}, ${}, ${})", at, at + 1, at + 2)
+            })
+            .collect();
+        batch.push(
+            format!(
+                "INSERT INTO context_tags (context_id, tenant_id, tag) VALUES {} ON CONFLICT DO NOTHING",
+                rows.join(", ")
+            ),
+            binds,
+            None,
+        );
+    }
 }
 
-async fn plan_of(tx: &mut AnyConnection, tenant_id: &str) -> Result<Plan> {
-    let plan: String = sqlx::query("SELECT plan FROM tenants WHERE id = $1")
-        .bind(tenant_id.to_string())
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("plan")?;
-    plan.parse()
-        .map_err(|_| Error::Corrupt(format!("tenant {tenant_id} has plan {plan:?}")))
-}
-
-/// Checks every item of a bulk upsert before anything is written.
+/// Checks every item of a bulk upsert before anything is read or written.
 fn check_items(items: &[ContextInput]) -> Result<()> {
     if items.is_empty() || items.len() > MAX_BULK_ITEMS {
         return Err(Error::Invalid(format!(
@@ -292,6 +314,32 @@ fn check_items(items: &[ContextInput]) -> Result<()> {
     Ok(())
 }
 
+/// A workspace as a bulk upsert reads it.
+#[derive(serde::Deserialize)]
+struct TargetWorkspace {
+    id: String,
+    slug: String,
+    archived: i64,
+}
+
+/// A context as a bulk upsert reads it.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Stored {
+    id: String,
+    external_id: String,
+    workspace_id: String,
+    kind: String,
+    title: Option<String>,
+    content: String,
+    tags: String,
+    version: i64,
+}
+
+fn decode<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
+    serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
+}
+
 /// `POST /api/contexts/bulk-upsert`: all or nothing.
 pub async fn bulk_upsert(
     db: &Db,
@@ -299,32 +347,91 @@ pub async fn bulk_upsert(
     items: &[ContextInput],
 ) -> Result<Vec<UpsertResult>> {
     check_items(items)?;
-    let (mut tx, mut chain) = begin(db).await?;
-    let mut targets: HashMap<&str, Workspace> = HashMap::new();
-    for item in items {
-        if !targets.contains_key(item.workspace.as_str()) {
-            let ws = workspaces::get_in(&mut tx, actor.tenant_id, &item.workspace).await?;
-            if ws.archived {
-                return Err(Error::WorkspaceArchived { slug: ws.slug });
-            }
-            targets.insert(&item.workspace, ws);
+    let slugs: Vec<&str> = items
+        .iter()
+        .map(|i| i.workspace.as_str())
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let workspaces_json = json_rows(
+        db,
+        &[
+            ("id", "w.id"),
+            ("slug", "w.slug"),
+            ("archived", "w.archived"),
+        ],
+    );
+    let existing_json = json_rows(
+        db,
+        &[
+            ("id", "c.id"),
+            ("externalId", "c.external_id"),
+            ("workspaceId", "c.workspace_id"),
+            ("kind", "c.type"),
+            ("title", "c.title"),
+            ("content", "c.content"),
+            ("tags", "c.tags"),
+            ("version", "c.version"),
+        ],
+    );
+    let sql = format!(
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, t.plan AS plan, \
+         (SELECT COUNT(*) FROM contexts x WHERE x.tenant_id = $1) AS context_count, \
+         (SELECT {workspaces_json} FROM workspaces w WHERE w.tenant_id = $1 AND w.slug IN ({})) AS workspaces, \
+         (SELECT {existing_json} FROM contexts c WHERE c.tenant_id = $1 AND c.external_id IN ({})) AS existing \
+         FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id WHERE h.tenant_id = $1{}",
+        placeholders(2, slugs.len()),
+        placeholders(2 + slugs.len(), items.len()),
+        lock_head(db)
+    );
+    let mut binds = vec![Bind::Text(actor.tenant_id.to_string())];
+    binds.extend(slugs.iter().map(|s| Bind::Text(s.to_string())));
+    binds.extend(items.iter().map(|i| Bind::Text(i.external_id.clone())));
+
+    let mut tx = db.begin_write().await?;
+    let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| no_head(actor.tenant_id))?;
+    let mut head = head_from(&row, actor.tenant_id)?;
+    let plan: String = row.try_get("plan")?;
+    let plan: Plan = plan
+        .parse()
+        .map_err(|_| Error::Corrupt(format!("tenant {} has plan {plan:?}", actor.tenant_id)))?;
+    let count: i64 = row.try_get("context_count")?;
+    let targets: Vec<TargetWorkspace> =
+        decode(&row.try_get::<String, _>("workspaces")?, "workspaces")?;
+    let stored: Vec<Stored> = decode(&row.try_get::<String, _>("existing")?, "contexts")?;
+    let targets: HashMap<&str, &TargetWorkspace> =
+        targets.iter().map(|w| (w.slug.as_str(), w)).collect();
+    let stored: HashMap<&str, &Stored> =
+        stored.iter().map(|c| (c.external_id.as_str(), c)).collect();
+    for slug in &slugs {
+        let ws = targets.get(slug).ok_or_else(|| Error::WorkspaceNotFound {
+            slug: slug.to_string(),
+        })?;
+        if ws.archived != 0 {
+            return Err(Error::WorkspaceArchived {
+                slug: slug.to_string(),
+            });
         }
     }
 
+    let at = now();
+    let mut batch = Batch::default();
     let mut results = Vec::with_capacity(items.len());
-    let mut creates = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        let ws = &targets[item.workspace.as_str()];
-        let existing = sqlx::query(
-            "SELECT id, workspace_id, type, title, content, tags, version FROM contexts WHERE tenant_id = $1 AND external_id = $2",
-        )
-        .bind(actor.tenant_id.to_string())
-        .bind(item.external_id.clone())
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = existing else {
-            creates.push(i);
-            results.push(None);
+    let mut creates: Vec<(&ContextInput, String)> = Vec::new();
+    for item in items {
+        let ws = targets[item.workspace.as_str()];
+        let Some(old) = stored.get(item.external_id.as_str()) else {
+            let id = new_id("ctx");
+            results.push(UpsertResult {
+                id: id.clone(),
+                external_id: item.external_id.clone(),
+                status: "created".into(),
+                version: 1,
+            });
+            creates.push((item, id));
             continue;
         };
         if item.if_absent {
@@ -332,160 +439,225 @@ pub async fn bulk_upsert(
                 external_id: item.external_id.clone(),
             });
         }
-        let id: String = row.try_get("id")?;
-        let workspace_id: String = row.try_get("workspace_id")?;
-        if workspace_id != ws.id {
+        if old.workspace_id != ws.id {
             return Err(Error::ExternalIdInOtherWorkspace {
                 external_id: item.external_id.clone(),
             });
         }
-        let version: i64 = row.try_get("version")?;
-        let old_tags = tags_from(&row.try_get::<String, _>("tags")?);
-        let tags = item.tags.clone().unwrap_or(old_tags.clone());
         // Absent title and tags keep the stored ones (as in PUT).
-        let old_title: Option<String> = row.try_get("title")?;
-        let title = item.title.clone().or(old_title.clone());
-        let unchanged = row.try_get::<String, _>("content")? == item.content
-            && row.try_get::<String, _>("type")? == item.kind
-            && title == old_title
+        let old_tags = tags_from(&old.tags);
+        let tags = item.tags.clone().unwrap_or_else(|| old_tags.clone());
+        let title = item.title.clone().or_else(|| old.title.clone());
+        let unchanged = old.content == item.content
+            && old.kind == item.kind
+            && title == old.title
             && tags == old_tags;
-        let new_version = if unchanged {
-            version
+        let version = if unchanged {
+            old.version
         } else {
-            sqlx::query(
-                "UPDATE contexts SET type = $1, title = $2, content = $3, tags = $4, size_bytes = $5, version = version + 1, updated_at = $6 \
-                 WHERE id = $7 AND tenant_id = $8",
-            )
-            .bind(item.kind.clone())
-            .bind(title)
-            .bind(item.content.clone())
-            .bind(tags_text(&tags))
-            .bind(item.content.len() as i64)
-            .bind(now())
-            .bind(id.clone())
-            .bind(actor.tenant_id.to_string())
-            .execute(&mut *tx)
-            .await?;
+            batch.push(
+                "UPDATE contexts SET type = $1, title = $2, content = $3, tags = $4, size_bytes = $5, version = $6, updated_at = $7 \
+                 WHERE id = $8 AND tenant_id = $9 AND version = $10",
+                vec![
+                    Bind::Text(item.kind.clone()),
+                    Bind::OptText(title),
+                    Bind::Text(item.content.clone()),
+                    Bind::Text(tags_text(&tags)),
+                    Bind::Int(item.content.len() as i64),
+                    Bind::Int(old.version + 1),
+                    Bind::Text(at.clone()),
+                    Bind::Text(old.id.clone()),
+                    Bind::Text(actor.tenant_id.to_string()),
+                    Bind::Int(old.version),
+                ],
+                Some(1),
+            );
             if item.tags.is_some() {
-                replace_tags(&mut tx, actor.tenant_id, &id, &tags).await?;
+                retag(&mut batch, actor.tenant_id, &old.id, &old_tags, &tags);
             }
-            chain
-                .append(
-                    &mut tx,
-                    actor.record(
-                        "context.update",
-                        "context",
-                        &id,
-                        serde_json::json!({"externalId": item.external_id, "version": version + 1}),
-                    ),
-                )
-                .await?;
-            version + 1
+            head.append(actor.record(
+                "context.update",
+                "context",
+                &old.id,
+                serde_json::json!({"externalId": item.external_id, "version": old.version + 1}),
+            ));
+            old.version + 1
         };
-        results.push(Some(UpsertResult {
-            id,
+        results.push(UpsertResult {
+            id: old.id.clone(),
             external_id: item.external_id.clone(),
             status: "updated".into(),
-            version: new_version,
-        }));
+            version,
+        });
     }
 
     if !creates.is_empty() {
-        let plan = plan_of(&mut tx, actor.tenant_id).await?;
-        if let Some(cap) = plan.context_cap() {
-            let count: i64 = sqlx::query("SELECT COUNT(*) AS n FROM contexts WHERE tenant_id = $1")
-                .bind(actor.tenant_id.to_string())
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("n")?;
-            if count + creates.len() as i64 > cap {
-                return Err(Error::QuotaExceeded {
-                    plan,
-                    cap,
-                    count,
-                    creating: creates.len(),
-                });
-            }
+        if let Some(cap) = plan.context_cap()
+            && count + creates.len() as i64 > cap
+        {
+            return Err(Error::QuotaExceeded {
+                plan,
+                cap,
+                count,
+                creating: creates.len(),
+            });
+        }
+        let mut binds = Vec::new();
+        let mut rows = Vec::new();
+        for (item, id) in &creates {
+            let n = binds.len();
+            rows.push(format!(
+                "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, 1, ${}, ${})",
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5,
+                n + 6,
+                n + 7,
+                n + 8,
+                n + 9,
+                n + 10,
+                n + 10
+            ));
+            binds.extend([
+                Bind::Text(id.clone()),
+                Bind::Text(actor.tenant_id.to_string()),
+                Bind::Text(targets[item.workspace.as_str()].id.clone()),
+                Bind::Text(item.external_id.clone()),
+                Bind::Text(item.kind.clone()),
+                Bind::OptText(item.title.clone()),
+                Bind::Text(item.content.clone()),
+                Bind::Text(tags_text(item.tags.as_deref().unwrap_or_default())),
+                Bind::Int(item.content.len() as i64),
+                Bind::Text(at.clone()),
+            ]);
+        }
+        batch.push(
+            format!(
+                "INSERT INTO contexts (id, tenant_id, workspace_id, external_id, type, title, content, tags, size_bytes, version, created_at, updated_at) VALUES {}",
+                rows.join(", ")
+            ),
+            binds,
+            Some(creates.len() as u64),
+        );
+        for (item, id) in &creates {
+            retag(
+                &mut batch,
+                actor.tenant_id,
+                id,
+                &[],
+                item.tags.as_deref().unwrap_or_default(),
+            );
+            head.append(actor.record(
+                "context.create",
+                "context",
+                id,
+                serde_json::json!({"externalId": item.external_id, "version": 1}),
+            ));
         }
     }
-    for i in creates {
-        let item = &items[i];
-        let ws = &targets[item.workspace.as_str()];
-        let id = new_id("ctx");
-        let at = now();
-        let tags = item.tags.clone().unwrap_or_default();
-        sqlx::query(
-            "INSERT INTO contexts (id, tenant_id, workspace_id, external_id, type, title, content, tags, size_bytes, version, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, $10, $10)",
-        )
-        .bind(id.clone())
-        .bind(actor.tenant_id.to_string())
-        .bind(ws.id.clone())
-        .bind(item.external_id.clone())
-        .bind(item.kind.clone())
-        .bind(item.title.clone())
-        .bind(item.content.clone())
-        .bind(tags_text(&tags))
-        .bind(item.content.len() as i64)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
-        replace_tags(&mut tx, actor.tenant_id, &id, &tags).await?;
-        chain
-            .append(
-                &mut tx,
-                actor.record(
-                    "context.create",
-                    "context",
-                    &id,
-                    serde_json::json!({"externalId": item.external_id, "version": 1}),
-                ),
-            )
-            .await?;
-        results[i] = Some(UpsertResult {
-            id,
-            external_id: item.external_id.clone(),
-            status: "created".into(),
-            version: 1,
-        });
-    }
-    commit(tx, chain).await?;
-    Ok(results.into_iter().flatten().collect())
+    finish(tx, head, batch, db, &items[0].external_id).await?;
+    Ok(results)
 }
 
-/// Locks and checks a context for a change: exists, workspace writable, version matches.
-/// Returns its version and external id.
-async fn writable(
-    tx: &mut AnyConnection,
+/// A context with the state of its workspace, as a write by id (or external id) reads it under
+/// the head lock. `None` fields: no such context.
+struct Locked {
+    head: crate::audit::Head,
+    context: Option<(Context, bool)>,
+    replay: Option<(i64, Option<i64>)>,
+}
+
+/// Round trip 2 of a write on one context: the head lock and the context (by `c.id` or
+/// `c.external_id`, per `key_column`), and an idempotency key's earlier outcome.
+async fn lock_context(
+    tx: &mut WriteTx,
+    db: &Db,
     tenant_id: &str,
-    id: &str,
-    if_match: Option<i64>,
-) -> Result<(i64, String)> {
-    let row = sqlx::query(
-        "SELECT c.version, c.external_id, w.archived, w.slug FROM contexts c JOIN workspaces w ON w.id = c.workspace_id \
-         WHERE c.id = $1 AND c.tenant_id = $2",
-    )
-    .bind(id.to_string())
-    .bind(tenant_id.to_string())
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| Error::ContextNotFound { id: id.to_string() })?;
-    if row.try_get::<i64, _>("archived")? != 0 {
+    key_column: &str,
+    key: &str,
+    idempotency_key: Option<&str>,
+) -> Result<Locked> {
+    let sql = format!(
+        concat!(
+            "SELECT h.seq AS head_seq, h.last_hash AS head_hash, w.archived AS ws_archived, ",
+            "k.version AS replay_version, k.changed_line AS replay_line, ",
+            summary_columns!(),
+            ", c.content FROM audit_heads h ",
+            "LEFT JOIN contexts c ON c.tenant_id = h.tenant_id AND {} = $2 ",
+            "LEFT JOIN workspaces w ON w.id = c.workspace_id ",
+            "LEFT JOIN idempotency_keys k ON k.tenant_id = h.tenant_id AND k.key = $3 ",
+            "WHERE h.tenant_id = $1{}"
+        ),
+        key_column,
+        lock_head(db)
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(tenant_id.to_string())
+        .bind(key.to_string())
+        .bind(idempotency_key.unwrap_or("").to_string())
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| no_head(tenant_id))?;
+    let head = head_from(&row, tenant_id)?;
+    let context = match row.try_get::<Option<String>, _>("id")? {
+        Some(_) => Some((
+            context_from_row(&row)?,
+            row.try_get::<i64, _>("ws_archived")? != 0,
+        )),
+        None => None,
+    };
+    let replay = match row.try_get::<Option<i64>, _>("replay_version")? {
+        Some(v) => Some((v, row.try_get::<Option<i64>, _>("replay_line")?)),
+        None => None,
+    };
+    Ok(Locked {
+        head,
+        context,
+        replay,
+    })
+}
+
+/// The context of a write: present, in a writable workspace, at `if_match` when given.
+fn writable(locked: Option<(Context, bool)>, id: &str, if_match: Option<i64>) -> Result<Context> {
+    let (context, archived) =
+        locked.ok_or_else(|| Error::ContextNotFound { id: id.to_string() })?;
+    if archived {
         return Err(Error::WorkspaceArchived {
-            slug: row.try_get("slug")?,
+            slug: context.workspace,
         });
     }
-    let version: i64 = row.try_get("version")?;
     if let Some(expected) = if_match
-        && expected != version
+        && expected != context.version
     {
         return Err(Error::VersionMismatch {
             id: id.to_string(),
-            stored: version,
+            stored: context.version,
             expected,
         });
     }
-    Ok((version, row.try_get("external_id")?))
+    Ok(context)
+}
+
+/// The statement that writes a context's new content (and title, tags) from its version.
+fn rewrite(batch: &mut Batch, tenant_id: &str, old: &Context, new: &Context) {
+    batch.push(
+        "UPDATE contexts SET content = $1, size_bytes = $2, title = $3, tags = $4, version = $5, updated_at = $6 \
+         WHERE id = $7 AND tenant_id = $8 AND version = $9",
+        vec![
+            Bind::Text(new.content.clone()),
+            Bind::Int(new.content.len() as i64),
+            Bind::OptText(new.title.clone()),
+            Bind::Text(tags_text(&new.tags)),
+            Bind::Int(new.version),
+            Bind::Text(new.updated_at.clone()),
+            Bind::Text(old.id.clone()),
+            Bind::Text(tenant_id.to_string()),
+            Bind::Int(old.version),
+        ],
+        Some(1),
+    );
 }
 
 /// `PUT /api/contexts/:id`: new content; `title` absent keeps it, `Some(None)` clears it;
@@ -503,94 +675,147 @@ pub async fn update(
     if let Some(tags) = &tags {
         check_tags(tags)?;
     }
-    let (mut tx, mut chain) = begin(db).await?;
-    let (version, external_id) = writable(&mut tx, actor.tenant_id, id, if_match).await?;
-    // The version is checked again in SQL: the row changes only from the version just read.
-    let changed = match &title {
-        Some(title) => sqlx::query(
-            "UPDATE contexts SET content = $1, size_bytes = $2, title = $3, version = version + 1, updated_at = $4 \
-             WHERE id = $5 AND tenant_id = $6 AND version = $7",
-        )
-        .bind(content.to_string())
-        .bind(content.len() as i64)
-        .bind(title.clone())
-        .bind(now())
-        .bind(id.to_string())
-        .bind(actor.tenant_id.to_string())
-        .bind(version)
-        .execute(&mut *tx)
-        .await?,
-        None => sqlx::query(
-            "UPDATE contexts SET content = $1, size_bytes = $2, version = version + 1, updated_at = $3 \
-             WHERE id = $4 AND tenant_id = $5 AND version = $6",
-        )
-        .bind(content.to_string())
-        .bind(content.len() as i64)
-        .bind(now())
-        .bind(id.to_string())
-        .bind(actor.tenant_id.to_string())
-        .bind(version)
-        .execute(&mut *tx)
-        .await?,
+    let mut tx = db.begin_write().await?;
+    let Locked {
+        mut head, context, ..
+    } = lock_context(&mut tx, db, actor.tenant_id, "c.id", id, None).await?;
+    let old = writable(context, id, if_match)?;
+    let new = Context {
+        content: content.to_string(),
+        title: title.unwrap_or_else(|| old.title.clone()),
+        tags: tags.clone().unwrap_or_else(|| old.tags.clone()),
+        version: old.version + 1,
+        updated_at: now(),
+        ..old.clone()
     };
-    if changed.rows_affected() != 1 {
-        return Err(Error::ChangedConcurrently { id: id.to_string() });
+    let mut batch = Batch::default();
+    rewrite(&mut batch, actor.tenant_id, &old, &new);
+    if tags.is_some() {
+        retag(&mut batch, actor.tenant_id, id, &old.tags, &new.tags);
     }
-    if let Some(tags) = &tags {
-        sqlx::query("UPDATE contexts SET tags = $1 WHERE id = $2 AND tenant_id = $3")
-            .bind(tags_text(tags))
-            .bind(id.to_string())
-            .bind(actor.tenant_id.to_string())
-            .execute(&mut *tx)
-            .await?;
-        replace_tags(&mut tx, actor.tenant_id, id, tags).await?;
-    }
-    chain
-        .append(
-            &mut tx,
-            actor.record(
-                "context.update",
-                "context",
-                id,
-                serde_json::json!({"externalId": external_id, "version": version + 1}),
-            ),
-        )
-        .await?;
-    let context = get_in(&mut tx, actor.tenant_id, id)
-        .await?
-        .ok_or_else(|| Error::ContextNotFound { id: id.to_string() })?;
-    commit(tx, chain).await?;
-    Ok(context)
+    head.append(actor.record(
+        "context.update",
+        "context",
+        id,
+        serde_json::json!({"externalId": old.external_id, "version": new.version}),
+    ));
+    finish(tx, head, batch, db, id).await?;
+    Ok(new)
 }
 
-/// `DELETE /api/contexts/:id`; with `if_match`, only at that version.
-pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
-    let (mut tx, mut chain) = begin(db).await?;
-    let (version, external_id) = writable(&mut tx, actor.tenant_id, id, if_match).await?;
-    sqlx::query("DELETE FROM context_tags WHERE context_id = $1")
-        .bind(id.to_string())
-        .execute(&mut *tx)
-        .await?;
-    let gone =
-        sqlx::query("DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3")
-            .bind(id.to_string())
-            .bind(actor.tenant_id.to_string())
-            .bind(version)
-            .execute(&mut *tx)
-            .await?;
-    if gone.rows_affected() != 1 {
-        return Err(Error::ChangedConcurrently { id: id.to_string() });
+/// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): applies `edit`
+/// under the lock, so concurrent edits never conflict. The context must carry `require_tag`
+/// and live in `workspace` when given (else it is "not found"), and be at `if_match` when
+/// given. With an `idempotency_key` already applied (within the last hour), nothing is applied
+/// again: the answer is that first outcome, with the context as it is now.
+#[allow(clippy::too_many_arguments)]
+pub async fn edit(
+    db: &Db,
+    actor: Actor<'_>,
+    external_id: &str,
+    edit: &TextEdit,
+    require_tag: Option<&str>,
+    workspace: Option<&str>,
+    if_match: Option<i64>,
+    idempotency_key: Option<&str>,
+) -> Result<EditedContext> {
+    let mut tx = db.begin_write().await?;
+    let Locked {
+        mut head,
+        context,
+        replay,
+    } = lock_context(
+        &mut tx,
+        db,
+        actor.tenant_id,
+        "c.external_id",
+        external_id,
+        idempotency_key,
+    )
+    .await?;
+    let context = context.filter(|(c, _)| {
+        require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
+            && workspace.is_none_or(|w| c.workspace == w)
+    });
+    if let Some((version, line)) = replay {
+        let (current, _) = context.ok_or_else(|| Error::ContextNotFound {
+            id: external_id.to_string(),
+        })?;
+        tracing::debug!(version, "replayed an idempotent edit");
+        return Ok(EditedContext {
+            context: current,
+            changed_line: line.map(|l| l as usize),
+            replayed: true,
+        });
     }
-    chain
-        .append(
-            &mut tx,
-            actor.record(
-                "context.delete",
-                "context",
-                id,
-                serde_json::json!({"externalId": external_id, "version": version}),
-            ),
-        )
-        .await?;
-    commit(tx, chain).await
+    let old = writable(context, external_id, if_match)?;
+    let applied = contextq_api::edit::apply(&old.content, edit).map_err(Error::EditFailed)?;
+    check_content(&applied.content)?;
+    let new = Context {
+        content: applied.content,
+        version: old.version + 1,
+        updated_at: now(),
+        ..old.clone()
+    };
+    let mut batch = Batch::default();
+    rewrite(&mut batch, actor.tenant_id, &old, &new);
+    if let Some(key) = idempotency_key {
+        let cutoff = (chrono::Utc::now() - chrono::Duration::hours(1))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        batch.push(
+            "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < $2",
+            vec![Bind::Text(actor.tenant_id.to_string()), Bind::Text(cutoff)],
+            None,
+        );
+        batch.push(
+            "INSERT INTO idempotency_keys (tenant_id, key, context_id, version, changed_line, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            vec![
+                Bind::Text(actor.tenant_id.to_string()),
+                Bind::Text(key.to_string()),
+                Bind::Text(old.id.clone()),
+                Bind::Int(new.version),
+                Bind::OptInt(applied.changed_line.map(|l| l as i64)),
+                Bind::Text(new.updated_at.clone()),
+            ],
+            Some(1),
+        );
+    }
+    head.append(actor.record(
+        "context.update",
+        "context",
+        &old.id,
+        serde_json::json!({"externalId": old.external_id, "version": new.version}),
+    ));
+    finish(tx, head, batch, db, &old.id).await?;
+    Ok(EditedContext {
+        context: new,
+        changed_line: applied.changed_line,
+        replayed: false,
+    })
+}
+
+/// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
+pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
+    let mut tx = db.begin_write().await?;
+    let Locked {
+        mut head, context, ..
+    } = lock_context(&mut tx, db, actor.tenant_id, "c.id", id, None).await?;
+    let old = writable(context, id, if_match)?;
+    let mut batch = Batch::default();
+    batch.push(
+        "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
+        vec![
+            Bind::Text(id.to_string()),
+            Bind::Text(actor.tenant_id.to_string()),
+            Bind::Int(old.version),
+        ],
+        Some(1),
+    );
+    head.append(actor.record(
+        "context.delete",
+        "context",
+        id,
+        serde_json::json!({"externalId": old.external_id, "version": old.version}),
+    ));
+    finish(tx, head, batch, db, id).await
 }

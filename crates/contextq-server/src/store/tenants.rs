@@ -40,27 +40,36 @@ pub enum TenantDeletion {
     },
 }
 
-/// Creates a tenant; returns its id.
+/// Creates a tenant and the head of its audit chain; returns its id.
 pub async fn create_tenant(db: &Db, name: &str, plan: Plan) -> Result<String> {
     if name.trim().is_empty() {
         return Err(Error::Invalid("the tenant name must not be empty".into()));
     }
     let id = new_id("ten");
+    let mut tx = db.begin_write().await?;
     let res =
         sqlx::query("INSERT INTO tenants (id, name, plan, created_at) VALUES ($1, $2, $3, $4)")
             .bind(id.clone())
             .bind(name.to_string())
             .bind(plan.as_str().to_string())
             .bind(now())
-            .execute(db.pool())
+            .execute(&mut *tx)
             .await;
     match res {
-        Ok(_) => Ok(id),
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Err(Error::TenantExists {
-            name: name.to_string(),
-        }),
-        Err(e) => Err(e.into()),
+        Ok(_) => {}
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
+            return Err(Error::TenantExists {
+                name: name.to_string(),
+            });
+        }
+        Err(e) => return Err(e.into()),
     }
+    sqlx::query("INSERT INTO audit_heads (tenant_id, seq, last_hash) VALUES ($1, 0, NULL)")
+        .bind(id.clone())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(id)
 }
 
 /// The id of the tenant named `name`, if any.
@@ -198,6 +207,8 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
         "DELETE FROM workspaces WHERE tenant_id = $1",
         "DELETE FROM api_keys WHERE tenant_id = $1",
         "DELETE FROM users WHERE tenant_id = $1",
+        "DELETE FROM idempotency_keys WHERE tenant_id = $1",
+        "DELETE FROM audit_heads WHERE tenant_id = $1",
     ] {
         sqlx::query(sql)
             .bind(tenant_id.to_string())

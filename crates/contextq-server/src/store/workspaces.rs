@@ -1,10 +1,12 @@
 //! Workspaces: list, create, archive, delete (each change audited).
 
 use contextq_api::{Workspace, valid_slug};
-use sqlx::{AnyConnection, Row};
+use sqlx::Row;
 
-use super::{Actor, Error, Result, begin, commit, new_id, now, workspace_from_row};
-use crate::db::Db;
+use super::{
+    Actor, Error, Result, finish, head_from, lock_head, new_id, no_head, now, workspace_from_row,
+};
+use crate::db::{Batch, Bind, Db, WriteTx};
 
 /// The columns of a workspace row, in one place.
 macro_rules! columns {
@@ -26,27 +28,6 @@ pub async fn list(db: &Db, tenant_id: &str) -> Result<Vec<Workspace>> {
     rows.iter().map(workspace_from_row).collect()
 }
 
-/// The workspace `slug` of the tenant, inside a transaction.
-pub(crate) async fn get_in(
-    tx: &mut AnyConnection,
-    tenant_id: &str,
-    slug: &str,
-) -> Result<Workspace> {
-    let row = sqlx::query(concat!(
-        "SELECT ",
-        columns!(),
-        " FROM workspaces WHERE tenant_id = $1 AND slug = $2"
-    ))
-    .bind(tenant_id.to_string())
-    .bind(slug.to_string())
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or_else(|| Error::WorkspaceNotFound {
-        slug: slug.to_string(),
-    })?;
-    workspace_from_row(&row)
-}
-
 /// The id of the workspace `slug` of the tenant.
 pub(crate) async fn id_of(db: &Db, tenant_id: &str, slug: &str) -> Result<String> {
     let row = sqlx::query("SELECT id FROM workspaces WHERE tenant_id = $1 AND slug = $2")
@@ -60,6 +41,37 @@ pub(crate) async fn id_of(db: &Db, tenant_id: &str, slug: &str) -> Result<String
     Ok(row.try_get("id")?)
 }
 
+/// Round trip 2 of a workspace write: the head lock, the workspace `slug`, and how many
+/// contexts it holds.
+async fn lock_workspace(
+    tx: &mut WriteTx,
+    db: &Db,
+    tenant_id: &str,
+    slug: &str,
+) -> Result<(crate::audit::Head, Option<(Workspace, i64)>)> {
+    let sql = format!(
+        concat!(
+            "SELECT h.seq AS head_seq, h.last_hash AS head_hash, w.id, w.slug, w.name, w.archived, w.created_at, ",
+            "(SELECT COUNT(*) FROM contexts c WHERE c.tenant_id = h.tenant_id AND c.workspace_id = w.id) AS contexts ",
+            "FROM audit_heads h LEFT JOIN workspaces w ON w.tenant_id = h.tenant_id AND w.slug = $2 ",
+            "WHERE h.tenant_id = $1{}"
+        ),
+        lock_head(db)
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(tenant_id.to_string())
+        .bind(slug.to_string())
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or_else(|| no_head(tenant_id))?;
+    let head = head_from(&row, tenant_id)?;
+    let ws = match row.try_get::<Option<String>, _>("id")? {
+        Some(_) => Some((workspace_from_row(&row)?, row.try_get("contexts")?)),
+        None => None,
+    };
+    Ok((head, ws))
+}
+
 /// Creates a workspace (refused if the slug exists). An empty `name` becomes the slug.
 pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result<Workspace> {
     if !valid_slug(slug) {
@@ -67,13 +79,9 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
             "invalid workspace slug {slug:?}: use 1 to 63 characters of a-z, 0-9 and '-', starting with a letter or digit"
         )));
     }
-    let (mut tx, mut chain) = begin(db).await?;
-    let exists = sqlx::query("SELECT id FROM workspaces WHERE tenant_id = $1 AND slug = $2")
-        .bind(actor.tenant_id.to_string())
-        .bind(slug.to_string())
-        .fetch_optional(&mut *tx)
-        .await?;
-    if exists.is_some() {
+    let mut tx = db.begin_write().await?;
+    let (mut head, existing) = lock_workspace(&mut tx, db, actor.tenant_id, slug).await?;
+    if existing.is_some() {
         return Err(Error::WorkspaceExists {
             slug: slug.to_string(),
         });
@@ -85,91 +93,85 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
         archived: false,
         created_at: now(),
     };
-    sqlx::query(
+    let mut batch = Batch::default();
+    batch.push(
         "INSERT INTO workspaces (id, tenant_id, slug, name, archived, created_at) VALUES ($1, $2, $3, $4, 0, $5)",
-    )
-    .bind(ws.id.clone())
-    .bind(actor.tenant_id.to_string())
-    .bind(ws.slug.clone())
-    .bind(ws.name.clone())
-    .bind(ws.created_at.clone())
-    .execute(&mut *tx)
-    .await?;
-    chain
-        .append(
-            &mut tx,
-            actor.record(
-                "workspace.create",
-                "workspace",
-                &ws.id,
-                serde_json::json!({"slug": slug}),
-            ),
-        )
-        .await?;
-    commit(tx, chain).await?;
+        vec![
+            Bind::Text(ws.id.clone()),
+            Bind::Text(actor.tenant_id.to_string()),
+            Bind::Text(ws.slug.clone()),
+            Bind::Text(ws.name.clone()),
+            Bind::Text(ws.created_at.clone()),
+        ],
+        Some(1),
+    );
+    head.append(actor.record(
+        "workspace.create",
+        "workspace",
+        &ws.id,
+        serde_json::json!({"slug": slug}),
+    ));
+    finish(tx, head, batch, db, slug).await?;
     Ok(ws)
 }
 
 /// Archives a workspace: it becomes read-only.
 pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace> {
-    let (mut tx, mut chain) = begin(db).await?;
-    let mut ws = get_in(&mut tx, actor.tenant_id, slug).await?;
-    if !ws.archived {
-        sqlx::query("UPDATE workspaces SET archived = 1 WHERE id = $1 AND tenant_id = $2")
-            .bind(ws.id.clone())
-            .bind(actor.tenant_id.to_string())
-            .execute(&mut *tx)
-            .await?;
-        chain
-            .append(
-                &mut tx,
-                actor.record(
-                    "workspace.archive",
-                    "workspace",
-                    &ws.id,
-                    serde_json::json!({"slug": slug}),
-                ),
-            )
-            .await?;
-        ws.archived = true;
+    let mut tx = db.begin_write().await?;
+    let (mut head, existing) = lock_workspace(&mut tx, db, actor.tenant_id, slug).await?;
+    let (mut ws, _) = existing.ok_or_else(|| Error::WorkspaceNotFound {
+        slug: slug.to_string(),
+    })?;
+    if ws.archived {
+        return Ok(ws);
     }
-    commit(tx, chain).await?;
+    let mut batch = Batch::default();
+    batch.push(
+        "UPDATE workspaces SET archived = 1 WHERE id = $1 AND tenant_id = $2 AND archived = 0",
+        vec![
+            Bind::Text(ws.id.clone()),
+            Bind::Text(actor.tenant_id.to_string()),
+        ],
+        Some(1),
+    );
+    head.append(actor.record(
+        "workspace.archive",
+        "workspace",
+        &ws.id,
+        serde_json::json!({"slug": slug}),
+    ));
+    finish(tx, head, batch, db, slug).await?;
+    ws.archived = true;
     Ok(ws)
 }
 
 /// Deletes an empty workspace (refused while it holds contexts).
 pub async fn delete(db: &Db, actor: Actor<'_>, slug: &str) -> Result<()> {
-    let (mut tx, mut chain) = begin(db).await?;
-    let ws = get_in(&mut tx, actor.tenant_id, slug).await?;
-    let count: i64 = sqlx::query(
-        "SELECT COUNT(*) AS n FROM contexts WHERE tenant_id = $1 AND workspace_id = $2",
-    )
-    .bind(actor.tenant_id.to_string())
-    .bind(ws.id.clone())
-    .fetch_one(&mut *tx)
-    .await?
-    .try_get("n")?;
-    if count > 0 {
+    let mut tx = db.begin_write().await?;
+    let (mut head, existing) = lock_workspace(&mut tx, db, actor.tenant_id, slug).await?;
+    let (ws, contexts) = existing.ok_or_else(|| Error::WorkspaceNotFound {
+        slug: slug.to_string(),
+    })?;
+    if contexts > 0 {
         return Err(Error::WorkspaceNotEmpty {
             slug: slug.to_string(),
-            contexts: count,
+            contexts,
         });
     }
-    sqlx::query("DELETE FROM workspaces WHERE id = $1 AND tenant_id = $2")
-        .bind(ws.id.clone())
-        .bind(actor.tenant_id.to_string())
-        .execute(&mut *tx)
-        .await?;
-    chain
-        .append(
-            &mut tx,
-            actor.record(
-                "workspace.delete",
-                "workspace",
-                &ws.id,
-                serde_json::json!({"slug": slug}),
-            ),
-        )
-        .await?;
-    commit(tx, chain).await
+    let mut batch = Batch::default();
+    batch.push(
+        "DELETE FROM workspaces WHERE id = $1 AND tenant_id = $2",
+        vec![
+            Bind::Text(ws.id.clone()),
+            Bind::Text(actor.tenant_id.to_string()),
+        ],
+        Some(1),
+    );
+    head.append(actor.record(
+        "workspace.delete",
+        "workspace",
+        &ws.id,
+        serde_json::json!({"slug": slug}),
+    ));
+    finish(tx, head, batch, db, slug).await
 }

@@ -1,0 +1,146 @@
+//! A database written by the previous release (0.1.0, one global audit chain) upgrades in place:
+//! its data is intact, its audit rows stay verifiable, new writes go to per-tenant chains, and
+//! tampering with old or new rows is still found. On SQLite and PostgreSQL, from dumps that the
+//! released binary wrote (`tests/fixtures/make-release-fixtures.py`).
+
+mod common;
+
+use common::{Api, seg};
+use contextq_server::admin::{self, TenantDeletion};
+use contextq_server::testing::{ALL_SCOPES, TestDatabase};
+use contextq_server::{AppState, Backend, Db, RunningServer};
+use reqwest::StatusCode;
+use serde_json::json;
+use sqlx::Connection;
+
+/// Loads the release's dump into a fresh database, on a connection of its own.
+async fn release_database(b: Backend) -> TestDatabase {
+    let database = TestDatabase::fresh(b).await;
+    let (url, dump) = match b {
+        Backend::Sqlite => (
+            format!("{}?mode=rwc", database.url),
+            include_str!("fixtures/release-0.1.0.sqlite.sql"),
+        ),
+        Backend::Postgres => (
+            database.url.clone(),
+            include_str!("fixtures/release-0.1.0.postgres.sql"),
+        ),
+    };
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&url).await.unwrap();
+    if b == Backend::Sqlite {
+        // The dump creates tables in name order, before the tables they reference.
+        sqlx::raw_sql("PRAGMA foreign_keys = OFF")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(dump))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    database
+}
+
+async fn a_release_database_upgrades_in_place(b: Backend) {
+    let database = release_database(b).await;
+    // Connecting migrates it.
+    let db = Db::connect(&database.url, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(db.schema_version().await.unwrap(), 2);
+    let v = admin::verify_audit(&db, None).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    assert_eq!(v.rows, 12, "the release's rows, in its global chain");
+
+    // The release's data is intact.
+    let acme = admin::tenant_by_name(&db, "acme").await.unwrap().unwrap();
+    let key = admin::create_key(&db, &acme, None, ALL_SCOPES)
+        .await
+        .unwrap();
+    let server = RunningServer::bind("127.0.0.1:0", AppState::new(db.clone(), Default::default()))
+        .await
+        .unwrap();
+    let api = Api::new(server.url(), &key.api_key);
+    let f0 = api
+        .get(&format!(
+            "/api/contexts/by-external/{}",
+            seg("mem-tool:notes/f0.md")
+        ))
+        .await;
+    assert_eq!(f0.status, StatusCode::OK);
+    assert_eq!(
+        (f0.body["content"].as_str(), f0.body["version"].as_i64()),
+        (Some("line 0, edited\n"), Some(2))
+    );
+    assert_eq!(
+        api.get(&format!(
+            "/api/contexts/by-external/{}",
+            seg("mem-tool:notes/f4.md")
+        ))
+        .await
+        .status,
+        StatusCode::NOT_FOUND
+    );
+
+    // New writes go to acme's own chain; everything verifies.
+    let id = f0.body["id"].as_str().unwrap().to_string();
+    let r = api
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "line 0, edited again\n"}),
+            Some(2),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = api
+        .post(
+            "/api/contexts/bulk-upsert",
+            json!({"contexts": [{"externalId": "new-after-upgrade", "workspace": "notes", "type": "note", "content": "n"}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let v = admin::verify_audit(&db, None).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    assert_eq!(v.rows, 14);
+    let v = admin::verify_audit(&db, Some(&acme)).await.unwrap();
+    assert_eq!(
+        (v.ok(), v.rows),
+        (true, 2),
+        "acme's chain: the two new rows"
+    );
+
+    // The deletion rule still counts the old rows.
+    let globex = admin::tenant_by_name(&db, "globex").await.unwrap().unwrap();
+    assert!(matches!(
+        admin::delete_tenant(&db, &globex).await.unwrap(),
+        TenantDeletion::KeptForAudit { audit_rows } if audit_rows > 0
+    ));
+
+    // Tampering with an old row is found in the global chain; with a new one, in acme's.
+    sqlx::query("UPDATE activity_logs SET detail = '{}' WHERE tenant_seq IS NULL AND seq = 5")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let bad = admin::verify_audit(&db, None)
+        .await
+        .unwrap()
+        .first_bad
+        .expect("the edit is found");
+    assert_eq!((bad.tenant_id, bad.seq), (None, 5));
+    sqlx::query("UPDATE activity_logs SET detail = '{}' WHERE tenant_id = $1 AND tenant_seq = 2")
+        .bind(acme.clone())
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let bad = admin::verify_audit(&db, Some(&acme))
+        .await
+        .unwrap()
+        .first_bad
+        .expect("the edit is found");
+    assert_eq!((bad.tenant_id, bad.seq), (Some(acme), 2));
+    server.stop().await.unwrap();
+}
+
+contextq_server::database_tests!(a_release_database_upgrades_in_place);
