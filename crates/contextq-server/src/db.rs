@@ -374,7 +374,7 @@ impl Batch {
                 if self.statements.is_empty() {
                     return Ok(());
                 }
-                let (sql, binds, expects) = self.as_one_statement();
+                let (sql, binds, expects) = self.into_one_statement();
                 let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
                     .fetch_one(&mut *tx)
                     .await?;
@@ -389,7 +389,7 @@ impl Batch {
 
     /// `WITH s0 AS (... RETURNING 1), s1 AS (...) SELECT (SELECT COUNT(*) FROM s0), ...` with
     /// the parameters renumbered.
-    fn as_one_statement(self) -> (String, Vec<Bind>, Vec<Option<u64>>) {
+    fn into_one_statement(self) -> (String, Vec<Bind>, Vec<Option<u64>>) {
         let mut ctes = Vec::new();
         let mut counts = Vec::new();
         let mut all = Vec::new();
@@ -553,7 +553,7 @@ mod tests {
             Some(1),
         );
         b.push("DELETE FROM u WHERE id = $1", vec![Bind::Int(9)], None);
-        let (sql, binds, expects) = b.as_one_statement();
+        let (sql, binds, expects) = b.into_one_statement();
         assert_eq!(
             sql,
             "WITH s0 AS (UPDATE t SET a = $1 WHERE id = $2 RETURNING 1), s1 AS (DELETE FROM u WHERE id = $3 RETURNING 1) SELECT (SELECT COUNT(*) FROM s0) AS n0, (SELECT COUNT(*) FROM s1) AS n1"
