@@ -15,6 +15,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use sqlx::any::AnyRow;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Row, Transaction};
 
@@ -319,6 +320,192 @@ pub struct Batch {
     statements: Vec<(String, Vec<Bind>, Option<u64>)>,
 }
 
+/// A write transaction opened by its read (see [`Db::begin_with_read`]); finished by
+/// [`Write::commit`] with the batch of its changes, or by [`Write::abort`].
+#[derive(Debug)]
+pub struct Write {
+    kind: WriteKind,
+}
+
+#[derive(Debug)]
+enum WriteKind {
+    Sqlite(WriteTx),
+    Postgres(PgWrite),
+}
+
+/// A pooled PostgreSQL connection inside a transaction begun by hand. If it is dropped before
+/// commit or rollback (a panic), it is closed, not returned to the pool, so that PostgreSQL
+/// rolls the transaction back and no other request ever runs inside it.
+#[derive(Debug)]
+struct PgWrite {
+    conn: sqlx::pool::PoolConnection<Any>,
+    open: bool,
+}
+
+impl Drop for PgWrite {
+    fn drop(&mut self) {
+        if self.open {
+            self.conn.close_on_drop();
+        }
+    }
+}
+
+impl Db {
+    /// Round trip 1 of a write: begins the transaction and runs its read statement (which
+    /// locks what the write needs). On PostgreSQL both go in one simple-protocol query, the
+    /// values inlined as literals ([`inline`]); on SQLite, `BEGIN IMMEDIATE` then the bound
+    /// statement (local: no network round trips).
+    pub async fn begin_with_read(
+        &self,
+        sql: &str,
+        binds: Vec<Bind>,
+    ) -> Result<(Write, Option<AnyRow>), sqlx::Error> {
+        match self.backend {
+            Backend::Sqlite => {
+                let mut tx = self.begin_write().await?;
+                let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())), binds)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                Ok((
+                    Write {
+                        kind: WriteKind::Sqlite(tx),
+                    },
+                    row,
+                ))
+            }
+            Backend::Postgres => {
+                let conn = self.pool.acquire().await?;
+                let mut write = PgWrite { conn, open: true };
+                let query = format!("BEGIN; {}", inline(sql, &binds));
+                let rows = match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+                    .fetch_all(&mut *write.conn)
+                    .await
+                {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        rollback(&mut write).await;
+                        return Err(e);
+                    }
+                };
+                Ok((
+                    Write {
+                        kind: WriteKind::Postgres(write),
+                    },
+                    rows.into_iter().next(),
+                ))
+            }
+        }
+    }
+}
+
+/// Ends a PostgreSQL transaction that will not commit; a connection that cannot even do that
+/// is closed instead of returned to the pool.
+async fn rollback(write: &mut PgWrite) {
+    match sqlx::raw_sql("ROLLBACK").execute(&mut *write.conn).await {
+        Ok(_) => write.open = false,
+        Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
+    }
+}
+
+impl Write {
+    /// Round trip 2 of a write on PostgreSQL: every statement of `batch`, each checked for the
+    /// rows it had to change, and `COMMIT`, in one query. Nothing is committed when a check
+    /// fails or the database refuses a statement.
+    pub async fn commit(self, batch: Batch) -> Result<(), BatchError> {
+        match self.kind {
+            WriteKind::Sqlite(mut tx) => {
+                batch.run(&mut tx, Backend::Sqlite).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+            WriteKind::Postgres(mut write) => {
+                let (sql, expects) = batch.into_checked_statement();
+                let query = format!("{sql}; COMMIT");
+                match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+                    .execute(&mut *write.conn)
+                    .await
+                {
+                    Ok(_) => {
+                        write.open = false;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        rollback(&mut write).await;
+                        let failed_check = matches!(
+                            &e,
+                            sqlx::Error::Database(d) if d.code().as_deref() == Some("22012")
+                        );
+                        if failed_check {
+                            Err(BatchError::Mismatch(BatchMismatch {
+                                index: 0,
+                                expected: expects.iter().flatten().sum(),
+                                got: u64::MAX,
+                            }))
+                        } else {
+                            Err(BatchError::Database(e))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ends the transaction without changing anything (a refused write).
+    pub async fn abort(self) {
+        match self.kind {
+            WriteKind::Sqlite(tx) => drop(tx), // sqlx rolls back a dropped transaction
+            WriteKind::Postgres(mut write) => rollback(&mut write).await,
+        }
+    }
+}
+
+/// `sql` with each `$n` replaced by the `n`th value as a SQL literal: integers in decimal,
+/// `NULL`, and text dollar-quoted with a random tag that the text does not contain (so no
+/// character of it is ever interpreted: no escaping to get wrong).
+pub fn inline(sql: &str, binds: &[Bind]) -> String {
+    let mut out = String::with_capacity(sql.len() + 64);
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '$' {
+            out.push(c);
+            continue;
+        }
+        let mut digits = String::new();
+        while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+            digits.push(d);
+            chars.next();
+        }
+        match digits
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| binds.get(n.wrapping_sub(1)))
+        {
+            Some(b) => out.push_str(&literal(b)),
+            None => {
+                out.push('$');
+                out.push_str(&digits);
+            }
+        }
+    }
+    out
+}
+
+fn literal(b: &Bind) -> String {
+    fn text(t: &str) -> String {
+        loop {
+            let tag = format!("cq{:016x}", fastrand::u64(..));
+            if !t.contains(&tag) {
+                return format!("${tag}${t}${tag}$");
+            }
+        }
+    }
+    match b {
+        Bind::Text(t) | Bind::OptText(Some(t)) => text(t),
+        Bind::OptText(None) | Bind::OptInt(None) => "NULL".to_string(),
+        Bind::Int(i) | Bind::OptInt(Some(i)) => i.to_string(),
+    }
+}
+
 /// A [`Batch`] statement changed another number of rows than it had to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("statement {index} of a write changed {got} rows, not {expected}")]
@@ -385,6 +572,37 @@ impl Batch {
             }
         }
         Ok(())
+    }
+
+    /// The batch as one PostgreSQL statement with its values inlined, that fails (division by
+    /// zero) unless every statement changed the rows it had to:
+    /// `WITH s0 AS (... RETURNING 1), ... SELECT 1 / (CASE WHEN (SELECT COUNT(*) FROM s0) = 1
+    /// AND ... THEN 1 ELSE 0 END)`.
+    fn into_checked_statement(self) -> (String, Vec<Option<u64>>) {
+        let mut ctes = Vec::new();
+        let mut checks = Vec::new();
+        let mut expects = Vec::new();
+        for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
+            ctes.push(format!(
+                "s{index} AS ({} RETURNING 1)",
+                inline(&sql, &binds)
+            ));
+            if let Some(n) = expect {
+                checks.push(format!("(SELECT COUNT(*) FROM s{index}) = {n}"));
+            }
+            expects.push(expect);
+        }
+        if checks.is_empty() {
+            checks.push("TRUE".into());
+        }
+        (
+            format!(
+                "WITH {} SELECT 1 / (CASE WHEN {} THEN 1 ELSE 0 END)",
+                ctes.join(", "),
+                checks.join(" AND ")
+            ),
+            expects,
+        )
     }
 
     /// `WITH s0 AS (... RETURNING 1), s1 AS (...) SELECT (SELECT COUNT(*) FROM s0), ...` with
@@ -561,6 +779,18 @@ mod tests {
         assert_eq!(binds.len(), 3);
         assert_eq!(expects, vec![Some(1), None]);
         assert_eq!(renumber("$1, $10, $", 5), "$6, $15, $");
+        let sql = inline(
+            "x = $1 AND y = $2 AND z = $3 AND w = $4",
+            &[
+                Bind::Int(-7),
+                Bind::OptText(None),
+                Bind::Text("it's $$ a $cq$ trap".into()),
+                Bind::OptInt(Some(3)),
+            ],
+        );
+        assert!(sql.starts_with("x = -7 AND y = NULL AND z = $cq"), "{sql}");
+        assert!(sql.contains("$it's $$ a $cq$ trap$cq"), "{sql}");
+        assert!(sql.ends_with(" AND w = 3"), "{sql}");
         assert_eq!(placeholders(3, 2), "$3, $4");
     }
 

@@ -5,14 +5,14 @@
 //! Every query names `tenant_id`, so a key never sees or changes another tenant's rows whatever
 //! ids it guesses (another tenant's row is simply "not found").
 //!
-//! Every write is one transaction of four round trips on PostgreSQL (docs/schema.md lists them
-//! per operation): `BEGIN`; one statement that locks the tenant's audit chain head
-//! ([`crate::audit::Head`]) and reads everything the operation needs; one statement that makes
-//! every change, the audit rows and the head's move (a [`Batch`]: data-modifying CTEs); `COMMIT`.
-//! What the contract says (archived workspace, `If-Match` version, `ifAbsent`, quota) is checked
-//! in between, in Rust, on what was read under the lock, and the writes still check versions in
-//! SQL. A change and its audit record are never apart, and writes of different tenants never
-//! wait for each other (SQLite has one writer anyway).
+//! Every write is one transaction of two round trips on PostgreSQL (docs/schema.md lists them
+//! per operation): `BEGIN` with one statement that locks the tenant's audit chain head
+//! ([`crate::audit::Head`]) and reads everything the operation needs; then one statement that
+//! makes every change, the audit rows and the head's move (a [`Batch`]: data-modifying CTEs),
+//! with `COMMIT`. What the contract says (archived workspace, `If-Match` version, `ifAbsent`,
+//! quota) is checked in between, in Rust, on what was read under the lock, and the writes still
+//! check versions in SQL. A change and its audit record are never apart, and writes of
+//! different tenants never wait for each other (SQLite has one writer anyway).
 //!
 //! - [`workspaces`]: list, create, archive, delete.
 //! - [`contexts`]: read, list, bulk upsert, update, delete.
@@ -22,7 +22,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::audit::{Head, Record};
-use crate::db::{Backend, Batch, BatchError, Db, WriteTx};
+use crate::db::{Backend, Batch, BatchError, Bind, Db};
 pub use crate::db::{new_id, now};
 
 pub mod contexts;
@@ -202,28 +202,59 @@ fn no_head(tenant_id: &str) -> Error {
     Error::Corrupt(format!("tenant {tenant_id} has no audit chain head"))
 }
 
-/// Round trips 3 and 4 of a write: the batch with the audit rows and the head's move, then
-/// `COMMIT`. A statement that changed an unexpected number of rows rolls everything back.
-async fn finish(
-    mut tx: WriteTx,
-    head: Head,
-    mut batch: Batch,
+/// What a write decided from what it read under the lock.
+enum Outcome<T> {
+    /// Commit `batch` (the head's move is added to it) and answer `T`.
+    Write(Head, Batch, T),
+    /// Nothing to change (an idempotent replay, an archive of an archived workspace).
+    Unchanged(T),
+}
+
+/// One write transaction, two round trips on PostgreSQL (docs/schema.md):
+/// `BEGIN` and `read` (which locks the tenant's head and reads what the write needs) in one
+/// query; then `decide` runs on the row, in Rust; then the batch it returns, the audit rows and
+/// the head's move, and `COMMIT`, in one query. A refusal from `decide` rolls back; a batch
+/// statement that changed an unexpected number of rows rolls everything back
+/// ([`Error::ChangedConcurrently`] on `entity`).
+async fn write<T>(
     db: &Db,
+    tenant_id: &str,
     entity: &str,
-) -> Result<()> {
+    read: (String, Vec<Bind>),
+    decide: impl FnOnce(Head, &AnyRow) -> Result<Outcome<T>>,
+) -> Result<T> {
+    let (sql, binds) = read;
+    let (tx, row) = db.begin_with_read(&sql, binds).await?;
+    let decided = match row {
+        None => Err(no_head(tenant_id)),
+        Some(row) => head_from(&row, tenant_id).and_then(|head| decide(head, &row)),
+    };
+    let (head, mut batch, out) = match decided {
+        Ok(Outcome::Write(head, batch, out)) => (head, batch, out),
+        Ok(Outcome::Unchanged(out)) => {
+            tx.abort().await;
+            return Ok(out);
+        }
+        Err(e) => {
+            tx.abort().await;
+            return Err(e);
+        }
+    };
     head.write(&mut batch, db.backend());
-    match batch.run(&mut tx, db.backend()).await {
-        Ok(()) => {}
-        Err(BatchError::Database(e)) => return Err(e.into()),
+    if batch.is_empty() {
+        tx.abort().await;
+        return Ok(out);
+    }
+    match tx.commit(batch).await {
+        Ok(()) => Ok(out),
+        Err(BatchError::Database(e)) => Err(e.into()),
         Err(BatchError::Mismatch(m)) => {
             tracing::warn!(entity, mismatch = %m, "a write found its rows changed; rolled back");
-            return Err(Error::ChangedConcurrently {
+            Err(Error::ChangedConcurrently {
                 id: entity.to_string(),
-            });
+            })
         }
     }
-    tx.commit().await?;
-    Ok(())
 }
 
 /// A JSON array (as text) of one object per row of the enclosing `FROM`, with `fields`

@@ -159,6 +159,149 @@ impl TestServer {
     }
 }
 
+/// A TCP proxy between a server and its database, for measuring what the network costs: it
+/// counts round trips (each time the client speaks after the database has answered) and delays
+/// each direction by a fixed time, as a database across a network does.
+#[derive(Debug)]
+pub struct TcpProxy {
+    addr: std::net::SocketAddr,
+    turns: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TcpProxy {
+    /// Forwards connections to `upstream`, each byte `one_way` later in each direction.
+    pub async fn start(upstream: std::net::SocketAddr, one_way: std::time::Duration) -> TcpProxy {
+        use std::sync::Arc;
+        use std::sync::atomic::AtomicU64;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("an address");
+        let turns = Arc::new(AtomicU64::new(0));
+        let counter = turns.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                // A client chunk after the database spoke (or the first) starts a round trip.
+                let database_spoke = Arc::new(std::sync::atomic::AtomicBool::new(true));
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                tokio::spawn(pipe(
+                    cr,
+                    sw,
+                    one_way,
+                    Direction::ToDatabase(counter.clone(), database_spoke.clone()),
+                ));
+                tokio::spawn(pipe(sr, cw, one_way, Direction::ToClient(database_spoke)));
+            }
+        });
+        TcpProxy { addr, turns, task }
+    }
+
+    /// The address to connect to instead of the database's.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Round trips so far.
+    pub fn round_trips(&self) -> u64 {
+        self.turns.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A proxy in front of the database `url` points at (`postgres://user:pw@host:port/db`),
+    /// and `url` pointed at the proxy.
+    pub async fn in_front_of(url: &str, one_way: std::time::Duration) -> (TcpProxy, String) {
+        let rest = url.split_once("://").map_or(url, |(_, r)| r);
+        let hostpath = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+        let hostport = hostpath.split(['/', '?']).next().unwrap_or(hostpath);
+        let upstream = tokio::net::lookup_host(hostport)
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .unwrap_or_else(|| panic!("cannot resolve the database address {hostport:?}"));
+        let proxy = TcpProxy::start(upstream, one_way).await;
+        let proxied = proxy.url_for(url);
+        (proxy, proxied)
+    }
+
+    /// `url` (`postgres://user:password@host:port/db`) pointed at this proxy.
+    pub fn url_for(&self, url: &str) -> String {
+        let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+        let (userinfo, hostpath) = match rest.split_once('@') {
+            Some((u, h)) => (format!("{u}@"), h),
+            None => (String::new(), rest),
+        };
+        let path = hostpath.find('/').map_or("", |i| &hostpath[i..]);
+        format!("{scheme}://{userinfo}{}{path}", self.addr)
+    }
+}
+
+impl Drop for TcpProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Which way a [`pipe`] copies, and what it records.
+enum Direction {
+    /// Client to database: a chunk after the database spoke starts a round trip.
+    ToDatabase(
+        std::sync::Arc<std::sync::atomic::AtomicU64>,
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ),
+    /// Database to client: notes that the database spoke.
+    ToClient(std::sync::Arc<std::sync::atomic::AtomicBool>),
+}
+
+/// Copies one direction, each chunk forwarded `delay` after it arrived (chunks in flight
+/// overlap, as on a network).
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: std::time::Duration,
+    direction: Direction,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((at, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(at + delay).await;
+            if to.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        match &direction {
+            Direction::ToDatabase(turns, database_spoke) => {
+                if database_spoke.swap(false, Ordering::SeqCst) {
+                    turns.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            Direction::ToClient(database_spoke) => database_spoke.store(true, Ordering::SeqCst),
+        }
+        if tx
+            .send((tokio::time::Instant::now(), buf[..n].to_vec()))
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
+}
+
 /// Declares each named `async fn name(backend: Backend)` as two tests, `sqlite::name` and
 /// `postgres::name` (ignored, saying why, unless the crate was built with
 /// `CONTEXTQ_TEST_DATABASE_URL` set). Each runs on a multi-threaded runtime.

@@ -1,4 +1,5 @@
-//! Contexts: read one, list a page, bulk upsert, update, delete (each change audited).
+//! Contexts: read one, list a page, bulk upsert, update, text edit, delete (each change
+//! audited).
 
 use std::collections::{HashMap, HashSet};
 
@@ -11,10 +12,10 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use super::{
-    Actor, Error, Result, finish, head_from, json_rows, lock_head, new_id, no_head, now, tags_from,
-    tags_text, workspaces,
+    Actor, Error, Outcome, Result, json_rows, lock_head, new_id, now, tags_from, tags_text,
+    workspaces, write,
 };
-use crate::db::{Batch, Bind, Db, WriteTx, bind_all, placeholders};
+use crate::db::{Batch, Bind, Db, placeholders};
 
 /// The columns of a summary (a context without its content), in one place; the joins give the
 /// workspace's slug.
@@ -388,12 +389,7 @@ pub async fn bulk_upsert(
     binds.extend(slugs.iter().map(|s| Bind::Text(s.to_string())));
     binds.extend(items.iter().map(|i| Bind::Text(i.external_id.clone())));
 
-    let mut tx = db.begin_write().await?;
-    let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-        .fetch_optional(&mut *tx)
-        .await?
-        .ok_or_else(|| no_head(actor.tenant_id))?;
-    let mut head = head_from(&row, actor.tenant_id)?;
+    write(db, actor.tenant_id, &items[0].external_id, (sql, binds), |mut head, row| {
     let plan: String = row.try_get("plan")?;
     let plan: Plan = plan
         .parse()
@@ -557,28 +553,28 @@ pub async fn bulk_upsert(
             ));
         }
     }
-    finish(tx, head, batch, db, &items[0].external_id).await?;
-    Ok(results)
+    Ok(Outcome::Write(head, batch, results))
+    })
+    .await
 }
 
-/// A context with the state of its workspace, as a write by id (or external id) reads it under
-/// the head lock. `None` fields: no such context.
+/// A context with the state of its workspace (archived?), as a write by id (or external id)
+/// reads it under the head lock (`None`: no such context), and an idempotency key's earlier
+/// outcome (version, changed line).
 struct Locked {
-    head: crate::audit::Head,
     context: Option<(Context, bool)>,
     replay: Option<(i64, Option<i64>)>,
 }
 
-/// Round trip 2 of a write on one context: the head lock and the context (by `c.id` or
+/// The read of a write on one context: the head lock and the context (by `c.id` or
 /// `c.external_id`, per `key_column`), and an idempotency key's earlier outcome.
-async fn lock_context(
-    tx: &mut WriteTx,
+fn lock_context(
     db: &Db,
     tenant_id: &str,
     key_column: &str,
     key: &str,
     idempotency_key: Option<&str>,
-) -> Result<Locked> {
+) -> (String, Vec<Bind>) {
     let sql = format!(
         concat!(
             "SELECT h.seq AS head_seq, h.last_hash AS head_hash, w.archived AS ws_archived, ",
@@ -593,30 +589,30 @@ async fn lock_context(
         key_column,
         lock_head(db)
     );
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(tenant_id.to_string())
-        .bind(key.to_string())
-        .bind(idempotency_key.unwrap_or("").to_string())
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or_else(|| no_head(tenant_id))?;
-    let head = head_from(&row, tenant_id)?;
-    let context = match row.try_get::<Option<String>, _>("id")? {
-        Some(_) => Some((
-            context_from_row(&row)?,
-            row.try_get::<i64, _>("ws_archived")? != 0,
-        )),
-        None => None,
-    };
-    let replay = match row.try_get::<Option<i64>, _>("replay_version")? {
-        Some(v) => Some((v, row.try_get::<Option<i64>, _>("replay_line")?)),
-        None => None,
-    };
-    Ok(Locked {
-        head,
-        context,
-        replay,
-    })
+    let binds = vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Text(key.to_string()),
+        Bind::Text(idempotency_key.unwrap_or("").to_string()),
+    ];
+    (sql, binds)
+}
+
+impl Locked {
+    /// What [`lock_context`]'s row says.
+    fn from_row(row: &AnyRow) -> Result<Locked> {
+        let context = match row.try_get::<Option<String>, _>("id")? {
+            Some(_) => Some((
+                context_from_row(row)?,
+                row.try_get::<i64, _>("ws_archived")? != 0,
+            )),
+            None => None,
+        };
+        let replay = match row.try_get::<Option<i64>, _>("replay_version")? {
+            Some(v) => Some((v, row.try_get::<Option<i64>, _>("replay_line")?)),
+            None => None,
+        };
+        Ok(Locked { context, replay })
+    }
 }
 
 /// The context of a write: present, in a writable workspace, at `if_match` when given.
@@ -675,32 +671,31 @@ pub async fn update(
     if let Some(tags) = &tags {
         check_tags(tags)?;
     }
-    let mut tx = db.begin_write().await?;
-    let Locked {
-        mut head, context, ..
-    } = lock_context(&mut tx, db, actor.tenant_id, "c.id", id, None).await?;
-    let old = writable(context, id, if_match)?;
-    let new = Context {
-        content: content.to_string(),
-        title: title.unwrap_or_else(|| old.title.clone()),
-        tags: tags.clone().unwrap_or_else(|| old.tags.clone()),
-        version: old.version + 1,
-        updated_at: now(),
-        ..old.clone()
-    };
-    let mut batch = Batch::default();
-    rewrite(&mut batch, actor.tenant_id, &old, &new);
-    if tags.is_some() {
-        retag(&mut batch, actor.tenant_id, id, &old.tags, &new.tags);
-    }
-    head.append(actor.record(
-        "context.update",
-        "context",
-        id,
-        serde_json::json!({"externalId": old.external_id, "version": new.version}),
-    ));
-    finish(tx, head, batch, db, id).await?;
-    Ok(new)
+    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
+    write(db, actor.tenant_id, id, read, |mut head, row| {
+        let old = writable(Locked::from_row(row)?.context, id, if_match)?;
+        let new = Context {
+            content: content.to_string(),
+            title: title.unwrap_or_else(|| old.title.clone()),
+            tags: tags.clone().unwrap_or_else(|| old.tags.clone()),
+            version: old.version + 1,
+            updated_at: now(),
+            ..old.clone()
+        };
+        let mut batch = Batch::default();
+        rewrite(&mut batch, actor.tenant_id, &old, &new);
+        if tags.is_some() {
+            retag(&mut batch, actor.tenant_id, id, &old.tags, &new.tags);
+        }
+        head.append(actor.record(
+            "context.update",
+            "context",
+            id,
+            serde_json::json!({"externalId": old.external_id, "version": new.version}),
+        ));
+        Ok(Outcome::Write(head, batch, new))
+    })
+    .await
 }
 
 /// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): applies `edit`
@@ -719,103 +714,103 @@ pub async fn edit(
     if_match: Option<i64>,
     idempotency_key: Option<&str>,
 ) -> Result<EditedContext> {
-    let mut tx = db.begin_write().await?;
-    let Locked {
-        mut head,
-        context,
-        replay,
-    } = lock_context(
-        &mut tx,
+    let read = lock_context(
         db,
         actor.tenant_id,
         "c.external_id",
         external_id,
         idempotency_key,
-    )
-    .await?;
-    let context = context.filter(|(c, _)| {
-        require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
-            && workspace.is_none_or(|w| c.workspace == w)
-    });
-    if let Some((version, line)) = replay {
-        let (current, _) = context.ok_or_else(|| Error::ContextNotFound {
-            id: external_id.to_string(),
-        })?;
-        tracing::debug!(version, "replayed an idempotent edit");
-        return Ok(EditedContext {
-            context: current,
-            changed_line: line.map(|l| l as usize),
-            replayed: true,
+    );
+    write(db, actor.tenant_id, external_id, read, |mut head, row| {
+        let Locked { context, replay } = Locked::from_row(row)?;
+        let context = context.filter(|(c, _)| {
+            require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
+                && workspace.is_none_or(|w| c.workspace == w)
         });
-    }
-    let old = writable(context, external_id, if_match)?;
-    let applied = contextq_api::edit::apply(&old.content, edit).map_err(Error::EditFailed)?;
-    check_content(&applied.content)?;
-    let new = Context {
-        content: applied.content,
-        version: old.version + 1,
-        updated_at: now(),
-        ..old.clone()
-    };
-    let mut batch = Batch::default();
-    rewrite(&mut batch, actor.tenant_id, &old, &new);
-    if let Some(key) = idempotency_key {
-        let cutoff = (chrono::Utc::now() - chrono::Duration::hours(1))
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        batch.push(
-            "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < $2",
-            vec![Bind::Text(actor.tenant_id.to_string()), Bind::Text(cutoff)],
-            None,
-        );
-        batch.push(
-            "INSERT INTO idempotency_keys (tenant_id, key, context_id, version, changed_line, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-            vec![
-                Bind::Text(actor.tenant_id.to_string()),
-                Bind::Text(key.to_string()),
-                Bind::Text(old.id.clone()),
-                Bind::Int(new.version),
-                Bind::OptInt(applied.changed_line.map(|l| l as i64)),
-                Bind::Text(new.updated_at.clone()),
-            ],
-            Some(1),
-        );
-    }
-    head.append(actor.record(
-        "context.update",
-        "context",
-        &old.id,
-        serde_json::json!({"externalId": old.external_id, "version": new.version}),
-    ));
-    finish(tx, head, batch, db, &old.id).await?;
-    Ok(EditedContext {
-        context: new,
-        changed_line: applied.changed_line,
-        replayed: false,
+        if let Some((version, line)) = replay {
+            let (current, _) = context.ok_or_else(|| Error::ContextNotFound {
+                id: external_id.to_string(),
+            })?;
+            tracing::debug!(version, "replayed an idempotent edit");
+            return Ok(Outcome::Unchanged(EditedContext {
+                context: current,
+                changed_line: line.map(|l| l as usize),
+                replayed: true,
+            }));
+        }
+        let old = writable(context, external_id, if_match)?;
+        let applied = contextq_api::edit::apply(&old.content, edit).map_err(Error::EditFailed)?;
+        check_content(&applied.content)?;
+        let new = Context {
+            content: applied.content,
+            version: old.version + 1,
+            updated_at: now(),
+            ..old.clone()
+        };
+        let mut batch = Batch::default();
+        rewrite(&mut batch, actor.tenant_id, &old, &new);
+        if let Some(key) = idempotency_key {
+            let cutoff = (chrono::Utc::now() - chrono::Duration::hours(1))
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            batch.push(
+                "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < $2",
+                vec![Bind::Text(actor.tenant_id.to_string()), Bind::Text(cutoff)],
+                None,
+            );
+            batch.push(
+                "INSERT INTO idempotency_keys (tenant_id, key, context_id, version, changed_line, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                vec![
+                    Bind::Text(actor.tenant_id.to_string()),
+                    Bind::Text(key.to_string()),
+                    Bind::Text(old.id.clone()),
+                    Bind::Int(new.version),
+                    Bind::OptInt(applied.changed_line.map(|l| l as i64)),
+                    Bind::Text(new.updated_at.clone()),
+                ],
+                Some(1),
+            );
+        }
+        head.append(actor.record(
+            "context.update",
+            "context",
+            &old.id,
+            serde_json::json!({"externalId": old.external_id, "version": new.version}),
+        ));
+        Ok(Outcome::Write(
+            head,
+            batch,
+            EditedContext {
+                context: new,
+                changed_line: applied.changed_line,
+                replayed: false,
+            },
+        ))
     })
+    .await
 }
 
 /// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
-    let mut tx = db.begin_write().await?;
-    let Locked {
-        mut head, context, ..
-    } = lock_context(&mut tx, db, actor.tenant_id, "c.id", id, None).await?;
-    let old = writable(context, id, if_match)?;
-    let mut batch = Batch::default();
-    batch.push(
-        "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
-        vec![
-            Bind::Text(id.to_string()),
-            Bind::Text(actor.tenant_id.to_string()),
-            Bind::Int(old.version),
-        ],
-        Some(1),
-    );
-    head.append(actor.record(
-        "context.delete",
-        "context",
-        id,
-        serde_json::json!({"externalId": old.external_id, "version": old.version}),
-    ));
-    finish(tx, head, batch, db, id).await
+    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
+    write(db, actor.tenant_id, id, read, |mut head, row| {
+        let old = writable(Locked::from_row(row)?.context, id, if_match)?;
+        let mut batch = Batch::default();
+        batch.push(
+            "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
+            vec![
+                Bind::Text(id.to_string()),
+                Bind::Text(actor.tenant_id.to_string()),
+                Bind::Int(old.version),
+            ],
+            Some(1),
+        );
+        head.append(actor.record(
+            "context.delete",
+            "context",
+            id,
+            serde_json::json!({"externalId": old.external_id, "version": old.version}),
+        ));
+        Ok(Outcome::Write(head, batch, ()))
+    })
+    .await
 }

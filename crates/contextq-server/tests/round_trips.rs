@@ -1,0 +1,144 @@
+//! On PostgreSQL every write transaction takes two round trips to the database (`BEGIN` with
+//! one read under the tenant's head lock; one batch of every change with `COMMIT`), and at most
+//! four with the ping sqlx sends when the connection goes back to its pool, counted by a TCP
+//! proxy between the data layer and PostgreSQL. The figures are those of docs/schema.md.
+
+use std::time::Duration;
+
+use contextq_api::{ContextInput, TextEdit};
+use contextq_server::store::{Actor, contexts, workspaces};
+use contextq_server::testing::{TcpProxy, TestDatabase};
+use contextq_server::{Backend, Db, DbOptions, Plan, admin};
+
+fn item(ext: &str, content: &str) -> ContextInput {
+    ContextInput {
+        external_id: ext.to_string(),
+        workspace: "ws".into(),
+        kind: "reference".into(),
+        title: None,
+        content: content.to_string(),
+        tags: Some(vec!["mem-tool".into()]),
+        if_absent: false,
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[cfg_attr(
+    not(contextq_postgres),
+    ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+)]
+async fn postgres_writes_take_two_round_trips() {
+    let database = TestDatabase::fresh(Backend::Postgres).await;
+    let (proxy, url) = TcpProxy::in_front_of(&database.url, Duration::ZERO).await;
+    let db = Db::connect(
+        &url,
+        &DbOptions {
+            max_connections: 1,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let tenant = admin::create_tenant(&db, "rt", Plan::Unlimited)
+        .await
+        .unwrap();
+    admin::create_workspace(&db, &tenant, "ws", "ws")
+        .await
+        .unwrap();
+    let actor = Actor {
+        tenant_id: &tenant,
+        key_id: None,
+    };
+    let many: Vec<ContextInput> = (0..100).map(|i| item(&format!("m{i}"), "x")).collect();
+    contexts::bulk_upsert(&db, actor, &many[..50])
+        .await
+        .unwrap();
+
+    // (name, round trips until the answer, round trips including the pool's release ping).
+    let mut counted = Vec::new();
+    let settle = || tokio::time::sleep(Duration::from_millis(100));
+    macro_rules! count {
+        ($name:expr, $op:expr) => {{
+            settle().await;
+            let before = proxy.round_trips();
+            let out = $op.await.unwrap();
+            // On this one-thread runtime nothing else ran since the answer: not even the
+            // release ping sqlx spawns when the connection goes back to the pool.
+            let answered = proxy.round_trips() - before;
+            settle().await;
+            counted.push(($name, answered, proxy.round_trips() - before));
+            out
+        }};
+    }
+    let created = count!(
+        "create (bulk-upsert, 1 item)",
+        contexts::bulk_upsert(&db, actor, &[item("one", "one\n")])
+    );
+    count!(
+        "bulk-upsert, 100 items (50 created, 50 updated)",
+        contexts::bulk_upsert(
+            &db,
+            actor,
+            &many
+                .iter()
+                .map(|i| item(&i.external_id, "changed"))
+                .collect::<Vec<_>>()
+        )
+    );
+    let id = created[0].id.clone();
+    count!(
+        "update (PUT, with If-Match and tags)",
+        contexts::update(
+            &db,
+            actor,
+            &id,
+            "two\n",
+            None,
+            Some(vec!["mem-tool".into(), "x".into()]),
+            Some(1)
+        )
+    );
+    count!(
+        "text edit (str_replace, with Idempotency-Key)",
+        contexts::edit(
+            &db,
+            actor,
+            "one",
+            &TextEdit::StrReplace {
+                old_str: "two".into(),
+                new_str: "2".into()
+            },
+            Some("mem-tool"),
+            Some("ws"),
+            None,
+            Some("key-1"),
+        )
+    );
+    count!(
+        "delete (with If-Match)",
+        contexts::delete(&db, actor, &id, Some(3))
+    );
+    count!(
+        "workspace create",
+        workspaces::create(&db, actor, "other", "")
+    );
+    count!(
+        "workspace archive",
+        workspaces::archive(&db, actor, "other")
+    );
+    count!("workspace delete", workspaces::delete(&db, actor, "other"));
+    for (name, answered, total) in &counted {
+        eprintln!("{answered} round trips until the answer, {total} with the release ping: {name}");
+    }
+    for (name, answered, total) in &counted {
+        assert_eq!(
+            *answered, 2,
+            "{name}: {answered} round trips in the transaction"
+        );
+        assert!(
+            *total <= 4,
+            "{name}: {total} round trips with the release ping"
+        );
+    }
+    assert!(admin::verify_audit(&db, None).await.unwrap().ok());
+}
