@@ -351,19 +351,23 @@ impl Drop for PgWrite {
 }
 
 impl Db {
-    /// Round trip 1 of a write: begins the transaction and runs its read statement (which
-    /// locks what the write needs). On PostgreSQL both go in one simple-protocol query, the
-    /// values inlined as literals ([`inline`]); on SQLite, `BEGIN IMMEDIATE` then the bound
-    /// statement (local: no network round trips).
+    /// Round trip 1 of a write: begins the transaction, runs `lock` (a statement that takes
+    /// the write's row locks and returns no rows), then `read` (which reads what the write
+    /// needs), both with `binds`. On PostgreSQL the three go in one simple-protocol query, the
+    /// values inlined as literals ([`inline`]); `read` runs after `lock` was granted, with a
+    /// snapshot of its own (READ COMMITTED), so it sees every write committed before the lock.
+    /// On SQLite, `BEGIN IMMEDIATE` is the lock (one writer), then the bound `read` (local: no
+    /// network round trips).
     pub async fn begin_with_read(
         &self,
-        sql: &str,
+        lock: &str,
+        read: &str,
         binds: Vec<Bind>,
     ) -> Result<(Write, Option<AnyRow>), sqlx::Error> {
         match self.backend {
             Backend::Sqlite => {
                 let mut tx = self.begin_write().await?;
-                let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())), binds)
+                let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(read.to_string())), binds)
                     .fetch_optional(&mut *tx)
                     .await?;
                 Ok((
@@ -376,7 +380,7 @@ impl Db {
             Backend::Postgres => {
                 let conn = self.pool.acquire().await?;
                 let mut write = PgWrite { conn, open: true };
-                let query = format!("BEGIN; {}", inline(sql, &binds));
+                let query = format!("BEGIN; {}; {}", inline(lock, &binds), inline(read, &binds));
                 let rows = match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
                     .fetch_all(&mut *write.conn)
                     .await
@@ -457,6 +461,14 @@ impl Write {
             WriteKind::Postgres(mut write) => rollback(&mut write).await,
         }
     }
+}
+
+/// Whether a text value contains NUL (U+0000).
+pub fn has_nul(binds: &[Bind]) -> bool {
+    binds.iter().any(|b| match b {
+        Bind::Text(t) | Bind::OptText(Some(t)) => t.contains('\0'),
+        _ => false,
+    })
 }
 
 /// `sql` with each `$n` replaced by the `n`th value as a SQL literal: integers in decimal,
@@ -572,6 +584,12 @@ impl Batch {
             }
         }
         Ok(())
+    }
+
+    /// Whether a text value of the batch contains NUL (U+0000), which PostgreSQL cannot store
+    /// and the contract refuses on every database.
+    pub fn has_nul(&self) -> bool {
+        self.statements.iter().any(|(_, binds, _)| has_nul(binds))
     }
 
     /// The batch as one PostgreSQL statement with its values inlined, that fails (division by

@@ -22,7 +22,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::audit::{Head, Record};
-use crate::db::{Backend, Batch, BatchError, Bind, Db};
+use crate::db::{Backend, Batch, BatchError, Bind, Db, has_nul};
 pub use crate::db::{new_id, now};
 
 pub mod contexts;
@@ -179,14 +179,11 @@ impl<'a> Actor<'a> {
     }
 }
 
-/// The clause of a write's read statement that locks the tenant's chain head (`audit_heads h`)
-/// until the transaction ends. SQLite's `BEGIN IMMEDIATE` already holds its one writer lock.
-fn lock_head(db: &Db) -> &'static str {
-    match db.backend() {
-        Backend::Postgres => " FOR UPDATE OF h",
-        Backend::Sqlite => "",
-    }
-}
+/// The statement that locks the tenant's chain head (`audit_heads`) until the transaction
+/// ends, and returns no rows: PostgreSQL locks the rows a locking `SELECT` skips by `OFFSET`
+/// ("rows skipped over by OFFSET will get locked", the `SELECT` reference). SQLite's
+/// `BEGIN IMMEDIATE` already holds its one writer lock.
+const LOCK_HEAD: &str = "SELECT 1 FROM audit_heads WHERE tenant_id = $1 FOR UPDATE OFFSET 1";
 
 /// The locked head from a read statement's `head_seq` and `head_hash` columns.
 fn head_from(row: &AnyRow, tenant_id: &str) -> Result<Head> {
@@ -211,8 +208,8 @@ enum Outcome<T> {
 }
 
 /// One write transaction, two round trips on PostgreSQL (docs/schema.md):
-/// `BEGIN` and `read` (which locks the tenant's head and reads what the write needs) in one
-/// query; then `decide` runs on the row, in Rust; then the batch it returns, the audit rows and
+/// `BEGIN`, the lock of the tenant's head ([`LOCK_HEAD`]) and `read` (what the write needs;
+/// `$1` is the tenant) in one query; then `decide` runs on the row, in Rust; then the batch it returns, the audit rows and
 /// the head's move, and `COMMIT`, in one query. A refusal from `decide` rolls back; a batch
 /// statement that changed an unexpected number of rows rolls everything back
 /// ([`Error::ChangedConcurrently`] on `entity`).
@@ -224,7 +221,11 @@ async fn write<T>(
     decide: impl FnOnce(Head, &AnyRow) -> Result<Outcome<T>>,
 ) -> Result<T> {
     let (sql, binds) = read;
-    let (tx, row) = db.begin_with_read(&sql, binds).await?;
+    let nul = || Error::Invalid("a value contains NUL (U+0000), which is not allowed".into());
+    if has_nul(&binds) {
+        return Err(nul());
+    }
+    let (tx, row) = db.begin_with_read(LOCK_HEAD, &sql, binds).await?;
     let decided = match row {
         None => Err(no_head(tenant_id)),
         Some(row) => head_from(&row, tenant_id).and_then(|head| decide(head, &row)),
@@ -240,6 +241,10 @@ async fn write<T>(
             return Err(e);
         }
     };
+    if batch.has_nul() {
+        tx.abort().await;
+        return Err(nul());
+    }
     head.write(&mut batch, db.backend());
     if batch.is_empty() {
         tx.abort().await;

@@ -665,7 +665,181 @@ async fn health_and_graceful_shutdown(b: Backend) {
     assert!(reqwest::get(format!("{url}/health")).await.is_err());
 }
 
+async fn text_edit_extension(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let ext = "mem-tool:ws/a.md";
+    let r = c.upsert(ext, "a\nb\nc\n", &["mem-tool"]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let advertised = r.headers["contextq-extensions"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(advertised.contains("text-edit"), "{advertised}");
+    let sr = |old: &str, new: &str| json!({"edit": {"strReplace": {"oldStr": old, "newStr": new}}, "requireTag": "mem-tool", "workspace": "ws"});
+
+    // Applied, with the line where it starts and the new ETag.
+    let r = c.edit(ext, sr("b", "B"), None, Some("k1")).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["context"]["content"], "a\nB\nc\n");
+    assert_eq!(r.body["context"]["version"], 2);
+    assert_eq!(r.body["changedLine"], 2);
+    assert_eq!(r.body["replayed"], false);
+    assert_eq!(r.etag.as_deref(), Some("\"2\""));
+    // The same key again: the first outcome, nothing applied twice (even a different edit).
+    let r = c.edit(ext, sr("c", "C"), None, Some("k1")).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        (
+            &r.body["replayed"],
+            &r.body["context"]["version"],
+            &r.body["changedLine"]
+        ),
+        (&json!(true), &json!(2), &json!(2))
+    );
+    assert_eq!(r.body["context"]["content"], "a\nB\nc\n");
+
+    // Edits that cannot apply: 409 edit_failed, with the reason; nothing changed.
+    let failed = |r: &common::Reply| {
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::CONFLICT, "edit_failed"),
+            "{:?}",
+            r.body
+        );
+        r.body["error"]["edit"].clone()
+    };
+    let r = c.edit(ext, sr("zzz", "y"), None, None).await;
+    assert_eq!(failed(&r), json!({"reason": "not_found"}));
+    c.upsert(ext, "x\ny\nx\n", &["mem-tool"]).await;
+    let r = c.edit(ext, sr("x", "y"), None, None).await;
+    assert_eq!(failed(&r), json!({"reason": "multiple", "lines": [1, 3]}));
+    let r = c.edit(ext, sr("", "y"), None, None).await;
+    assert_eq!(failed(&r), json!({"reason": "empty_old_str"}));
+    let insert = |line: i64, text: &str| json!({"edit": {"insert": {"line": line, "text": text}}});
+    let r = c.edit(ext, insert(4, "t"), None, None).await;
+    assert_eq!(
+        failed(&r),
+        json!({"reason": "line_out_of_range", "line": 4, "lineCount": 3})
+    );
+    let r = c.edit(ext, insert(-1, "t"), None, None).await;
+    assert_eq!(failed(&r)["reason"], "line_out_of_range");
+    assert_eq!(
+        c.get(&format!("/api/contexts/by-external/{}", seg(ext)))
+            .await
+            .body["version"],
+        3
+    );
+
+    // Insert, with If-Match: the current version applies, a stale one is 412.
+    let r = c.edit(ext, insert(0, "top\n"), Some(3), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["context"]["content"], "top\nx\ny\nx\n");
+    assert!(r.body.get("changedLine").is_none(), "{:?}", r.body);
+    let r = c.edit(ext, insert(0, "again"), Some(3), None).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PRECONDITION_FAILED, "precondition_failed")
+    );
+
+    // Conditions: a tag the row lacks, another workspace, an unknown id: 404 alike.
+    let mut other_tag = sr("top", "T");
+    other_tag["requireTag"] = json!("other");
+    assert_eq!(
+        c.edit(ext, other_tag, None, None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let mut other_ws = sr("top", "T");
+    other_ws["workspace"] = json!("elsewhere");
+    assert_eq!(
+        c.edit(ext, other_ws, None, None).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        c.edit("nope", sr("a", "b"), None, None).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Another tenant sees nothing to edit; a read-only key may not edit; bad keys and NUL.
+    let other = s.tenant(Plan::Free, ALL).await;
+    let r = other.client.edit(ext, sr("top", "T"), None, None).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let reader = s.tenant(Plan::Free, &[Scope::Read]).await;
+    assert_eq!(
+        reader
+            .client
+            .edit(ext, sr("top", "T"), None, None)
+            .await
+            .status,
+        StatusCode::FORBIDDEN
+    );
+    let r = c
+        .edit(ext, sr("top", "T"), None, Some(&"k".repeat(129)))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    let r = c.edit(ext, sr("top", "T\u{0}"), None, None).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")
+    );
+    let now = c
+        .get(&format!("/api/contexts/by-external/{}", seg(ext)))
+        .await;
+    assert_eq!(
+        (now.body["version"].as_i64(), now.body["content"].as_str()),
+        (Some(4), Some("top\nx\ny\nx\n"))
+    );
+
+    // Concurrent edits of one row never conflict: each is applied once, in some order.
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            c.edit(
+                ext,
+                json!({"edit": {"insert": {"line": 0, "text": format!("line {i}")}}}),
+                None,
+                Some(&format!("c{i}")),
+            )
+            .await
+            .status
+        }));
+    }
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), StatusCode::OK);
+    }
+    let now = c
+        .get(&format!("/api/contexts/by-external/{}", seg(ext)))
+        .await;
+    assert_eq!(now.body["version"], 20);
+    let content = now.body["content"].as_str().unwrap().to_string();
+    for i in 0..16 {
+        assert_eq!(
+            content.matches(&format!("line {i}\n")).count(),
+            1,
+            "{content}"
+        );
+    }
+    // Archived: read-only.
+    c.post("/api/workspaces/ws/archive", json!({})).await;
+    assert_eq!(
+        c.edit(ext, sr("top", "T"), None, None).await.status,
+        StatusCode::CONFLICT
+    );
+    assert!(
+        contextq_server::admin::verify_audit(&s.db, None)
+            .await
+            .unwrap()
+            .ok()
+    );
+}
+
 contextq_server::database_tests!(
+    text_edit_extension,
     workspaces,
     request_body_limit_is_413,
     health_and_graceful_shutdown,

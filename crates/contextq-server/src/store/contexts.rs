@@ -12,8 +12,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use super::{
-    Actor, Error, Outcome, Result, json_rows, lock_head, new_id, now, tags_from, tags_text,
-    workspaces, write,
+    Actor, Error, Outcome, Result, json_rows, new_id, now, tags_from, tags_text, workspaces, write,
 };
 use crate::db::{Batch, Bind, Db, placeholders};
 
@@ -380,10 +379,9 @@ pub async fn bulk_upsert(
          (SELECT COUNT(*) FROM contexts x WHERE x.tenant_id = $1) AS context_count, \
          (SELECT {workspaces_json} FROM workspaces w WHERE w.tenant_id = $1 AND w.slug IN ({})) AS workspaces, \
          (SELECT {existing_json} FROM contexts c WHERE c.tenant_id = $1 AND c.external_id IN ({})) AS existing \
-         FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id WHERE h.tenant_id = $1{}",
+         FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id WHERE h.tenant_id = $1",
         placeholders(2, slugs.len()),
         placeholders(2 + slugs.len(), items.len()),
-        lock_head(db)
     );
     let mut binds = vec![Bind::Text(actor.tenant_id.to_string())];
     binds.extend(slugs.iter().map(|s| Bind::Text(s.to_string())));
@@ -566,10 +564,9 @@ struct Locked {
     replay: Option<(i64, Option<i64>)>,
 }
 
-/// The read of a write on one context: the head lock and the context (by `c.id` or
+/// The read of a write on one context (under the head lock): the head, the context (by `c.id` or
 /// `c.external_id`, per `key_column`), and an idempotency key's earlier outcome.
 fn lock_context(
-    db: &Db,
     tenant_id: &str,
     key_column: &str,
     key: &str,
@@ -584,10 +581,9 @@ fn lock_context(
             "LEFT JOIN contexts c ON c.tenant_id = h.tenant_id AND {} = $2 ",
             "LEFT JOIN workspaces w ON w.id = c.workspace_id ",
             "LEFT JOIN idempotency_keys k ON k.tenant_id = h.tenant_id AND k.key = $3 ",
-            "WHERE h.tenant_id = $1{}"
+            "WHERE h.tenant_id = $1"
         ),
         key_column,
-        lock_head(db)
     );
     let binds = vec![
         Bind::Text(tenant_id.to_string()),
@@ -671,7 +667,7 @@ pub async fn update(
     if let Some(tags) = &tags {
         check_tags(tags)?;
     }
-    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
+    let read = lock_context(actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
         let old = writable(Locked::from_row(row)?.context, id, if_match)?;
         let new = Context {
@@ -715,7 +711,6 @@ pub async fn edit(
     idempotency_key: Option<&str>,
 ) -> Result<EditedContext> {
     let read = lock_context(
-        db,
         actor.tenant_id,
         "c.external_id",
         external_id,
@@ -791,7 +786,7 @@ pub async fn edit(
 
 /// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
-    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
+    let read = lock_context(actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
         let old = writable(Locked::from_row(row)?.context, id, if_match)?;
         let mut batch = Batch::default();

@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use sqlx::any::AnyRow;
 
-use super::{Actor, Error, Outcome, Result, lock_head, new_id, now, workspace_from_row, write};
+use super::{Actor, Error, Outcome, Result, new_id, now, workspace_from_row, write};
 use crate::db::{Batch, Bind, Db};
 
 /// The columns of a workspace row, in one place.
@@ -41,20 +41,17 @@ pub(crate) async fn id_of(db: &Db, tenant_id: &str, slug: &str) -> Result<String
     Ok(row.try_get("id")?)
 }
 
-/// The read of a workspace write: the head lock, the workspace `slug`, and how many contexts
+/// The read of a workspace write (under the head lock): the workspace `slug`, and how many contexts
 /// it holds.
-fn lock_workspace(db: &Db, tenant_id: &str, slug: &str) -> (String, Vec<Bind>) {
-    let sql = format!(
-        concat!(
-            "SELECT h.seq AS head_seq, h.last_hash AS head_hash, w.id, w.slug, w.name, w.archived, w.created_at, ",
-            "(SELECT COUNT(*) FROM contexts c WHERE c.tenant_id = h.tenant_id AND c.workspace_id = w.id) AS contexts ",
-            "FROM audit_heads h LEFT JOIN workspaces w ON w.tenant_id = h.tenant_id AND w.slug = $2 ",
-            "WHERE h.tenant_id = $1{}"
-        ),
-        lock_head(db)
+fn lock_workspace(tenant_id: &str, slug: &str) -> (String, Vec<Bind>) {
+    let sql = concat!(
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, w.id, w.slug, w.name, w.archived, w.created_at, ",
+        "(SELECT COUNT(*) FROM contexts c WHERE c.tenant_id = h.tenant_id AND c.workspace_id = w.id) AS contexts ",
+        "FROM audit_heads h LEFT JOIN workspaces w ON w.tenant_id = h.tenant_id AND w.slug = $2 ",
+        "WHERE h.tenant_id = $1"
     );
     (
-        sql,
+        sql.to_string(),
         vec![
             Bind::Text(tenant_id.to_string()),
             Bind::Text(slug.to_string()),
@@ -77,7 +74,7 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
             "invalid workspace slug {slug:?}: use 1 to 63 characters of a-z, 0-9 and '-', starting with a letter or digit"
         )));
     }
-    let read = lock_workspace(db, actor.tenant_id, slug);
+    let read = lock_workspace(actor.tenant_id, slug);
     write(db, actor.tenant_id, slug, read, |mut head, row| {
         if locked(row)?.is_some() {
             return Err(Error::WorkspaceExists {
@@ -116,7 +113,7 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
 
 /// Archives a workspace: it becomes read-only.
 pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace> {
-    let read = lock_workspace(db, actor.tenant_id, slug);
+    let read = lock_workspace(actor.tenant_id, slug);
     write(db, actor.tenant_id, slug, read, |mut head, row| {
         let (mut ws, _) = locked(row)?.ok_or_else(|| Error::WorkspaceNotFound {
             slug: slug.to_string(),
@@ -147,7 +144,7 @@ pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace>
 
 /// Deletes an empty workspace (refused while it holds contexts).
 pub async fn delete(db: &Db, actor: Actor<'_>, slug: &str) -> Result<()> {
-    let read = lock_workspace(db, actor.tenant_id, slug);
+    let read = lock_workspace(actor.tenant_id, slug);
     write(db, actor.tenant_id, slug, read, |mut head, row| {
         let (ws, contexts) = locked(row)?.ok_or_else(|| Error::WorkspaceNotFound {
             slug: slug.to_string(),

@@ -140,6 +140,43 @@ impl Api {
         self.send(Method::DELETE, path, None, if_match).await
     }
 
+    /// `POST /api/contexts/by-external/:ext/edit` with `If-Match` and `Idempotency-Key` when
+    /// given.
+    pub async fn edit(
+        &self,
+        external_id: &str,
+        body: Value,
+        if_match: Option<i64>,
+        idempotency_key: Option<&str>,
+    ) -> Reply {
+        let mut req = self
+            .http
+            .post(format!(
+                "{}/api/contexts/by-external/{}/edit",
+                self.base,
+                seg(external_id)
+            ))
+            .bearer_auth(&self.key)
+            .json(&body);
+        if let Some(v) = if_match {
+            req = req.header("If-Match", format!("\"{v}\""));
+        }
+        if let Some(k) = idempotency_key {
+            req = req.header("Idempotency-Key", k);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let etag = headers.get("etag").map(|v| v.to_str().unwrap().to_string());
+        let body = resp.json().await.unwrap_or(Value::Null);
+        Reply {
+            status,
+            etag,
+            headers,
+            body,
+        }
+    }
+
     /// Upserts one context; returns the reply.
     pub async fn upsert(&self, external_id: &str, content: &str, tags: &[&str]) -> Reply {
         self.post(
