@@ -115,13 +115,13 @@ pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
 
 fn opened(
     store: Arc<dyn Store>,
-    edit_attempts: Option<usize>,
+    edit_budget: Option<std::time::Duration>,
     contextq: Option<ContextQInfo>,
     embedded: Option<Embedded>,
 ) -> Opened {
     let mut tool = MemoryTool::new(store.clone());
-    if let Some(n) = edit_attempts {
-        tool = tool.edit_attempts(n);
+    if let Some(budget) = edit_budget {
+        tool = tool.edit_budget(budget);
     }
     Opened {
         tool: Arc::new(tool),
@@ -149,7 +149,7 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
         };
         return Ok(opened(
             Arc::new(options.store()?),
-            Some(options.edit_attempts),
+            Some(options.edit_budget),
             Some(info),
             None,
         ));
@@ -171,7 +171,7 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
     };
     Ok(opened(
         Arc::new(options.store()?),
-        Some(options.edit_attempts),
+        Some(options.edit_budget),
         Some(info),
         Some(embedded),
     ))

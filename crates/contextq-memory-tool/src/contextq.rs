@@ -61,8 +61,11 @@ pub struct ContextQMemoryToolOptions {
     pub workspace: Option<String>,
     /// Create a missing workspace on first write (needs the key's `admin` scope); default off.
     pub create_workspaces: bool,
-    /// Attempts of a conditional edit before Claude is told the file kept changing; default 5.
-    pub edit_attempts: usize,
+    /// How long an edit (or delete, or rename) that keeps losing races to other writers keeps
+    /// retrying, with exponential backoff and jitter, before Claude is told the file kept
+    /// changing; default 10 s ([`crate::tool::DEFAULT_EDIT_BUDGET`]). Edits applied by the
+    /// server (`text-edit` extension) never lose such races.
+    pub edit_budget: Duration,
 }
 
 impl Default for ContextQMemoryToolOptions {
@@ -77,7 +80,7 @@ impl Default for ContextQMemoryToolOptions {
             http_client: None,
             workspace: None,
             create_workspaces: false,
-            edit_attempts: crate::tool::DEFAULT_EDIT_ATTEMPTS,
+            edit_budget: crate::tool::DEFAULT_EDIT_BUDGET,
         }
     }
 }
@@ -97,7 +100,7 @@ impl std::fmt::Debug for ContextQMemoryToolOptions {
             .field("http_client", &self.http_client.is_some())
             .field("workspace", &self.workspace)
             .field("create_workspaces", &self.create_workspaces)
-            .field("edit_attempts", &self.edit_attempts)
+            .field("edit_budget", &self.edit_budget)
             .finish()
     }
 }
@@ -157,10 +160,10 @@ impl ContextQMemoryToolOptions {
         self
     }
 
-    /// Sets how many times a conditional edit is tried before Claude is told the file kept
-    /// changing.
-    pub fn edit_attempts(mut self, attempts: usize) -> Self {
-        self.edit_attempts = attempts;
+    /// Sets how long an edit that keeps losing races keeps retrying (see
+    /// [`ContextQMemoryToolOptions::edit_budget`](#structfield.edit_budget)).
+    pub fn edit_budget(mut self, budget: Duration) -> Self {
+        self.edit_budget = budget;
         self
     }
 
@@ -216,7 +219,7 @@ impl ContextQMemoryToolOptions {
 
 /// The memory tool on ContextQ (the seed's `contextQMemoryTool(options)`).
 pub fn contextq_memory_tool(options: ContextQMemoryToolOptions) -> Result<ContextQMemoryTool> {
-    Ok(MemoryTool::new(options.store()?).edit_attempts(options.edit_attempts))
+    Ok(MemoryTool::new(options.store()?).edit_budget(options.edit_budget))
 }
 
 #[cfg(test)]

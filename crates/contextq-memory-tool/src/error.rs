@@ -34,6 +34,15 @@ pub enum Error {
         /// The path, normalised.
         path: String,
     },
+    /// A text edit ([`crate::store::Store::edit`]) cannot apply to the file's content; nothing
+    /// changed.
+    #[error("the edit of {path} cannot apply: {failure}")]
+    EditRefused {
+        /// The path, normalised.
+        path: String,
+        /// Why.
+        failure: contextq_api::EditFailure,
+    },
     /// The store does not implement this optional operation (the caller falls back).
     #[error("operation not supported by this store: {operation}")]
     NotSupported {
@@ -109,7 +118,7 @@ pub enum Error {
     OutcomeUnknown {
         /// The path, normalised.
         path: String,
-        /// `write` or `delete`.
+        /// `write`, `edit` or `delete`.
         operation: &'static str,
         /// What went wrong.
         #[source]

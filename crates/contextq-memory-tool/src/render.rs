@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::error::Error;
 use crate::path::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MemoryPath, PathError};
-use crate::store::Listing;
+use crate::store::{EditFailure, Listing, TextEdit};
 
 /// The memory root, as every message names it.
 const ROOT: &str = "/memories";
@@ -524,11 +524,29 @@ pub fn rename_dir_delete_failed(
     )
 }
 
-/// An edit gave up because another writer kept changing the file.
-pub fn edit_conflict(path: &str, attempts: usize) -> String {
+/// An edit gave up because other writers kept changing the file for the whole edit budget.
+pub fn edit_conflict(path: &str, attempts: usize, spent: std::time::Duration) -> String {
     format!(
-        "The file {path} was changed by another writer while this edit was being saved ({attempts} attempts); nothing was changed by this command. View the file again and retry the edit."
+        "The file {path} was changed by other writers while this edit was being saved ({attempts} attempts in {:.1} s); nothing was changed by this command. View the file again and retry the edit.",
+        spent.as_secs_f64()
     )
+}
+
+/// An edit that cannot apply to the file's content: the protocol's string for each case.
+pub fn edit_refused(path: &str, edit: &TextEdit, failure: &EditFailure) -> String {
+    match (failure, edit) {
+        (EditFailure::EmptyOldStr, _) => str_replace_empty(path),
+        (EditFailure::NotFound, TextEdit::StrReplace { old_str, .. }) => {
+            str_replace_not_found(old_str, path)
+        }
+        (EditFailure::Multiple { lines }, TextEdit::StrReplace { old_str, .. }) => {
+            str_replace_multiple(old_str, lines)
+        }
+        (EditFailure::LineOutOfRange { line, line_count }, _) => {
+            insert_out_of_range(*line, *line_count)
+        }
+        (failure, _) => format!("No change was made to {path}: {failure}."),
+    }
 }
 
 /// An MCP call of a tool other than `memory` (not in the spec).
@@ -556,6 +574,9 @@ impl Error {
             Error::Precondition { path } => format!(
                 "The file {path} was changed by another writer; nothing was changed. View it again and retry."
             ),
+            Error::EditRefused { path, failure } => {
+                format!("No change was made to {path}: {failure}.")
+            }
             Error::NotSupported { operation } => {
                 format!("This memory store does not support {operation}")
             }

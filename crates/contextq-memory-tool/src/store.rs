@@ -26,6 +26,11 @@
 //! - [`Store::rename`] is optional: a store with an atomic native rename (files and directories,
 //!   never overwriting) implements it; the default answers [`Error::NotSupported`] and the tool
 //!   falls back to create-then-delete.
+//! - [`Store::edit`] is optional: a store that can apply a `str_replace` or `insert` itself, in
+//!   one atomic step (ContextQ's `text-edit` extension), implements it and returns the new
+//!   content; [`Error::EditRefused`] says the edit cannot apply (nothing changed). The default
+//!   answers [`Error::NotSupported`] and the tool reads, applies and writes back conditionally.
+//!   Like `put`, an error means not applied, except [`Error::OutcomeUnknown`].
 //! - [`Store::remove_dir`] is called after every file beneath a directory was deleted; stores
 //!   with real directories remove it (and anything left in it), others do nothing.
 //!
@@ -39,6 +44,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::path::MemoryPath;
+pub use contextq_api::{EditFailure, TextEdit};
 
 pub mod contextq;
 pub mod local;
@@ -72,6 +78,17 @@ pub enum PutMode {
     Overwrite,
     /// Only if the file is at this version.
     Update(Version),
+}
+
+/// A file after a [`Store::edit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edited {
+    /// The whole new content.
+    pub content: String,
+    /// For `str_replace`, the 1-based line where the replacement starts.
+    pub changed_line: Option<usize>,
+    /// The new version, when the store can check versions.
+    pub version: Option<Version>,
 }
 
 /// A file in a listing.
@@ -135,6 +152,13 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// Applies `edit` to the file at `path` in one atomic step; returns the new content.
+    /// Optional: the default answers [`crate::Error::NotSupported`].
+    async fn edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
+        let _ = (path, edit);
+        Err(crate::Error::NotSupported { operation: "edit" })
+    }
+
     /// Removes the (emptied) directory `dir`; a no-op for stores with derived directories.
     async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
         let _ = dir;
@@ -164,6 +188,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
         (**self).rename(from, to).await
     }
+    async fn edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
+        (**self).edit(path, edit).await
+    }
+
     async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
         (**self).remove_dir(dir).await
     }

@@ -3,14 +3,21 @@
 //! Because every backend goes through this one implementation, every backend answers with the
 //! same strings and the same edge cases; the conformance suite checks the stores underneath.
 //!
-//! Concurrency: `str_replace` and `insert` write with [`PutMode::Update`] at the version they
-//! read and, when another writer got there first, read again and re-apply the same edit, up to
-//! [`MemoryTool::edit_attempts`] times, then tell Claude the file changed under it. A store
-//! that reports no versions gets unconditional writes (the seed's documented gap).
+//! Concurrency: `str_replace` and `insert` go to [`Store::edit`] first: a store that applies
+//! edits itself (ContextQ with the `text-edit` extension) does so atomically, and concurrent
+//! edits never conflict. Otherwise they write with [`PutMode::Update`] at the version they read
+//! and, when another writer got there first, back off (exponential, with jitter: [`Backoff`])
+//! and read again and re-apply the same edit, for as long as the edit budget
+//! ([`MemoryTool::edit_budget`], default [`DEFAULT_EDIT_BUDGET`]) lasts; only then is Claude
+//! told that the file kept changing. Deletes and renames that lose a race to a writer retry
+//! the same way. A store that reports no versions gets unconditional writes (the seed's
+//! documented gap).
 //!
 //! Round trips (for a store where each method is one request): view file 1, view directory 2
-//! (1 for the root), create 1, str_replace 2, insert 2, delete file 2, rename file 3 (or one
-//! native rename), and per file for directory delete and rename.
+//! (1 for the root), create 1, str_replace 1 (store edit) or 2, insert 1 or 2, delete file 2,
+//! rename file 3 (or one native rename), and per file for directory delete and rename.
+
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -21,16 +28,67 @@ use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
 };
 use crate::render;
-use crate::store::{Entry, Listing, PutMode, Store, Version};
+use crate::store::{Entry, Listing, PutMode, Store, TextEdit, Version};
 
-/// Default number of attempts for a conditional edit before giving up.
-pub const DEFAULT_EDIT_ATTEMPTS: usize = 5;
+/// How long an edit (or delete, or rename) that keeps losing races to other writers keeps
+/// retrying before Claude is told the file kept changing: 10 seconds.
+pub const DEFAULT_EDIT_BUDGET: Duration = Duration::from_secs(10);
 
 /// Claude's memory tool over the store `S`.
 #[derive(Debug, Clone)]
 pub struct MemoryTool<S> {
     store: S,
-    edit_attempts: usize,
+    edit_budget: Duration,
+}
+
+/// The waits between attempts of a write that lost a race: exponential from 2 ms, doubling to
+/// at most 200 ms, each drawn uniformly from zero to that ceiling ("full jitter", so that
+/// writers that collided once spread out), within a time budget that starts at the first
+/// attempt.
+#[derive(Debug)]
+pub struct Backoff {
+    started: Instant,
+    budget: Duration,
+    attempts: usize,
+}
+
+impl Backoff {
+    /// The first wait's ceiling.
+    pub const BASE: Duration = Duration::from_millis(2);
+    /// The largest ceiling.
+    pub const MAX: Duration = Duration::from_millis(200);
+
+    /// A backoff whose budget starts now.
+    pub fn new(budget: Duration) -> Backoff {
+        Backoff {
+            started: Instant::now(),
+            budget,
+            attempts: 1,
+        }
+    }
+
+    /// After a lost race: waits before the next attempt and returns `true`, or returns
+    /// `false` at once when that wait would end past the budget.
+    pub async fn retry(&mut self) -> bool {
+        let shift = u32::try_from(self.attempts - 1).unwrap_or(u32::MAX).min(16);
+        let ceiling = Self::BASE.saturating_mul(1 << shift).min(Self::MAX);
+        let wait = ceiling.mul_f64(fastrand::f64());
+        if self.started.elapsed() + wait > self.budget {
+            return false;
+        }
+        tokio::time::sleep(wait).await;
+        self.attempts += 1;
+        true
+    }
+
+    /// The message for Claude when the budget is spent.
+    fn gave_up(&self, path: &MemoryPath) -> ToolError {
+        ToolError::new(render::edit_conflict(
+            path.raw(),
+            self.attempts,
+            self.started.elapsed(),
+        ))
+    }
 }
 
 type Outcome = Result<String, ToolError>;
@@ -40,14 +98,15 @@ impl<S: Store> MemoryTool<S> {
     pub fn new(store: S) -> Self {
         MemoryTool {
             store,
-            edit_attempts: DEFAULT_EDIT_ATTEMPTS,
+            edit_budget: DEFAULT_EDIT_BUDGET,
         }
     }
 
-    /// How many times a conditional edit is tried before Claude is told the file kept changing
-    /// (default [`DEFAULT_EDIT_ATTEMPTS`]; at least 1).
-    pub fn edit_attempts(mut self, attempts: usize) -> Self {
-        self.edit_attempts = attempts.max(1);
+    /// How long a conditional edit, delete or rename that keeps losing races to other writers
+    /// keeps retrying, with [`Backoff`], before Claude is told the file kept changing (default
+    /// [`DEFAULT_EDIT_BUDGET`]; zero: one attempt).
+    pub fn edit_budget(mut self, budget: Duration) -> Self {
+        self.edit_budget = budget;
         self
     }
 
@@ -70,23 +129,43 @@ impl<S: Store> MemoryTool<S> {
         }
     }
 
-    /// Reads, applies `edit`, writes back conditionally; re-applies on a concurrent change.
-    async fn edit<F>(&self, path: &MemoryPath, edit: F) -> Outcome
-    where
-        F: Fn(&str) -> Result<(String, String), ToolError> + Send + Sync,
-    {
+    /// Applies `edit`: in the store when it can ([`Store::edit`]), else reads, applies and
+    /// writes back conditionally, re-applying on a concurrent change within the edit budget.
+    async fn edit(&self, path: &MemoryPath, edit: TextEdit) -> Outcome {
         if path.is_root() {
             return Err(ToolError::new(render::not_a_file(path.raw())));
         }
-        for _ in 0..self.edit_attempts {
+        let answer = |content: &str, changed_line: Option<usize>| match &edit {
+            TextEdit::StrReplace { .. } => {
+                render::str_replace_done(content, changed_line.unwrap_or(1))
+            }
+            TextEdit::Insert { .. } => render::inserted(path.raw()),
+        };
+        let refused = |failure| ToolError::new(render::edit_refused(path.raw(), &edit, &failure));
+        match self.store.edit(path, &edit).await {
+            Ok(edited) => return Ok(answer(&edited.content, edited.changed_line)),
+            Err(Error::NotSupported { .. }) => {}
+            Err(Error::EditRefused { failure, .. }) => return Err(refused(failure)),
+            Err(Error::NotFound { .. }) => return Err(self.not_a_file(path).await),
+            Err(Error::OutcomeUnknown { cause, .. }) => {
+                return Err(outcome_unknown(path, "edit", &cause));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let mut backoff = Backoff::new(self.edit_budget);
+        loop {
             let Some(entry) = self.store.get(path).await? else {
                 return Err(self.not_a_file(path).await);
             };
-            let (new_content, answer) = edit(&entry.content)?;
+            let applied = contextq_api::edit::apply(&entry.content, &edit).map_err(refused)?;
             let mode = entry.version.map_or(PutMode::Overwrite, PutMode::Update);
-            match self.store.put(path, &new_content, mode).await {
-                Ok(_) => return Ok(answer),
-                Err(Error::Precondition { .. }) => continue,
+            match self.store.put(path, &applied.content, mode).await {
+                Ok(_) => return Ok(answer(&applied.content, applied.changed_line)),
+                Err(Error::Precondition { .. }) => {
+                    if !backoff.retry().await {
+                        return Err(backoff.gave_up(path));
+                    }
+                }
                 Err(Error::NotFound { .. }) => {
                     return Err(ToolError::new(render::does_not_exist_valid(path.raw())));
                 }
@@ -96,10 +175,6 @@ impl<S: Store> MemoryTool<S> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(ToolError::new(render::edit_conflict(
-            path.raw(),
-            self.edit_attempts,
-        )))
     }
 
     /// Deletes every file beneath `dir`, listing again while the store capped the listing.
@@ -171,7 +246,8 @@ impl<S: Store> MemoryTool<S> {
     }
 
     async fn rename_file(&self, old: &MemoryPath, new: &MemoryPath, mut entry: Entry) -> Outcome {
-        for _ in 0..self.edit_attempts {
+        let mut backoff = Backoff::new(self.edit_budget);
+        loop {
             let created = match self.store.put(new, &entry.content, PutMode::Create).await {
                 Ok(v) => v,
                 Err(Error::AlreadyExists { .. }) => {
@@ -234,6 +310,9 @@ impl<S: Store> MemoryTool<S> {
             }
             if matches!(cause, Error::Precondition { .. }) {
                 // The source changed while we copied it: start again from its new content.
+                if !backoff.retry().await {
+                    return Err(backoff.gave_up(old));
+                }
                 match self.store.get(old).await? {
                     Some(fresh) => {
                         entry = fresh;
@@ -248,10 +327,6 @@ impl<S: Store> MemoryTool<S> {
                 &cause.tool_message(),
             )));
         }
-        Err(ToolError::new(render::edit_conflict(
-            old.raw(),
-            self.edit_attempts,
-        )))
     }
 
     /// Moves every file beneath `old` to `new`: copies (create-only), then deletes the sources;
@@ -436,26 +511,6 @@ fn parse(raw: &str) -> Result<MemoryPath, ToolError> {
     MemoryPath::parse(raw).map_err(ToolError::from)
 }
 
-/// Every non-overlapping match of `needle`: its byte offset and 1-based line, in one pass.
-fn occurrences(haystack: &str, needle: &str) -> Vec<(usize, usize)> {
-    let (mut line, mut counted_to) = (1, 0);
-    haystack
-        .match_indices(needle)
-        .map(|(i, _)| {
-            line += haystack[counted_to..i].matches('\n').count();
-            counted_to = i;
-            (i, line)
-        })
-        .collect()
-}
-
-/// The distinct, ascending lines of `occurrences`.
-fn match_lines(found: &[(usize, usize)]) -> Vec<usize> {
-    let mut lines: Vec<usize> = found.iter().map(|(_, l)| *l).collect();
-    lines.dedup();
-    lines
-}
-
 #[async_trait]
 impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     async fn view(&self, c: ViewCommand) -> Outcome {
@@ -491,55 +546,20 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
 
     async fn str_replace(&self, c: StrReplaceCommand) -> Outcome {
         let path = parse(&c.path)?;
-        let raw = path.raw().to_string();
-        self.edit(&path, |content| {
-            if c.old_str.is_empty() {
-                return Err(ToolError::new(render::str_replace_empty(&raw)));
-            }
-            match occurrences(content, &c.old_str)[..] {
-                [] => Err(ToolError::new(render::str_replace_not_found(
-                    &c.old_str, &raw,
-                ))),
-                [(at, line)] => {
-                    let mut new_content = content.to_string();
-                    new_content.replace_range(at..at + c.old_str.len(), &c.new_str);
-                    let answer = render::str_replace_done(&new_content, line);
-                    Ok((new_content, answer))
-                }
-                ref found => Err(ToolError::new(render::str_replace_multiple(
-                    &c.old_str,
-                    &match_lines(found),
-                ))),
-            }
-        })
-        .await
+        let edit = TextEdit::StrReplace {
+            old_str: c.old_str,
+            new_str: c.new_str,
+        };
+        self.edit(&path, edit).await
     }
 
     async fn insert(&self, c: InsertCommand) -> Outcome {
         let path = parse(&c.path)?;
-        let raw = path.raw().to_string();
-        self.edit(&path, |content| {
-            let mut lines: Vec<&str> = content.split('\n').collect();
-            if content.ends_with('\n') || content.is_empty() {
-                lines.pop();
-            }
-            let n_lines = lines.len();
-            let at = usize::try_from(c.insert_line)
-                .ok()
-                .filter(|n| *n <= n_lines)
-                .ok_or_else(|| {
-                    ToolError::new(render::insert_out_of_range(c.insert_line, n_lines))
-                })?;
-            let text = c.insert_text.strip_suffix('\n').unwrap_or(&c.insert_text);
-            let mut out: Vec<&str> = Vec::with_capacity(n_lines + 1);
-            out.extend_from_slice(&lines[..at]);
-            out.extend(text.split('\n'));
-            out.extend_from_slice(&lines[at..]);
-            let mut new_content = out.join("\n");
-            new_content.push('\n');
-            Ok((new_content, render::inserted(&raw)))
-        })
-        .await
+        let edit = TextEdit::Insert {
+            line: c.insert_line,
+            text: c.insert_text,
+        };
+        self.edit(&path, edit).await
     }
 
     async fn delete(&self, c: DeleteCommand) -> Outcome {
@@ -547,12 +567,18 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
         if path.is_root() {
             return Err(ToolError::new(render::cannot_delete_root()));
         }
-        for _ in 0..self.edit_attempts {
+        let mut backoff = Backoff::new(self.edit_budget);
+        loop {
             if let Some(entry) = self.store.get(&path).await? {
                 match self.store.delete(&path, entry.version).await {
                     Ok(()) => return Ok(render::deleted(path.raw())),
                     // Changed or deleted since it was read: look again.
-                    Err(Error::Precondition { .. } | Error::NotFound { .. }) => continue,
+                    Err(Error::Precondition { .. } | Error::NotFound { .. }) => {
+                        if !backoff.retry().await {
+                            return Err(backoff.gave_up(&path));
+                        }
+                        continue;
+                    }
                     Err(Error::OutcomeUnknown { cause, .. }) => {
                         return Err(outcome_unknown(&path, "delete", &cause));
                     }
@@ -564,10 +590,6 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
                 None => Err(ToolError::new(render::does_not_exist(path.raw()))),
             };
         }
-        Err(ToolError::new(render::edit_conflict(
-            path.raw(),
-            self.edit_attempts,
-        )))
     }
 
     async fn rename(&self, c: RenameCommand) -> Outcome {
@@ -610,10 +632,21 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn match_lines_are_distinct_and_ascending() {
-        let lines = |h: &str, n: &str| match_lines(&occurrences(h, n));
-        assert_eq!(lines("ab ab\nx\nab", "ab"), vec![1, 3]);
-        assert_eq!(lines("a\nb\na\nb", "a\nb"), vec![1, 3]);
+    #[tokio::test]
+    async fn backoff_grows_and_stops_at_the_budget() {
+        let budget = Duration::from_millis(300);
+        let mut backoff = Backoff::new(budget);
+        let mut waits = 0;
+        while backoff.retry().await {
+            waits += 1;
+            assert!(waits < 1_000, "never stopped");
+        }
+        // The first seven ceilings (2, 4, ..., 128 ms) add up to 254 ms: they always fit.
+        assert!(waits >= 7, "{waits} waits");
+        assert_eq!(backoff.attempts, waits + 1);
+        let spent = backoff.started.elapsed();
+        assert!(spent <= budget + Duration::from_millis(50), "{spent:?}");
+        // No budget: no second attempt.
+        assert!(!Backoff::new(Duration::ZERO).retry().await);
     }
 }

@@ -90,14 +90,17 @@ async fn round_trips_per_command(b: Backend) {
             .map(|l| l.split(' ').next().unwrap().to_string())
             .collect::<Vec<_>>()
     };
+    // With the server's text edits, one request each.
     assert_eq!(
-        expect("str_replace")[0],
-        "GET /api/contexts/by-external/mem-tool%3Aws%2Fa.md"
+        expect("str_replace"),
+        vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/edit"]
     );
-    assert_eq!(methods("str_replace"), vec!["GET", "PUT"]);
     assert_eq!(methods("rename file"), vec!["GET", "POST", "DELETE"]);
     assert_eq!(methods("delete file"), vec!["GET", "DELETE"]);
-    assert_eq!(expect("insert").len(), 2);
+    assert_eq!(
+        expect("insert"),
+        vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/edit"]
+    );
     assert_eq!(expect("view root"), vec!["GET /api/contexts"]);
     assert_eq!(
         expect("view directory").len(),
@@ -118,6 +121,22 @@ async fn round_trips_per_command(b: Backend) {
         expect("delete file")
     );
     eprintln!("round trips: {shape:#?}");
+
+    // Without them: GET, then PUT with If-Match.
+    let hiding = Proxy::hiding(&server.url, &["text-edit"]).await;
+    let tool = contextq_memory_tool(options(&hiding.url, &key).workspace("ws")).unwrap();
+    assert!(!run(&tool, create("/memories/p.md", "one\n")).await.is_error);
+    hiding.take_log();
+    for edit in [
+        json!({"command": "str_replace", "path": "/memories/p.md", "old_str": "one", "new_str": "1"}),
+        json!({"command": "insert", "path": "/memories/p.md", "insert_line": 0, "insert_text": "zero"}),
+    ] {
+        assert!(!run(&tool, edit).await.is_error);
+        let log = hiding.take_log();
+        assert_eq!(log[0], "GET /api/contexts/by-external/mem-tool%3Aws%2Fp.md");
+        assert!(log[1].starts_with("PUT /api/contexts/"), "{log:?}");
+        assert_eq!(log.len(), 2, "{log:?}");
+    }
 }
 
 async fn per_workspace_path_model(b: Backend) {
@@ -625,14 +644,15 @@ async fn contextq_refusals_become_actionable_tool_errors(b: Backend) {
     );
 }
 
-async fn insert_race(url: &str, key: &str) -> (usize, Option<bool>) {
+/// 8 tools × 25 inserts into one file, each with the default edit budget; returns how many of
+/// the 200 lines the file holds, and whether the tools used conditional requests and the
+/// server's text edits.
+async fn insert_race(url: &str, key: &str) -> (usize, Option<bool>, Option<bool>) {
     let setup = contextq_memory_tool(options(url, key).workspace("ws")).unwrap();
     assert!(!run(&setup, create("/memories/race.md", "")).await.is_error);
     let mut tasks = Vec::new();
     for worker in 0..8 {
-        let mut opts = options(url, key).workspace("ws");
-        opts.edit_attempts = 1000;
-        let tool = contextq_memory_tool(opts).unwrap();
+        let tool = contextq_memory_tool(options(url, key).workspace("ws")).unwrap();
         tasks.push(tokio::spawn(async move {
             for i in 0..25 {
                 let r = run(&tool, json!({"command": "insert", "path": "/memories/race.md", "insert_line": 0, "insert_text": format!("w{worker}-{i}")})).await;
@@ -648,14 +668,29 @@ async fn insert_race(url: &str, key: &str) -> (usize, Option<bool>) {
         .flat_map(|w| (0..25).map(move |i| format!("\tw{w}-{i}\n")))
         .filter(|l| content.contains(l.as_str()))
         .count();
-    (lines, setup.store().conditional_requests())
+    let known = setup.store().client().known_extensions();
+    (
+        lines,
+        known.map(|e| e.conditional_requests),
+        known.map(|e| e.text_edit),
+    )
 }
 
+async fn concurrent_inserts_lose_nothing_with_text_edit(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let (lines, conditional, text_edit) = insert_race(&server.url, &key).await;
+    assert_eq!((conditional, text_edit), (Some(true), Some(true)));
+    assert_eq!(lines, 200, "{b:?}: every one of 8 × 25 inserts is present");
+}
+
+/// Without the server's text edits: GET, then PUT with If-Match, backing off after a lost race.
 async fn concurrent_inserts_lose_nothing_with_etag(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let (lines, conditional) = insert_race(&server.url, &key).await;
-    assert_eq!(conditional, Some(true));
+    let proxy = Proxy::hiding(&server.url, &["text-edit"]).await;
+    let (lines, conditional, text_edit) = insert_race(&proxy.url, &key).await;
+    assert_eq!((conditional, text_edit), (Some(true), Some(false)));
     assert_eq!(lines, 200, "{b:?}: every one of 8 × 25 inserts is present");
 }
 
@@ -669,4 +704,5 @@ contextq_server::database_tests!(
     partial_failures_say_exactly_what_happened,
     contextq_refusals_become_actionable_tool_errors,
     concurrent_inserts_lose_nothing_with_etag,
+    concurrent_inserts_lose_nothing_with_text_edit,
 );

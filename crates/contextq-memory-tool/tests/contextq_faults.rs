@@ -7,6 +7,7 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::proxy::{Fault, Gate, Proxy};
 use common::{ALL, Server, content, handle, options};
@@ -289,7 +290,12 @@ async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: 
     );
     assert_eq!(s.content("n.md").await.as_deref(), Some("new"));
 
-    // An edit: the PUT is applied, its answer lost, the read-back by id fails.
+    // An edit without the server's text edits: the PUT is applied, its answer lost, the
+    // read-back by id fails.
+    let hiding = Proxy::hiding(&s.proxy.url, &["text-edit"]).await;
+    let mut opts = options(&hiding.url, &s.key).workspace("ws");
+    opts.retry.max_retries = 1;
+    let plain_edits = contextq_memory_tool(opts).unwrap();
     s.proxy
         .fault(Method::PUT, "/api/contexts/", Fault::ForwardThenDrop, 1);
     s.proxy.fault(
@@ -299,7 +305,7 @@ async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: 
         10,
     );
     let e = handle(
-        &s.tool,
+        &plain_edits,
         json!({"command": "insert", "path": "/memories/n.md", "insert_line": 0, "insert_text": "top"}),
     )
     .await
@@ -317,6 +323,79 @@ async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: 
         effects(&[("/memories/n.md", Applied::Unknown)])
     );
     assert_eq!(s.content("n.md").await.as_deref(), Some("top\nnew\n"));
+
+    // A text edit on the server whose every answer is lost (the repeat carries the same
+    // Idempotency-Key, so it was applied once): unknown, never failed.
+    s.proxy
+        .fault(Method::POST, "/edit", Fault::ForwardThenDrop, 2);
+    let e = handle(
+        &s.tool,
+        json!({"command": "insert", "path": "/memories/n.md", "insert_line": 0, "insert_text": "first"}),
+    )
+    .await
+    .unwrap_err();
+    s.proxy.clear_faults();
+    assert!(
+        e.message().starts_with(
+            "The memory store did not confirm whether the edit of /memories/n.md was applied ("
+        ),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        e.effects(),
+        effects(&[("/memories/n.md", Applied::Unknown)])
+    );
+    assert_eq!(
+        s.content("n.md").await.as_deref(),
+        Some("first\ntop\nnew\n")
+    );
+}
+
+async fn a_text_edit_whose_answer_is_lost_is_repeated_and_applied_once(b: Backend) {
+    let s = Setup::new(b).await;
+    s.create("/memories/i.md", "a\n").await;
+    s.proxy.take_log();
+    s.proxy
+        .fault(Method::POST, "/edit", Fault::ForwardThenDrop, 1);
+    let done = handle(
+        &s.tool,
+        json!({"command": "str_replace", "path": "/memories/i.md", "old_str": "a", "new_str": "a b"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        done,
+        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\ta b\n     2\t"
+    );
+    // Sent twice, applied once: a second application would have failed (two matches of "a").
+    assert_eq!(
+        s.proxy.take_log(),
+        vec![
+            "POST /api/contexts/by-external/mem-tool%3Aws%2Fi.md/edit",
+            "POST /api/contexts/by-external/mem-tool%3Aws%2Fi.md/edit"
+        ]
+    );
+    assert_eq!(s.content("i.md").await.as_deref(), Some("a b\n"));
+    // Edits refused by the server read as the protocol says.
+    for (edit, message) in [
+        (
+            json!({"command": "str_replace", "path": "/memories/i.md", "old_str": "zz", "new_str": "y"}),
+            "No replacement was performed, old_str `zz` did not appear verbatim in /memories/i.md.",
+        ),
+        (
+            json!({"command": "insert", "path": "/memories/i.md", "insert_line": 9, "insert_text": "y"}),
+            "Invalid `insert_line` parameter: 9. It should be within the range of lines of the file: [0, 1]",
+        ),
+        (
+            json!({"command": "str_replace", "path": "/memories/nope.md", "old_str": "a", "new_str": "y"}),
+            "The path /memories/nope.md does not exist. Please provide a valid path.",
+        ),
+    ] {
+        let e = handle(&s.tool, edit).await.unwrap_err();
+        assert_eq!(e.message(), message);
+        assert!(e.changed_nothing());
+    }
 }
 
 async fn directory_rename_failures_undo_or_name_what_is_left(b: Backend) {
@@ -430,34 +509,57 @@ async fn a_directory_delete_refused_part_way_names_what_is_left(b: Backend) {
     );
 }
 
-async fn an_edit_that_keeps_losing_gives_up_after_its_attempts(b: Backend) {
+async fn an_edit_that_keeps_losing_gives_up_when_its_budget_is_spent(b: Backend) {
     let s = Setup::new(b).await;
     s.create("/memories/e.md", "one\n").await;
-    let mut opts = options(&s.proxy.url, &s.key).workspace("ws");
-    opts.edit_attempts = 3;
+    // Without the server's text edits (GET, then PUT with If-Match).
+    let proxy = Proxy::hiding(&s.proxy.url, &["text-edit"]).await;
+    let mut opts = options(&proxy.url, &s.key).workspace("ws");
+    opts.edit_budget = Duration::from_millis(300);
     let tool = contextq_memory_tool(opts).unwrap();
-    s.proxy.take_log();
-    // Every conditional write finds another version (412), three times.
-    s.proxy
-        .fault(Method::PUT, "/api/contexts/", Fault::Status(412, None), 3);
+    // Every conditional write finds another version (412).
+    s.proxy.fault(
+        Method::PUT,
+        "/api/contexts/",
+        Fault::Status(412, None),
+        10_000,
+    );
+    let started = Instant::now();
     let e = handle(
         &tool,
         json!({"command": "str_replace", "path": "/memories/e.md", "old_str": "one", "new_str": "1"}),
     )
     .await
     .unwrap_err();
-    assert_eq!(
-        e.message(),
-        "The file /memories/e.md was changed by another writer while this edit was being saved (3 attempts); nothing was changed by this command. View the file again and retry the edit."
+    let spent = started.elapsed();
+    let message = e.message();
+    let (head, tail) = message.split_once(" attempts in ").expect(message);
+    let attempts: usize = head
+        .strip_prefix("The file /memories/e.md was changed by other writers while this edit was being saved (")
+        .expect(message)
+        .parse()
+        .unwrap();
+    assert!(
+        tail.ends_with(
+            " s); nothing was changed by this command. View the file again and retry the edit."
+        ),
+        "{message}"
     );
     assert!(e.changed_nothing());
-    let methods: Vec<String> = s
-        .proxy
+    // Backed off between attempts (ceilings 2, 4, 8, ... ms, jittered), within the budget.
+    assert!(attempts >= 3, "{message}");
+    assert!(spent < Duration::from_secs(5), "{spent:?}");
+    let methods: Vec<String> = proxy
         .take_log()
         .iter()
+        .filter(|l| *l != "GET /api/contexts") // the probe that learns the extensions
         .map(|l| l.split(' ').next().unwrap().to_string())
         .collect();
-    assert_eq!(methods, ["GET", "PUT", "GET", "PUT", "GET", "PUT"]);
+    assert_eq!(methods.len(), 2 * attempts, "{methods:?}");
+    assert!(
+        methods.chunks(2).all(|m| m == ["GET", "PUT"]),
+        "{methods:?}"
+    );
     assert_eq!(s.content("e.md").await.as_deref(), Some("one\n"));
 }
 
@@ -511,6 +613,7 @@ contextq_server::database_tests!(
     writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed,
     directory_rename_failures_undo_or_name_what_is_left,
     a_directory_delete_refused_part_way_names_what_is_left,
-    an_edit_that_keeps_losing_gives_up_after_its_attempts,
+    an_edit_that_keeps_losing_gives_up_when_its_budget_is_spent,
+    a_text_edit_whose_answer_is_lost_is_repeated_and_applied_once,
     a_rename_restarts_when_the_source_changes_under_it,
 );

@@ -140,25 +140,32 @@ async fn a_capped_listing_says_so_and_directory_commands_reach_every_file(b: Bac
 }
 
 /// Two edits of one file race: A reads, B reads and writes, then A writes. The proxy holds A's
-/// write until B is done, so the interleaving is exact.
+/// write until B is done, so the interleaving is exact. On a plain ContextQ B's edit is lost (the
+/// seed's named gap); with conditional requests A's `PUT` is refused and A re-applies; with the
+/// `text-edit` extension A's edit is one request, applied on the server after B's.
 async fn a_racing_edit_is_lost_on_a_plain_contextq_and_kept_with_etags(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    for plain in [true, false] {
-        let proxy = if plain {
-            Proxy::plain(&server.url).await
-        } else {
-            Proxy::start(&server.url).await
+    for front in ["plain", "etag", "text-edit"] {
+        let proxy = match front {
+            "plain" => Proxy::plain(&server.url).await,
+            "etag" => Proxy::hiding(&server.url, &["text-edit"]).await,
+            _ => Proxy::start(&server.url).await,
         };
-        let file = if plain { "plain.md" } else { "etag.md" };
+        let file = format!("{front}.md");
         let path = format!("/memories/{file}");
         let tool =
             || Arc::new(contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap());
         let (setup, a, b) = (tool(), tool(), tool());
         handle(&*setup, create(&path, "")).await.unwrap();
         // Without conditional requests an edit is written with a plain upsert, with them with
-        // a conditional PUT: hold A's write until B's edit is done.
-        let write = if plain { Method::POST } else { Method::PUT };
+        // a conditional PUT, with text-edit it is one POST .../edit: hold A's write until B's
+        // edit is done.
+        let write = if front == "etag" {
+            Method::PUT
+        } else {
+            Method::POST
+        };
         let gate = Gate::default();
         proxy.fault(write, "/api/contexts/", Fault::Hold(gate.clone()), 1);
         let insert = |text: &str| json!({"command": "insert", "path": path, "insert_line": 0, "insert_text": text});
@@ -172,17 +179,18 @@ async fn a_racing_edit_is_lost_on_a_plain_contextq_and_kept_with_etags(b: Backen
         let edit_a = edit_a.await.unwrap();
         // Both are told their edit was saved.
         let saved = Ok(format!("The file {path} has been edited."));
-        assert_eq!((&edit_a, &edit_b), (&saved, &saved));
+        assert_eq!((&edit_a, &edit_b), (&saved, &saved), "{front}");
         let stored = content(&server.url, &key, &format!("mem-tool:ws/{file}")).await;
-        if plain {
+        if front == "plain" {
             // The seed's named gap: A's write, based on what it read before B's edit, replaced it.
             assert_eq!(stored.as_deref(), Some("from A\n"), "B's edit was lost");
         } else {
-            // A's conditional write was refused (412); A read again and re-applied its edit.
+            // etag: A's conditional write was refused (412); A read again and re-applied its
+            // edit. text-edit: A's edit reached the server after B's and applied to its result.
             assert_eq!(
                 stored.as_deref(),
                 Some("from A\nfrom B\n"),
-                "both edits kept"
+                "{front}: both edits kept"
             );
         }
     }

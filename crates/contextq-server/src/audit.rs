@@ -1,8 +1,9 @@
 //! The activity log: one hash chain per tenant, appended in the same transaction as the change.
 //!
-//! Every write transaction first locks its tenant's head row in `audit_heads` (in the same
-//! statement that reads what the write needs, see [`crate::store`]): writes of one tenant are
-//! serialised, writes of different tenants never wait for each other. Each change appends a row
+//! Every write transaction first locks its tenant's head row in `audit_heads` (a statement of its
+//! own just before the read of what the write needs, in the same round trip, see
+//! [`crate::store`]): writes of one tenant are serialised, writes of different tenants never wait
+//! for each other. Each change appends a row
 //! numbered `tenant_seq` (1, 2, ... per tenant) whose `hash` is [`chain_hash`] of the previous
 //! row's hash and the row's canonical fields, and moves the head to it.
 //!

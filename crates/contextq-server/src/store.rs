@@ -6,8 +6,8 @@
 //! ids it guesses (another tenant's row is simply "not found").
 //!
 //! Every write is one transaction of two round trips on PostgreSQL (docs/schema.md lists them
-//! per operation): `BEGIN` with one statement that locks the tenant's audit chain head
-//! ([`crate::audit::Head`]) and reads everything the operation needs; then one statement that
+//! per operation): `BEGIN`, the lock of the tenant's audit chain head ([`crate::audit::Head`])
+//! and one statement that reads everything the operation needs, in one query; then one statement that
 //! makes every change, the audit rows and the head's move (a [`Batch`]: data-modifying CTEs),
 //! with `COMMIT`. What the contract says (archived workspace, `If-Match` version, `ifAbsent`,
 //! quota) is checked in between, in Rust, on what was read under the lock, and the writes still
@@ -209,8 +209,8 @@ enum Outcome<T> {
 
 /// One write transaction, two round trips on PostgreSQL (docs/schema.md):
 /// `BEGIN`, the lock of the tenant's head ([`LOCK_HEAD`]) and `read` (what the write needs;
-/// `$1` is the tenant) in one query; then `decide` runs on the row, in Rust; then the batch it returns, the audit rows and
-/// the head's move, and `COMMIT`, in one query. A refusal from `decide` rolls back; a batch
+/// `$1` is the tenant) in one query; then `decide` runs on the row, in Rust; then the batch it
+/// returns, the audit rows and the head's move, and `COMMIT`, in one query. A refusal from `decide` rolls back; a batch
 /// statement that changed an unexpected number of rows rolls everything back
 /// ([`Error::ChangedConcurrently`] on `entity`).
 async fn write<T>(

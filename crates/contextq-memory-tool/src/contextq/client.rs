@@ -14,8 +14,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use contextq_api::bodies::{
-    BulkUpsert, BulkUpsertResults, ContextPage, UpdateContext, WorkspaceList,
+    BulkUpsert, BulkUpsertResults, ContextPage, IDEMPOTENCY_KEY_HEADER, UpdateContext,
+    WorkspaceList,
 };
+pub use contextq_api::bodies::{EditContext, EditedContext};
 pub use contextq_api::{
     ApiKey, Context, ContextInput, ContextSummary, EXTENSIONS_HEADER, Extensions, UpsertResult,
     Workspace,
@@ -98,8 +100,16 @@ fn etag_version(headers: &reqwest::header::HeaderMap) -> Option<i64> {
 }
 
 /// The error of a refused request: the contract's envelope, or the start of whatever body came.
-fn api_error(answer: &retry::Answer) -> Error {
+/// A text edit that cannot apply (`edit_failed` with its reason) is [`Error::EditRefused`] on
+/// `path` (the request path: the store names the memory path instead).
+fn api_error(answer: &retry::Answer, path: &str) -> Error {
     let (code, message) = match serde_json::from_slice::<ErrorEnvelope>(&answer.body) {
+        Ok(e) if e.error.edit.is_some() && answer.status == 409 => {
+            return Error::EditRefused {
+                path: path.to_string(),
+                failure: e.error.edit.expect("checked"),
+            };
+        }
         Ok(e) => (e.error.code, e.error.message),
         Err(_) => {
             let text = String::from_utf8_lossy(&answer.body);
@@ -233,6 +243,20 @@ impl Client {
         if_match: Option<i64>,
         kind: Idempotency,
     ) -> Result<Reply> {
+        self.request_with(method, path, body, if_match, None, kind)
+            .await
+    }
+
+    /// [`Client::request`] with an `Idempotency-Key`, the same on every attempt.
+    async fn request_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<i64>,
+        idempotency_key: Option<&str>,
+        kind: Idempotency,
+    ) -> Result<Reply> {
         let url = format!("{}{}", self.base_url, path);
         let what = format!("{method} {path}");
         retry::run(&self.retry, "ContextQ", &what, kind, || async {
@@ -247,6 +271,9 @@ impl Client {
             if let Some(v) = if_match {
                 req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
             }
+            if let Some(k) = idempotency_key {
+                req = req.header(IDEMPOTENCY_KEY_HEADER, k);
+            }
             let answer = retry::exchange(req, &url, self.key.expose()).await?;
             if (200..300).contains(&answer.status) {
                 let etag = etag_version(&answer.headers);
@@ -258,7 +285,7 @@ impl Client {
             }
             Err(Attempt {
                 failure: Failure::Status(answer.status),
-                error: api_error(&answer),
+                error: api_error(&answer, path),
                 retry_after: answer.retry_after(),
             })
         })
@@ -451,6 +478,36 @@ impl Client {
             context: self.decode(&path, &a.body)?,
             etag: a.etag,
         })
+    }
+
+    /// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`: send it only to
+    /// a server that shows it), with `If-Match` when given. `idempotency_key` (1 to 128 visible
+    /// ASCII characters, unique per edit) makes it safe to repeat, so the retry engine repeats
+    /// it after a lost answer and the server applies it at most once. An edit that cannot apply
+    /// is [`Error::EditRefused`].
+    pub async fn edit(
+        &self,
+        external_id: &str,
+        body: &EditContext,
+        if_match: Option<i64>,
+        idempotency_key: &str,
+    ) -> Result<EditedContext> {
+        let path = format!("/api/contexts/by-external/{}/edit", segment(external_id));
+        let body = serde_json::to_value(body).map_err(|e| Error::Protocol {
+            url: format!("{}{path}", self.base_url),
+            message: format!("cannot encode the request: {e}"),
+        })?;
+        let a = self
+            .request_with(
+                Method::POST,
+                &path,
+                Some(&body),
+                if_match,
+                Some(idempotency_key),
+                Idempotency::Safe,
+            )
+            .await?;
+        self.decode(&path, &a.body)
     }
 
     /// `DELETE /api/contexts/:id`, with `If-Match` when given.

@@ -24,17 +24,21 @@
 //!   reading the row back: applied, not applied (then retried once), or, when the read-back
 //!   cannot settle it, [`Error::OutcomeUnknown`]; never guessed.
 //!
+//! - With the `text-edit` extension, `str_replace` and `insert` are one request each, applied on
+//!   the server under the row's lock (so concurrent edits never conflict), with a random
+//!   `Idempotency-Key` so that a repeat after a lost answer is applied at most once.
+//!
 //! Requests per store call: `get` 1, `list` 1 per 500 rows (+1 at the root in per-workspace
 //! mode), `put` 1 (an update needs the row id: known from the `get` that precedes it),
-//! `delete` 1 (same).
+//! `delete` 1 (same), `edit` 1.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{DirMeta, Entry, FileMeta, Listing, PutMode, Store, Version};
-use crate::contextq::client::{Client, ContextInput, Extensions, Fetched, ListParams};
+use super::{DirMeta, Edited, Entry, FileMeta, Listing, PutMode, Store, TextEdit, Version};
+use crate::contextq::client::{Client, ContextInput, EditContext, Extensions, Fetched, ListParams};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
 
@@ -520,6 +524,50 @@ impl Store for ContextQStore {
             PutMode::Create => self.create(&target, &external_id, path, content).await,
             PutMode::Overwrite => self.overwrite(&target, &external_id, path, content).await,
             PutMode::Update(expected) => self.update(&external_id, path, content, expected).await,
+        }
+    }
+
+    /// One request with the `text-edit` extension (the edit applied on the server, under the
+    /// row's lock, for a row carrying the tag in the path's workspace); `NotSupported` without
+    /// it, and the tool reads, applies and writes back conditionally.
+    async fn edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
+        let not_found = || Error::NotFound {
+            path: path.normalized(),
+        };
+        let extensions = self.extensions().await?;
+        if !extensions.text_edit {
+            return Err(Error::NotSupported { operation: "edit" });
+        }
+        let Some(target) = self.target(path)?.filter(|t| !t.rel.is_empty()) else {
+            return Err(not_found());
+        };
+        let external_id = format!("{}:{}/{}", self.tag, target.workspace, target.rel);
+        let body = EditContext {
+            edit: edit.clone(),
+            require_tag: Some(self.tag.clone()),
+            workspace: Some(target.workspace),
+        };
+        // Random and unique per edit: a repeat after a lost answer is applied at most once.
+        let key = format!("mt-{:032x}", fastrand::u128(..));
+        match self.client.edit(&external_id, &body, None, &key).await {
+            Ok(edited) => {
+                self.remember(&external_id, &edited.context.id);
+                Ok(Edited {
+                    version: extensions
+                        .conditional_requests
+                        .then_some(Version(edited.context.version as u64)),
+                    content: edited.context.content,
+                    changed_line: edited.changed_line,
+                })
+            }
+            Err(Error::Api { status: 404, .. }) => Err(not_found()),
+            Err(Error::EditRefused { failure, .. }) => Err(Error::EditRefused {
+                path: path.normalized(),
+                failure,
+            }),
+            // The engine repeated it (same key) as long as it could: still no answer.
+            Err(e) if is_ambiguous(&e) => Err(unknown(path, "edit", e)),
+            Err(e) => Err(e),
         }
     }
 

@@ -60,6 +60,8 @@ struct Shared {
     rules: Arc<Mutex<Vec<Rule>>>,
     log: Arc<Mutex<Vec<String>>>,
     plain: bool,
+    /// Extension tokens removed from `ContextQ-Extensions` (the server still has them).
+    hidden: Vec<String>,
     /// Percent (0..=100) of requests that get a random fault, and how many were injected.
     chaos: Arc<Mutex<(u32, Vec<&'static str>)>>,
 }
@@ -71,19 +73,26 @@ pub struct Proxy {
 
 impl Proxy {
     pub async fn start(upstream: &str) -> Proxy {
-        Self::start_with(upstream, false).await
+        Self::start_with(upstream, false, &[]).await
     }
 
     /// A proxy that hides every extension of the contract: the ContextQ the seed describes.
     pub async fn plain(upstream: &str) -> Proxy {
-        Self::start_with(upstream, true).await
+        Self::start_with(upstream, true, &[]).await
     }
 
-    async fn start_with(upstream: &str, plain: bool) -> Proxy {
+    /// A proxy that does not advertise the extensions `hidden` (tokens, e.g. `text-edit`), so
+    /// that a client falls back to what it does without them.
+    pub async fn hiding(upstream: &str, hidden: &[&str]) -> Proxy {
+        Self::start_with(upstream, false, hidden).await
+    }
+
+    async fn start_with(upstream: &str, plain: bool, hidden: &[&str]) -> Proxy {
         let shared = Shared {
             upstream: upstream.to_string(),
             http: reqwest::Client::new(),
             plain,
+            hidden: hidden.iter().map(|h| h.to_string()).collect(),
             ..Default::default()
         };
         let app = axum::Router::new()
@@ -239,8 +248,13 @@ async fn forward(
         path.to_string()
     };
     let mut req = s.http.request(method, format!("{}{}", s.upstream, path));
-    for name in ["authorization", "content-type", "if-match"] {
-        if name == "if-match" && s.plain {
+    for name in [
+        "authorization",
+        "content-type",
+        "if-match",
+        "idempotency-key",
+    ] {
+        if matches!(name, "if-match" | "idempotency-key") && s.plain {
             continue;
         }
         if let Some(v) = headers.get(name) {
@@ -279,6 +293,17 @@ async fn forward(
             continue;
         }
         if let Some(v) = upstream.headers().get(name) {
+            if name == "contextq-extensions" && !s.hidden.is_empty() {
+                let kept: Vec<&str> = v
+                    .to_str()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|t| !s.hidden.iter().any(|h| h == t))
+                    .collect();
+                out = out.header(name, kept.join(", "));
+                continue;
+            }
             out = out.header(name, v.as_bytes());
         }
     }
