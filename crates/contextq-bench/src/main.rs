@@ -8,6 +8,7 @@
 //! target/release/contextq-bench commands [--postgres-url URL]
 //! target/release/contextq-bench overhead
 //! target/release/contextq-bench scale [--postgres-url URL]
+//! target/release/contextq-bench scaleout --postgres-url URL [--one-way-ms 1.5]
 //! target/release/contextq-bench trace --commands 10000 --out trace.jsonl   # for bench/references.sh
 //! ```
 
@@ -52,6 +53,19 @@ enum Cmd {
         #[arg(long, default_value_t = 3000)]
         ops: usize,
     },
+    /// Two replicas on one PostgreSQL behind a delaying proxy: writes/s of one tenant and of 8
+    /// tenants, database round trips per write, concurrent inserts into one file.
+    Scaleout {
+        /// Admin URL of PostgreSQL (a fresh database is created through it).
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: String,
+        /// Delay of each direction between the servers and PostgreSQL, in milliseconds.
+        #[arg(long, default_value_t = 1.5)]
+        one_way_ms: f64,
+        /// Seconds per throughput phase.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
     /// Listing 1k/10k/100k files; edits on 1 KiB/100 KiB/1 MiB files; server peak memory.
     Scale {
         /// Largest listing.
@@ -72,8 +86,17 @@ enum Cmd {
     },
 }
 
-struct Server {
+mod scaleout;
+
+/// A `contextq-server serve` process on `127.0.0.1:0`, killed when dropped.
+struct Process {
     child: Child,
+    url: String,
+}
+
+/// A server over a database bootstrapped with the tenant `bench` (workspace `ws`), and its key.
+struct Server {
+    process: Process,
     url: String,
     key: String,
     _dir: Option<tempfile::TempDir>,
@@ -129,7 +152,18 @@ fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {
         bail!("bootstrap failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let boot: Value = serde_json::from_slice(&out.stdout)?;
-    let mut child = Command::new(&bin)
+    let process = spawn_server(db)?;
+    Ok(Server {
+        url: process.url.clone(),
+        process,
+        key: boot["apiKey"].as_str().unwrap_or_default().to_string(),
+        _dir: dir,
+    })
+}
+
+/// Starts `contextq-server serve` over the database `db` (already provisioned).
+fn spawn_server(db: &str) -> Result<Process> {
+    let mut child = Command::new(server_bin()?)
         .args(["serve", "--database-url", db, "--listen", "127.0.0.1:0"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -137,23 +171,35 @@ fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {
         .spawn()?;
     let mut line = String::new();
     BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-    Ok(Server {
+    if line.trim().is_empty() {
+        bail!("contextq-server serve did not start on {db}");
+    }
+    Ok(Process {
         child,
         url: format!("http://{}", line.trim()),
-        key: boot["apiKey"].as_str().unwrap_or_default().to_string(),
-        _dir: dir,
     })
+}
+
+/// The memory tool with `key`, on the server at `url`, pinned to `workspace`.
+fn tool(key: &str, url: &str, workspace: &str) -> Result<ContextQMemoryTool> {
+    Ok(contextq_memory_tool(
+        ContextQMemoryToolOptions::new(key.to_string())
+            .base_url(url)
+            .workspace(workspace),
+    )?)
 }
 
 impl Server {
     fn tool(&self, url: &str, workspace: &str) -> Result<ContextQMemoryTool> {
-        Ok(contextq_memory_tool(
-            ContextQMemoryToolOptions::new(self.key.clone())
-                .base_url(url)
-                .workspace(workspace),
-        )?)
+        tool(&self.key, url, workspace)
     }
 
+    fn peak_mib(&self) -> Option<f64> {
+        self.process.peak_mib()
+    }
+}
+
+impl Process {
     /// Peak resident memory of the server process (VmHWM), in MiB.
     fn peak_mib(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
@@ -168,20 +214,31 @@ impl Server {
     }
 }
 
-impl Drop for Server {
+impl Drop for Process {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// A forwarding proxy that counts requests (for HTTP requests per command).
-struct Counter {
+/// A forwarding HTTP proxy in front of a server: counts requests (for HTTP requests per
+/// command) and can hide extensions of the contract (removes their tokens from
+/// `ContextQ-Extensions`), as a server without them would answer.
+struct Front {
     url: String,
     count: Arc<AtomicUsize>,
 }
 
-async fn counter(upstream: &str) -> Result<Counter> {
+/// Hop-by-hop and framing headers a proxy does not copy.
+const NOT_FORWARDED: &[&str] = &[
+    "host",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "keep-alive",
+];
+
+async fn front(upstream: &str, hide: &'static [&'static str]) -> Result<Front> {
     let count = Arc::new(AtomicUsize::new(0));
     let (c, up, http) = (count.clone(), upstream.to_string(), reqwest::Client::new());
     let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
@@ -199,16 +256,31 @@ async fn counter(upstream: &str) -> Result<Counter> {
                 .await
                 .unwrap_or_default();
             let mut r = http.request(method, format!("{up}{path}")).body(body);
-            for h in ["authorization", "content-type", "if-match"] {
-                if let Some(v) = headers.get(h) {
-                    r = r.header(h, v);
+            for (name, value) in &headers {
+                if !NOT_FORWARDED.contains(&name.as_str()) {
+                    r = r.header(name, value);
                 }
             }
             let resp = r.send().await.expect("upstream");
             let mut b = axum::http::Response::builder().status(resp.status().as_u16());
-            for h in ["content-type", "etag"] {
-                if let Some(v) = resp.headers().get(h) {
-                    b = b.header(h, v.as_bytes());
+            for (name, value) in resp.headers() {
+                if NOT_FORWARDED.contains(&name.as_str()) {
+                    continue;
+                }
+                if name
+                    .as_str()
+                    .eq_ignore_ascii_case(contextq_memory_tool::contextq::client::EXTENSIONS_HEADER)
+                {
+                    let kept: Vec<&str> = value
+                        .to_str()
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty() && !hide.contains(t))
+                        .collect();
+                    b = b.header(name, kept.join(", "));
+                } else {
+                    b = b.header(name, value.as_bytes());
                 }
             }
             b.body(axum::body::Body::from(
@@ -220,7 +292,7 @@ async fn counter(upstream: &str) -> Result<Counter> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(Counter { url, count })
+    Ok(Front { url, count })
 }
 
 struct Stats {
@@ -292,7 +364,7 @@ async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
     for backend in backends {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
         let server = start_server(&db, dir)?;
-        let count = counter(&server.url).await?;
+        let count = front(&server.url, &[]).await?;
         let counted = Arc::new(server.tool(&count.url, "ws")?);
         let tool = Arc::new(server.tool(&server.url, "ws")?);
         // A small tree for `view directory`: 50 files in 5 folders.
@@ -573,6 +645,18 @@ async fn main() -> Result<()> {
     match Cli::parse().command {
         Cmd::Commands { ops, postgres_url } => commands(ops, postgres_url).await,
         Cmd::Overhead { ops } => overhead(ops).await,
+        Cmd::Scaleout {
+            postgres_url,
+            one_way_ms,
+            seconds,
+        } => {
+            scaleout::run(scaleout::Options {
+                postgres: postgres_url,
+                one_way: Duration::from_secs_f64(one_way_ms / 1000.0),
+                seconds,
+            })
+            .await
+        }
         Cmd::Scale {
             max_files,
             postgres_url,

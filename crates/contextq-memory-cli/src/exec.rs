@@ -9,21 +9,36 @@ use anyhow::Result;
 use contextq_memory_tool::{MemoryToolHandlers, ToolResult};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-/// Runs stdin to EOF through `tool`; with `timing`, reports the loop's duration on stderr.
+/// Runs stdin to EOF through `tool`; with `timing`, reports on stderr, as one JSON line, the
+/// loop's duration and, per command name, how many ran and the seconds they took
+/// (`{"commands", "seconds", "by_command": {"view": {"count", "seconds"}, ...}}`).
 pub async fn run(tool: &dyn MemoryToolHandlers, timing: bool) -> Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut out = tokio::io::BufWriter::new(tokio::io::stdout());
     let started = std::time::Instant::now();
     let mut commands = 0usize;
+    let mut by_command: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {
             continue;
         }
         commands += 1;
-        let result = match serde_json::from_str::<serde_json::Value>(&line) {
-            Ok(input) => tool.execute(input).await,
-            Err(e) => ToolResult::error(format!("The input line is not JSON: {e}")),
+        let one = std::time::Instant::now();
+        let (name, result) = match serde_json::from_str::<serde_json::Value>(&line) {
+            Ok(input) => {
+                let name = input["command"].as_str().unwrap_or("(none)").to_string();
+                (name, tool.execute(input).await)
+            }
+            Err(e) => (
+                "(not JSON)".to_string(),
+                ToolResult::error(format!("The input line is not JSON: {e}")),
+            ),
         };
+        if timing {
+            let entry = by_command.entry(name).or_default();
+            entry.0 += 1;
+            entry.1 += one.elapsed().as_secs_f64();
+        }
         let mut text = serde_json::to_string(&result)?;
         text.push('\n');
         out.write_all(text.as_bytes()).await?;
@@ -34,9 +49,16 @@ pub async fn run(tool: &dyn MemoryToolHandlers, timing: bool) -> Result<()> {
     }
     out.flush().await?;
     if timing {
+        let seconds = started.elapsed().as_secs_f64();
+        let by_command: serde_json::Map<String, serde_json::Value> = by_command
+            .into_iter()
+            .map(|(name, (count, secs))| {
+                (name, serde_json::json!({"count": count, "seconds": secs}))
+            })
+            .collect();
         eprintln!(
             "{}",
-            serde_json::json!({"commands": commands, "seconds": started.elapsed().as_secs_f64()})
+            serde_json::json!({"commands": commands, "seconds": seconds, "by_command": by_command})
         );
     }
     Ok(())

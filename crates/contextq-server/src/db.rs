@@ -5,10 +5,13 @@
 //! (`migrations/sqlite`, `migrations/postgres`). Integer columns are `BIGINT` in PostgreSQL so
 //! that every integer decodes as `i64` on both.
 //!
-//! Every write transaction starts by locking the single `audit_head` row (see [`crate::audit`]):
-//! that serialises writers across processes and servers (SQLite: `BEGIN IMMEDIATE`;
-//! PostgreSQL: the row lock), and versions are still checked in SQL (`WHERE version = $n`), so
-//! several server processes on one PostgreSQL are correct together. Errors of connecting and
+//! Every write transaction starts by locking its tenant's audit chain head (see
+//! [`crate::audit`]): that serialises the writers of one tenant across processes and servers
+//! (SQLite: `BEGIN IMMEDIATE`, one writer for the whole file; PostgreSQL: the row lock), and
+//! versions are still checked in SQL (`WHERE version = $n`), so several server processes on one
+//! PostgreSQL are correct together. A write is two queries ([`Db::begin_with_read`],
+//! [`Write::commit`]); on SQLite they run on the process's one write connection, held in its
+//! writer slot (no pool check-out, no release ping). Errors of connecting and
 //! migrating are [`crate::Error`]s; the queries of the data layer give `sqlx::Error`s, which
 //! [`crate::store::Error`] wraps.
 
@@ -108,14 +111,25 @@ const POSTGRES_MIGRATIONS: &[Migration] = &[
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
-    writer: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// SQLite: this process's writer slot, and in it the write connection of
+    /// [`Db::begin_with_read`] (opened on first use, dropped when a write fails to end cleanly).
+    writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>>,
+    /// The URL connections are opened with.
+    url: String,
 }
+
+/// Set on every SQLite connection.
+const SQLITE_PRAGMAS: &[&str] = &[
+    "PRAGMA busy_timeout = 30000",
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA synchronous = FULL",
+];
 
 /// A write transaction (and, on SQLite, this process's writer slot until it ends).
 #[derive(Debug)]
 pub struct WriteTx {
     tx: Transaction<'static, Any>,
-    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    _guard: Option<tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>>,
 }
 
 impl WriteTx {
@@ -177,12 +191,8 @@ impl Db {
         if backend == Backend::Sqlite {
             pool_options = pool_options.after_connect(|conn, _meta| {
                 Box::pin(async move {
-                    for pragma in [
-                        "PRAGMA busy_timeout = 30000",
-                        "PRAGMA foreign_keys = ON",
-                        "PRAGMA synchronous = FULL",
-                    ] {
-                        sqlx::query(pragma).execute(&mut *conn).await?;
+                    for pragma in SQLITE_PRAGMAS {
+                        sqlx::query(*pragma).execute(&mut *conn).await?;
                     }
                     Ok(())
                 })
@@ -196,6 +206,7 @@ impl Db {
             pool,
             backend,
             writer: Default::default(),
+            url,
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -215,6 +226,33 @@ impl Db {
     /// The backend.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// A connection for reads. On SQLite, the write connection when no write holds it (its page
+    /// cache stays warm across this process's own writes, and nothing is checked out of the
+    /// pool, so there is no release ping: one hop to SQLite's worker thread per query instead
+    /// of two); a pooled connection while a write runs, so reads never wait for writes. On
+    /// PostgreSQL, a pooled connection.
+    pub async fn reader(&self) -> Result<Reader, sqlx::Error> {
+        if self.backend == Backend::Sqlite
+            && let Ok(mut slot) = self.writer.clone().try_lock_owned()
+        {
+            if slot.is_none() {
+                *slot = Some(self.sqlite_connection().await?);
+            }
+            return Ok(Reader(WriteConn::Slot(slot)));
+        }
+        Ok(Reader(WriteConn::Pooled(self.pool.acquire().await?)))
+    }
+
+    /// A new SQLite connection outside the pool, set up as the pool's are.
+    async fn sqlite_connection(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
+        use sqlx::Connection as _;
+        let mut conn = sqlx::AnyConnection::connect(&self.url).await?;
+        for pragma in SQLITE_PRAGMAS {
+            sqlx::query(*pragma).execute(&mut conn).await?;
+        }
+        Ok(conn)
     }
 
     /// Starts a read-write transaction that takes the write lock at once.
@@ -310,11 +348,11 @@ pub enum Bind {
     OptInt(Option<i64>),
 }
 
-/// The writes of one transaction, decided before any is made: one round trip on PostgreSQL (the
-/// statements become one statement of data-modifying CTEs), one statement after another on
-/// SQLite (local, where a round trip costs nothing). Each statement uses its own `$1..$n`;
-/// each may say how many rows it must change, and the batch fails (and the transaction with it)
-/// when one changes another number.
+/// The writes of one transaction, decided before any is made, sent as one query with `COMMIT`
+/// ([`Write::commit`], [`Batch::into_checked`]): one round trip on PostgreSQL (the statements
+/// become one statement of data-modifying CTEs), one hop to sqlx's worker thread on SQLite.
+/// Each statement uses its own `$1..$n`; each may say how many rows it must change, and the
+/// batch fails (and the transaction with it) when one changes another number.
 #[derive(Debug, Default)]
 pub struct Batch {
     statements: Vec<(String, Vec<Bind>, Option<u64>)>,
@@ -322,30 +360,68 @@ pub struct Batch {
 
 /// A write transaction opened by its read (see [`Db::begin_with_read`]); finished by
 /// [`Write::commit`] with the batch of its changes, or by [`Write::abort`].
+///
+/// A pooled connection inside a transaction begun by hand (on SQLite, with this process's
+/// writer slot). If it is dropped before commit or rollback (a panic), it is closed, not
+/// returned to the pool, so that the database rolls the transaction back and no other request
+/// ever runs inside it.
 #[derive(Debug)]
 pub struct Write {
-    kind: WriteKind,
-}
-
-#[derive(Debug)]
-enum WriteKind {
-    Sqlite(WriteTx),
-    Postgres(PgWrite),
-}
-
-/// A pooled PostgreSQL connection inside a transaction begun by hand. If it is dropped before
-/// commit or rollback (a panic), it is closed, not returned to the pool, so that PostgreSQL
-/// rolls the transaction back and no other request ever runs inside it.
-#[derive(Debug)]
-struct PgWrite {
-    conn: sqlx::pool::PoolConnection<Any>,
+    conn: WriteConn,
+    backend: Backend,
     open: bool,
 }
 
-impl Drop for PgWrite {
+/// Where a [`Write`] runs.
+#[derive(Debug)]
+enum WriteConn {
+    /// PostgreSQL: a pooled connection.
+    Pooled(sqlx::pool::PoolConnection<Any>),
+    /// SQLite: the write connection, in the writer slot (held until the write ends).
+    Slot(tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>),
+}
+
+impl WriteConn {
+    fn get(&mut self) -> &mut sqlx::AnyConnection {
+        match self {
+            WriteConn::Pooled(c) => c,
+            WriteConn::Slot(slot) => slot.as_mut().expect("the slot holds a connection"),
+        }
+    }
+
+    /// Closes the connection instead of reusing it (the database rolls back what it had open).
+    fn discard(&mut self) {
+        match self {
+            WriteConn::Pooled(c) => c.close_on_drop(),
+            WriteConn::Slot(slot) => drop(slot.take()),
+        }
+    }
+}
+
+/// A connection for reads ([`Db::reader`]); `&mut *reader` is an executor.
+#[derive(Debug)]
+pub struct Reader(WriteConn);
+
+impl std::ops::Deref for Reader {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        match &self.0 {
+            WriteConn::Pooled(c) => c,
+            WriteConn::Slot(slot) => slot.as_ref().expect("the slot holds a connection"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Reader {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.get()
+    }
+}
+
+impl Drop for Write {
     fn drop(&mut self) {
         if self.open {
-            self.conn.close_on_drop();
+            self.conn.discard();
         }
     }
 }
@@ -353,113 +429,109 @@ impl Drop for PgWrite {
 impl Db {
     /// Round trip 1 of a write: begins the transaction, runs `lock` (a statement that takes
     /// the write's row locks and returns no rows), then `read` (which reads what the write
-    /// needs), both with `binds`. On PostgreSQL the three go in one simple-protocol query, the
-    /// values inlined as literals ([`inline`]); `read` runs after `lock` was granted, with a
-    /// snapshot of its own (READ COMMITTED), so it sees every write committed before the lock.
-    /// On SQLite, `BEGIN IMMEDIATE` is the lock (one writer), then the bound `read` (local: no
-    /// network round trips).
+    /// needs), both with `binds`, in one simple-protocol query, the values inlined as literals
+    /// ([`inline`]). On PostgreSQL `read` runs after `lock` was granted, with a snapshot of its
+    /// own (READ COMMITTED), so it sees every write committed before the lock. On SQLite,
+    /// `BEGIN IMMEDIATE` is the lock (one writer; `lock` is not sent), taken after this
+    /// process's writer slot, so that writers queue fairly instead of polling SQLite's lock; the
+    /// one query is one hop to sqlx's SQLite worker thread instead of three.
     pub async fn begin_with_read(
         &self,
         lock: &str,
         read: &str,
         binds: Vec<Bind>,
     ) -> Result<(Write, Option<AnyRow>), sqlx::Error> {
-        match self.backend {
+        let conn = match self.backend {
             Backend::Sqlite => {
-                let mut tx = self.begin_write().await?;
-                let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(read.to_string())), binds)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                Ok((
-                    Write {
-                        kind: WriteKind::Sqlite(tx),
-                    },
-                    row,
-                ))
+                let mut slot = self.writer.clone().lock_owned().await;
+                if slot.is_none() {
+                    *slot = Some(self.sqlite_connection().await?);
+                }
+                WriteConn::Slot(slot)
             }
-            Backend::Postgres => {
-                let conn = self.pool.acquire().await?;
-                let mut write = PgWrite { conn, open: true };
-                let query = format!("BEGIN; {}; {}", inline(lock, &binds), inline(read, &binds));
-                let rows = match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-                    .fetch_all(&mut *write.conn)
-                    .await
-                {
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        rollback(&mut write).await;
-                        return Err(e);
-                    }
-                };
-                Ok((
-                    Write {
-                        kind: WriteKind::Postgres(write),
-                    },
-                    rows.into_iter().next(),
-                ))
+            Backend::Postgres => WriteConn::Pooled(self.pool.acquire().await?),
+        };
+        let mut write = Write {
+            conn,
+            backend: self.backend,
+            open: true,
+        };
+        let query = match self.backend {
+            Backend::Sqlite => {
+                format!("BEGIN IMMEDIATE; {}", inline(read, &binds, Backend::Sqlite))
+            }
+            Backend::Postgres => format!(
+                "BEGIN; {}; {}",
+                inline(lock, &binds, Backend::Postgres),
+                inline(read, &binds, Backend::Postgres)
+            ),
+        };
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+            .fetch_all(write.conn.get())
+            .await
+        {
+            Ok(rows) => Ok((write, rows.into_iter().next())),
+            Err(e) => {
+                write.rollback().await;
+                Err(e)
             }
         }
     }
 }
 
-/// Ends a PostgreSQL transaction that will not commit; a connection that cannot even do that
-/// is closed instead of returned to the pool.
-async fn rollback(write: &mut PgWrite) {
-    match sqlx::raw_sql("ROLLBACK").execute(&mut *write.conn).await {
-        Ok(_) => write.open = false,
-        Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
-    }
-}
-
 impl Write {
-    /// Round trip 2 of a write on PostgreSQL: every statement of `batch`, each checked for the
-    /// rows it had to change, and `COMMIT`, in one query. Nothing is committed when a check
-    /// fails or the database refuses a statement.
-    pub async fn commit(self, batch: Batch) -> Result<(), BatchError> {
-        match self.kind {
-            WriteKind::Sqlite(mut tx) => {
-                batch.run(&mut tx, Backend::Sqlite).await?;
-                tx.commit().await?;
+    /// Round trip 2 of a write: every statement of `batch`, each checked for the rows it had to
+    /// change, and `COMMIT`, in one query ([`Batch::into_checked`]). Nothing is committed when
+    /// a check fails or the database refuses a statement.
+    pub async fn commit(mut self, batch: Batch) -> Result<(), BatchError> {
+        let (sql, expects) = batch.into_checked(self.backend);
+        let query = format!("{sql}; COMMIT");
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+            .execute(self.conn.get())
+            .await
+        {
+            Ok(_) => {
+                self.open = false;
                 Ok(())
             }
-            WriteKind::Postgres(mut write) => {
-                let (sql, expects) = batch.into_checked_statement();
-                let query = format!("{sql}; COMMIT");
-                match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-                    .execute(&mut *write.conn)
-                    .await
-                {
-                    Ok(_) => {
-                        write.open = false;
-                        Ok(())
-                    }
-                    Err(e) => {
-                        rollback(&mut write).await;
-                        let failed_check = matches!(
-                            &e,
-                            sqlx::Error::Database(d) if d.code().as_deref() == Some("22012")
-                        );
-                        if failed_check {
-                            Err(BatchError::Mismatch(BatchMismatch {
-                                index: 0,
-                                expected: expects.iter().flatten().sum(),
-                                got: u64::MAX,
-                            }))
-                        } else {
-                            Err(BatchError::Database(e))
-                        }
-                    }
+            Err(e) => {
+                self.rollback().await;
+                if is_failed_check(&e, self.backend) {
+                    Err(BatchError::Mismatch(BatchMismatch {
+                        index: 0,
+                        expected: expects.iter().flatten().sum(),
+                        got: u64::MAX,
+                    }))
+                } else {
+                    Err(BatchError::Database(e))
                 }
             }
         }
     }
 
     /// Ends the transaction without changing anything (a refused write).
-    pub async fn abort(self) {
-        match self.kind {
-            WriteKind::Sqlite(tx) => drop(tx), // sqlx rolls back a dropped transaction
-            WriteKind::Postgres(mut write) => rollback(&mut write).await,
+    pub async fn abort(mut self) {
+        self.rollback().await;
+    }
+
+    /// Ends a transaction that will not commit; a connection that cannot even do that is
+    /// closed instead of returned to the pool.
+    async fn rollback(&mut self) {
+        match sqlx::raw_sql("ROLLBACK").execute(self.conn.get()).await {
+            Ok(_) => self.open = false,
+            Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
         }
+    }
+}
+
+/// Whether `e` is the failure [`Batch::into_checked`] provokes when a statement changed
+/// another number of rows than it had to: division by zero on PostgreSQL (22012), malformed
+/// JSON from `json('batch check')` on SQLite (which has no statement that raises an error).
+fn is_failed_check(e: &sqlx::Error, backend: Backend) -> bool {
+    match (e, backend) {
+        (sqlx::Error::Database(d), Backend::Postgres) => d.code().as_deref() == Some("22012"),
+        (sqlx::Error::Database(d), Backend::Sqlite) => d.message().contains("malformed JSON"),
+        _ => false,
     }
 }
 
@@ -471,10 +543,12 @@ pub fn has_nul(binds: &[Bind]) -> bool {
     })
 }
 
-/// `sql` with each `$n` replaced by the `n`th value as a SQL literal: integers in decimal,
-/// `NULL`, and text dollar-quoted with a random tag that the text does not contain (so no
-/// character of it is ever interpreted: no escaping to get wrong).
-pub fn inline(sql: &str, binds: &[Bind]) -> String {
+/// `sql` with each `$n` replaced by the `n`th value as a SQL literal of `backend`: integers in
+/// decimal, `NULL`, and text: on PostgreSQL dollar-quoted with a random tag that the text does
+/// not contain (so no character of it is ever interpreted: no escaping to get wrong); on
+/// SQLite in single quotes with each `'` doubled (SQLite's only escape: a backslash is an
+/// ordinary character). Values never contain NUL ([`has_nul`] is refused before).
+pub fn inline(sql: &str, binds: &[Bind], backend: Backend) -> String {
     let mut out = String::with_capacity(sql.len() + 64);
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {
@@ -492,7 +566,7 @@ pub fn inline(sql: &str, binds: &[Bind]) -> String {
             .ok()
             .and_then(|n| binds.get(n.wrapping_sub(1)))
         {
-            Some(b) => out.push_str(&literal(b)),
+            Some(b) => out.push_str(&literal(b, backend)),
             None => {
                 out.push('$');
                 out.push_str(&digits);
@@ -502,8 +576,12 @@ pub fn inline(sql: &str, binds: &[Bind]) -> String {
     out
 }
 
-fn literal(b: &Bind) -> String {
-    fn text(t: &str) -> String {
+fn literal(b: &Bind, backend: Backend) -> String {
+    let text = |t: &str| match backend {
+        Backend::Sqlite => format!("'{}'", t.replace('\'', "''")),
+        Backend::Postgres => dollar_quoted(t),
+    };
+    fn dollar_quoted(t: &str) -> String {
         loop {
             let tag = format!("cq{:016x}", fastrand::u64(..));
             if !t.contains(&tag) {
@@ -553,109 +631,60 @@ impl Batch {
         self.statements.is_empty()
     }
 
-    /// Runs every statement in `tx`.
-    pub async fn run(
-        self,
-        tx: &mut sqlx::AnyConnection,
-        backend: Backend,
-    ) -> Result<(), BatchError> {
-        match backend {
-            Backend::Sqlite => {
-                for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
-                    let got = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-                        .execute(&mut *tx)
-                        .await?
-                        .rows_affected();
-                    check(index, expect, got)?;
-                }
-            }
-            Backend::Postgres => {
-                if self.statements.is_empty() {
-                    return Ok(());
-                }
-                let (sql, binds, expects) = self.into_one_statement();
-                let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                for (index, expect) in expects.into_iter().enumerate() {
-                    let got: i64 = row.try_get(index)?;
-                    check(index, expect, got as u64)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Whether a text value of the batch contains NUL (U+0000), which PostgreSQL cannot store
     /// and the contract refuses on every database.
     pub fn has_nul(&self) -> bool {
         self.statements.iter().any(|(_, binds, _)| has_nul(binds))
     }
 
-    /// The batch as one PostgreSQL statement with its values inlined, that fails (division by
-    /// zero) unless every statement changed the rows it had to:
-    /// `WITH s0 AS (... RETURNING 1), ... SELECT 1 / (CASE WHEN (SELECT COUNT(*) FROM s0) = 1
-    /// AND ... THEN 1 ELSE 0 END)`.
-    fn into_checked_statement(self) -> (String, Vec<Option<u64>>) {
-        let mut ctes = Vec::new();
-        let mut checks = Vec::new();
-        let mut expects = Vec::new();
-        for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
-            ctes.push(format!(
-                "s{index} AS ({} RETURNING 1)",
-                inline(&sql, &binds)
-            ));
-            if let Some(n) = expect {
-                checks.push(format!("(SELECT COUNT(*) FROM s{index}) = {n}"));
+    /// The batch as one query of `backend` that fails unless every statement changed the rows
+    /// it had to, with the rows each had to change. PostgreSQL: one statement of
+    /// data-modifying CTEs, `WITH s0 AS (... RETURNING 1), ... SELECT 1 / (CASE WHEN <each
+    /// count is right> THEN 1 ELSE 0 END)` (division by zero otherwise). SQLite: the statements
+    /// one after another, each checked by `SELECT CASE WHEN changes() = n THEN 1 ELSE
+    /// json('batch check ' || changes()) END`, which raises "malformed JSON" when the count is
+    /// wrong (the argument is not constant, so SQLite never evaluates it ahead of the `CASE`).
+    pub fn into_checked(self, backend: Backend) -> (String, Vec<Option<u64>>) {
+        let expects: Vec<Option<u64>> = self.statements.iter().map(|s| s.2).collect();
+        if self.statements.is_empty() {
+            return ("SELECT 1".into(), expects);
+        }
+        let sql = match backend {
+            Backend::Postgres => {
+                let mut ctes = Vec::new();
+                let mut checks = Vec::new();
+                for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
+                    ctes.push(format!(
+                        "s{index} AS ({} RETURNING 1)",
+                        inline(&sql, &binds, backend)
+                    ));
+                    if let Some(n) = expect {
+                        checks.push(format!("(SELECT COUNT(*) FROM s{index}) = {n}"));
+                    }
+                }
+                if checks.is_empty() {
+                    checks.push("TRUE".into());
+                }
+                format!(
+                    "WITH {} SELECT 1 / (CASE WHEN {} THEN 1 ELSE 0 END)",
+                    ctes.join(", "),
+                    checks.join(" AND ")
+                )
             }
-            expects.push(expect);
-        }
-        if checks.is_empty() {
-            checks.push("TRUE".into());
-        }
-        (
-            format!(
-                "WITH {} SELECT 1 / (CASE WHEN {} THEN 1 ELSE 0 END)",
-                ctes.join(", "),
-                checks.join(" AND ")
-            ),
-            expects,
-        )
-    }
-
-    /// `WITH s0 AS (... RETURNING 1), s1 AS (...) SELECT (SELECT COUNT(*) FROM s0), ...` with
-    /// the parameters renumbered.
-    fn into_one_statement(self) -> (String, Vec<Bind>, Vec<Option<u64>>) {
-        let mut ctes = Vec::new();
-        let mut counts = Vec::new();
-        let mut all = Vec::new();
-        let mut expects = Vec::new();
-        for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
-            let offset = all.len();
-            ctes.push(format!(
-                "s{index} AS ({} RETURNING 1)",
-                renumber(&sql, offset)
-            ));
-            counts.push(format!("(SELECT COUNT(*) FROM s{index}) AS n{index}"));
-            all.extend(binds);
-            expects.push(expect);
-        }
-        (
-            format!("WITH {} SELECT {}", ctes.join(", "), counts.join(", ")),
-            all,
-            expects,
-        )
-    }
-}
-
-fn check(index: usize, expect: Option<u64>, got: u64) -> Result<(), BatchMismatch> {
-    match expect {
-        Some(expected) if expected != got => Err(BatchMismatch {
-            index,
-            expected,
-            got,
-        }),
-        _ => Ok(()),
+            Backend::Sqlite => {
+                let mut parts = Vec::new();
+                for (sql, binds, expect) in self.statements {
+                    parts.push(inline(&sql, &binds, backend));
+                    if let Some(n) = expect {
+                        parts.push(format!(
+                            "SELECT CASE WHEN changes() = {n} THEN 1 ELSE json('batch check ' || changes()) END"
+                        ));
+                    }
+                }
+                parts.join("; ")
+            }
+        };
+        (sql, expects)
     }
 }
 
@@ -673,28 +702,6 @@ pub fn bind_all<'q>(
         };
     }
     query
-}
-
-/// `sql` with every `$n` placeholder moved up by `offset`.
-fn renumber(sql: &str, offset: usize) -> String {
-    let mut out = String::with_capacity(sql.len() + 16);
-    let mut chars = sql.char_indices().peekable();
-    while let Some((_, c)) = chars.next() {
-        if c != '$' {
-            out.push(c);
-            continue;
-        }
-        let mut digits = String::new();
-        while let Some((_, d)) = chars.peek().copied().filter(|(_, d)| d.is_ascii_digit()) {
-            digits.push(d);
-            chars.next();
-        }
-        match digits.parse::<usize>() {
-            Ok(n) => out.push_str(&format!("${}", n + offset)),
-            Err(_) => out.push('$'),
-        }
-    }
-    out
 }
 
 /// `$from, $from+1, ..., $from+n-1`.
@@ -781,34 +788,64 @@ mod tests {
     use super::*;
 
     #[test]
-    fn batches_become_one_statement_on_postgres() {
-        let mut b = Batch::default();
-        b.push(
-            "UPDATE t SET a = $1 WHERE id = $2",
-            vec![Bind::Int(1), Bind::Text("x".into())],
-            Some(1),
+    fn batches_become_one_checked_query() {
+        let batch = || {
+            let mut b = Batch::default();
+            b.push(
+                "UPDATE t SET a = $1 WHERE id = $2",
+                vec![Bind::Int(1), Bind::Text("x".into())],
+                Some(1),
+            );
+            b.push("DELETE FROM u WHERE id = $1", vec![Bind::Int(9)], None);
+            b
+        };
+        let (sql, expects) = batch().into_checked(Backend::Postgres);
+        assert!(
+            sql.starts_with("WITH s0 AS (UPDATE t SET a = 1 WHERE id = $cq"),
+            "{sql}"
         );
-        b.push("DELETE FROM u WHERE id = $1", vec![Bind::Int(9)], None);
-        let (sql, binds, expects) = b.into_one_statement();
+        assert!(
+            sql.ends_with(
+                "s1 AS (DELETE FROM u WHERE id = 9 RETURNING 1) SELECT 1 / (CASE WHEN (SELECT COUNT(*) FROM s0) = 1 THEN 1 ELSE 0 END)"
+            ),
+            "{sql}"
+        );
+        assert_eq!(expects, vec![Some(1), None]);
+        let (sql, _) = batch().into_checked(Backend::Sqlite);
         assert_eq!(
             sql,
-            "WITH s0 AS (UPDATE t SET a = $1 WHERE id = $2 RETURNING 1), s1 AS (DELETE FROM u WHERE id = $3 RETURNING 1) SELECT (SELECT COUNT(*) FROM s0) AS n0, (SELECT COUNT(*) FROM s1) AS n1"
+            "UPDATE t SET a = 1 WHERE id = 'x'; SELECT CASE WHEN changes() = 1 THEN 1 ELSE json('batch check ' || changes()) END; DELETE FROM u WHERE id = 9"
         );
-        assert_eq!(binds.len(), 3);
-        assert_eq!(expects, vec![Some(1), None]);
-        assert_eq!(renumber("$1, $10, $", 5), "$6, $15, $");
+        assert_eq!(
+            Batch::default().into_checked(Backend::Sqlite),
+            ("SELECT 1".to_string(), vec![])
+        );
+    }
+
+    #[test]
+    fn values_are_inlined_as_literals() {
+        let binds = [
+            Bind::Int(-7),
+            Bind::OptText(None),
+            Bind::Text("it's $$ a $cq$ trap \\ $1".into()),
+            Bind::OptInt(Some(3)),
+        ];
         let sql = inline(
             "x = $1 AND y = $2 AND z = $3 AND w = $4",
-            &[
-                Bind::Int(-7),
-                Bind::OptText(None),
-                Bind::Text("it's $$ a $cq$ trap".into()),
-                Bind::OptInt(Some(3)),
-            ],
+            &binds,
+            Backend::Postgres,
         );
         assert!(sql.starts_with("x = -7 AND y = NULL AND z = $cq"), "{sql}");
-        assert!(sql.contains("$it's $$ a $cq$ trap$cq"), "{sql}");
+        assert!(sql.contains("$it's $$ a $cq$ trap \\ $1$cq"), "{sql}");
         assert!(sql.ends_with(" AND w = 3"), "{sql}");
+        assert_eq!(
+            inline(
+                "x = $1 AND y = $2 AND z = $3 AND w = $4 AND v = $10",
+                &binds,
+                Backend::Sqlite
+            ),
+            "x = -7 AND y = NULL AND z = 'it''s $$ a $cq$ trap \\ $1' AND w = 3 AND v = $10"
+        );
         assert_eq!(placeholders(3, 2), "$3, $4");
     }
 

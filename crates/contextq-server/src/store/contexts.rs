@@ -80,14 +80,14 @@ pub async fn get_by_external(
     ))
     .bind(tenant_id.to_string())
     .bind(external_id.to_string())
-    .fetch_optional(db.pool())
+    .fetch_optional(&mut *db.reader().await?)
     .await?;
     row.as_ref().map(context_from_row).transpose()
 }
 
 /// A context by id.
 pub async fn get(db: &Db, tenant_id: &str, id: &str) -> Result<Option<Context>> {
-    get_in(&mut *db.pool().acquire().await?, tenant_id, id).await
+    get_in(&mut *db.reader().await?, tenant_id, id).await
 }
 
 async fn get_in(tx: &mut AnyConnection, tenant_id: &str, id: &str) -> Result<Option<Context>> {
@@ -197,7 +197,7 @@ pub async fn list(
             Bind::I(i) => query.bind(i),
         };
     }
-    let rows = query.fetch_all(db.pool()).await?;
+    let rows = query.fetch_all(&mut *db.reader().await?).await?;
     let mut items: Vec<ContextSummary> =
         rows.iter().map(summary_from_row).collect::<Result<_>>()?;
     let next = if items.len() as i64 > q.limit {

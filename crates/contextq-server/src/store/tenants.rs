@@ -173,7 +173,7 @@ pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
         "SELECT id, tenant_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
     )
     .bind(key_hash.to_string())
-    .fetch_optional(db.pool())
+    .fetch_optional(&mut *db.reader().await?)
     .await?;
     let Some(row) = row else {
         return Ok(None);

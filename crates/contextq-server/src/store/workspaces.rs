@@ -23,7 +23,7 @@ pub async fn list(db: &Db, tenant_id: &str) -> Result<Vec<Workspace>> {
         " FROM workspaces WHERE tenant_id = $1 ORDER BY slug"
     ))
     .bind(tenant_id.to_string())
-    .fetch_all(db.pool())
+    .fetch_all(&mut *db.reader().await?)
     .await?;
     rows.iter().map(workspace_from_row).collect()
 }
@@ -33,7 +33,7 @@ pub(crate) async fn id_of(db: &Db, tenant_id: &str, slug: &str) -> Result<String
     let row = sqlx::query("SELECT id FROM workspaces WHERE tenant_id = $1 AND slug = $2")
         .bind(tenant_id.to_string())
         .bind(slug.to_string())
-        .fetch_optional(db.pool())
+        .fetch_optional(&mut *db.reader().await?)
         .await?
         .ok_or_else(|| Error::WorkspaceNotFound {
             slug: slug.to_string(),
