@@ -22,3 +22,19 @@ for label, k in impls:
         f"| {label} | {t['commands']} | {t['seconds']:.3f} | {t['commands'] / t['seconds']:.0f} | "
         f"{t['seconds'] / base:.2f} | {errors} | {same} / {len(results[k])} |"
     )
+
+# Where the time goes, per command: mean microseconds per command (count in the trace), for the
+# implementations that report it (`exec --timing` and ref_python.py do).
+names = sorted({n for _, k in impls for n in timing[k].get("by_command", {})})
+shown = [(label, k) for label, k in impls if "by_command" in timing[k]]
+if names and shown:
+    print()
+    print("| command | count | " + " | ".join(f"{label} µs/command" for label, _ in shown) + " |")
+    print("|---|---|" + "---|" * len(shown))
+    for n in names:
+        count = timing[shown[0][1]]["by_command"].get(n, {}).get("count", 0)
+        cells = []
+        for _, k in shown:
+            e = timing[k]["by_command"].get(n)
+            cells.append(f"{e['seconds'] / e['count'] * 1e6:.0f}" if e else "")
+        print(f"| {n} | {count} | " + " | ".join(cells) + " |")

@@ -142,3 +142,64 @@ async fn postgres_writes_take_two_round_trips() {
     }
     assert!(admin::verify_audit(&db, None).await.unwrap().ok());
 }
+
+/// A write locks only its own tenant's chain head: while another session holds tenant A's head
+/// (as a long write of A would), a write of tenant B completes, and a write of A waits for the
+/// lock and then completes. (Correctness of the lock scope, not a timing: A's write is checked
+/// to be still pending while the lock is held, then to finish once it is released.)
+#[tokio::test]
+#[cfg_attr(
+    not(contextq_postgres),
+    ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+)]
+async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
+    use sqlx::Connection as _;
+    let database = TestDatabase::fresh(Backend::Postgres).await;
+    let db = Db::connect(&database.url, &DbOptions::default())
+        .await
+        .unwrap();
+    let mut tenants = Vec::new();
+    for name in ["a", "b"] {
+        let id = admin::create_tenant(&db, name, Plan::Unlimited)
+            .await
+            .unwrap();
+        admin::create_workspace(&db, &id, "ws", "ws").await.unwrap();
+        tenants.push(id);
+    }
+    let (a, b) = (tenants[0].clone(), tenants[1].clone());
+    // Another session takes A's head lock and keeps it.
+    let mut holder = sqlx::AnyConnection::connect(&database.url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT seq FROM audit_heads WHERE tenant_id = $1 FOR UPDATE")
+        .bind(a.clone())
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+
+    let write = |tenant: String, ext: &'static str| {
+        let db = db.clone();
+        tokio::spawn(async move {
+            let actor = Actor {
+                tenant_id: &tenant,
+                key_id: None,
+            };
+            contexts::bulk_upsert(&db, actor, &[item(ext, "x")])
+                .await
+                .unwrap();
+        })
+    };
+    let of_a = write(a.clone(), "of-a");
+    let of_b = write(b.clone(), "of-b");
+    tokio::time::timeout(Duration::from_secs(30), of_b)
+        .await
+        .expect("B's write is not held up by A's lock")
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!of_a.is_finished(), "A's write waits for A's head lock");
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), of_a)
+        .await
+        .expect("A's write goes on once the lock is released")
+        .unwrap();
+    assert!(admin::verify_audit(&db, None).await.unwrap().ok());
+}

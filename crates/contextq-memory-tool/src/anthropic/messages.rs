@@ -514,7 +514,7 @@ impl MessagesClient {
             &self.config.retry,
             "Messages API",
             "POST /v1/messages",
-            Idempotency::Safe,
+            Idempotency::Read,
             || async {
                 let mut req = self
                     .http

@@ -201,7 +201,7 @@ impl Client {
             "/api/contexts?limit=1",
             None,
             None,
-            Idempotency::Safe,
+            Idempotency::Read,
         )
         .await?;
         Ok(self.known_extensions().unwrap_or_default())
@@ -303,7 +303,7 @@ impl Client {
     pub async fn list_workspaces(&self) -> Result<Vec<Workspace>> {
         let path = "/api/workspaces";
         let a = self
-            .request(Method::GET, path, None, None, Idempotency::Safe)
+            .request(Method::GET, path, None, None, Idempotency::Read)
             .await?;
         Ok(self.decode::<WorkspaceList>(path, &a.body)?.workspaces)
     }
@@ -366,7 +366,7 @@ impl Client {
             format!("/api/contexts?{}", query.join("&"))
         };
         let a = self
-            .request(Method::GET, &path, None, None, Idempotency::Safe)
+            .request(Method::GET, &path, None, None, Idempotency::Read)
             .await?;
         self.decode(&path, &a.body)
     }
@@ -413,7 +413,7 @@ impl Client {
 
     async fn fetch(&self, path: &str) -> Result<Option<Fetched>> {
         match self
-            .request(Method::GET, path, None, None, Idempotency::Safe)
+            .request(Method::GET, path, None, None, Idempotency::Read)
             .await
         {
             Ok(a) => Ok(Some(Fetched {
