@@ -275,6 +275,89 @@ async fn never_touches_rows_without_the_tag(b: Backend) {
     assert_eq!(v["version"], 1);
 }
 
+/// A row whose external id is in this tool's namespace for workspace `acme`, tagged `mem-tool`,
+/// but living in workspace `other` (external ids are unique per tenant, so anyone with the key
+/// can plant one): pinned to `acme` or not, the tool treats it as absent on every path and
+/// never changes it (a pinned tool used to view, edit and delete it).
+async fn rows_of_another_workspace_are_never_touched(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "acme").await;
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("{}/api/workspaces", server.url))
+        .bearer_auth(&key)
+        .json(&json!({"slug": "other", "name": "other"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let planted = ["mem-tool:acme/planted.md", "mem-tool:acme/dir/buried.md"];
+    let rows: Vec<Value> = planted
+        .iter()
+        .map(|ext| json!({"externalId": ext, "workspace": "other", "type": "reference", "content": "planted\n", "tags": ["mem-tool"]}))
+        .collect();
+    common::seed_rows(&server.url, &key, &rows).await;
+    let pinned = contextq_memory_tool(options(&server.url, &key).workspace("acme")).unwrap();
+    let open = contextq_memory_tool(options(&server.url, &key)).unwrap();
+    for (tool, root) in [(&pinned, "/memories"), (&open, "/memories/acme")] {
+        let file = format!("{root}/planted.md");
+        let dir = format!("{root}/dir");
+        for listing in [view("/memories"), view(root)] {
+            let text = run(tool, listing).await.content;
+            assert!(
+                !text.contains("planted") && !text.contains("buried"),
+                "{text}"
+            );
+        }
+        for input in [
+            view(&file),
+            view(&dir),
+            view(&format!("{dir}/buried.md")),
+            json!({"command": "str_replace", "path": file, "old_str": "planted", "new_str": "mine"}),
+            json!({"command": "insert", "path": file, "insert_line": 0, "insert_text": "mine"}),
+            json!({"command": "rename", "old_path": file, "new_path": format!("{root}/taken.md")}),
+            json!({"command": "rename", "old_path": dir, "new_path": format!("{root}/taken")}),
+            json!({"command": "delete", "path": file}),
+            json!({"command": "delete", "path": dir}),
+        ] {
+            let r = run(tool, input.clone()).await;
+            assert!(r.is_error, "{input}: {}", r.content);
+            assert!(
+                r.content.contains("does not exist")
+                    || r.content.contains("not found")
+                    || r.content.contains("No such"),
+                "{input}: {}",
+                r.content
+            );
+        }
+        assert!(run(tool, view(&format!("{root}/taken.md"))).await.is_error);
+    }
+    for ext in planted {
+        let got: Value = http
+            .get(format!(
+                "{}/api/contexts/by-external/{}",
+                server.url,
+                ext.replace(':', "%3A").replace('/', "%2F")
+            ))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                got["workspace"].as_str(),
+                got["content"].as_str(),
+                got["version"].as_i64()
+            ),
+            (Some("other"), Some("planted\n"), Some(1)),
+            "{ext} untouched"
+        );
+    }
+}
+
 async fn listings_page_past_500_rows(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
@@ -698,6 +781,7 @@ contextq_server::database_tests!(
     round_trips_per_command,
     per_workspace_path_model,
     never_touches_rows_without_the_tag,
+    rows_of_another_workspace_are_never_touched,
     listings_page_past_500_rows,
     retries_what_is_safe_and_honours_retry_after,
     timeouts_and_lost_answers_are_reported_or_reconciled,

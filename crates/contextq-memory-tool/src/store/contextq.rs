@@ -9,8 +9,9 @@
 //!   `/memories/a/b.md` is `<tag>:<ws>/a/b.md`.
 //!
 //! # Rules
-//! - Every row written carries the configured `type` and tag; only rows carrying the tag are
-//!   ever read, listed, changed or deleted.
+//! - Every row written carries the configured `type` and tag; only rows carrying the tag, and
+//!   living in the workspace their external id names, are ever read, listed, changed or
+//!   deleted (a row of workspace `other` holding `mem-tool:acme/x.md` is absent for `acme`).
 //! - Listings page through `nextCursor` (no 500-row cap), filter by `externalIdPrefix` on the
 //!   server and again here (segment-aligned), and report `sizeBytes` (or `updatedAt` when the
 //!   server has no sizes).
@@ -192,11 +193,26 @@ impl ContextQStore {
         self.ids().remove(external_id);
     }
 
-    /// Fetches a row by external id, only if it carries the tag.
+    /// Whether a row is ours: it carries the tag, and it lives in the workspace its external id
+    /// names (`<tag>:<workspace>/<rel>`). External ids are unique per tenant, not per workspace,
+    /// so a row of another workspace can hold an external id of this namespace (put there by
+    /// another client, or by anyone with the tenant's key); it is treated as absent on every
+    /// path (read, listing, edit, rename, delete), or a tool pinned to one workspace would read
+    /// and change another's rows.
+    fn owns(&self, external_id: &str, workspace: &str, tags: &[String]) -> bool {
+        let named = external_id
+            .strip_prefix(self.tag.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .and_then(|rest| rest.split_once('/'))
+            .map(|(ws, _)| ws);
+        tags.contains(&self.tag) && named == Some(workspace)
+    }
+
+    /// Fetches a row by external id, only if it is ours ([`ContextQStore::owns`]).
     async fn fetch(&self, external_id: &str) -> Result<Option<Fetched>> {
         let fetched = self.client.get_by_external(external_id).await?;
         Ok(match fetched {
-            Some(f) if f.context.tags.contains(&self.tag) => {
+            Some(f) if self.owns(external_id, &f.context.workspace, &f.context.tags) => {
                 self.remember(external_id, &f.context.id);
                 Some(f)
             }
@@ -473,7 +489,7 @@ impl Store for ContextQStore {
             let Some(rel) = row.external_id.strip_prefix(&prefix) else {
                 continue; // a server without externalIdPrefix: filter here
             };
-            if rel.is_empty() || !row.tags.contains(&self.tag) {
+            if rel.is_empty() || !self.owns(&row.external_id, &row.workspace, &row.tags) {
                 continue;
             }
             let path = match &target {
