@@ -105,6 +105,7 @@ pub fn app(state: AppState) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
+        .layer(axum::middleware::from_fn(envelope_errors))
         .layer(
             tower_http::trace::TraceLayer::new_for_http()
                 .make_span_with(|req: &Request| {
@@ -126,6 +127,65 @@ pub async fn serve(
     axum::serve(listener, app(state))
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Every error answer is the contract's JSON envelope, also those no handler wrote: the
+/// framework's rejections of a path or query (plain text), 405 (an empty body), a timeout (408)
+/// and a body over the limit (413). Their text, when they have one, becomes the message.
+async fn envelope_errors(req: Request, next: axum::middleware::Next) -> Response {
+    let method = req.method().clone();
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if status.as_u16() < 400 || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let code = match status.as_u16() {
+        401 => ErrorCode::Unauthorized,
+        402 => ErrorCode::QuotaExceeded,
+        403 => ErrorCode::Forbidden,
+        404 => ErrorCode::NotFound,
+        405 => ErrorCode::MethodNotAllowed,
+        408 => ErrorCode::RequestTimeout,
+        409 => ErrorCode::Conflict,
+        412 => ErrorCode::PreconditionFailed,
+        413 => ErrorCode::PayloadTooLarge,
+        422 => ErrorCode::ValidationFailed,
+        429 => ErrorCode::RateLimited,
+        s if s >= 500 => ErrorCode::Internal,
+        _ => ErrorCode::BadRequest,
+    };
+    let message = match code {
+        // The router adds `Allow` after this layer has run.
+        ErrorCode::MethodNotAllowed => {
+            format!("this endpoint does not accept {method}; the Allow header lists what it does")
+        }
+        ErrorCode::RequestTimeout => "the request took too long".to_string(),
+        ErrorCode::Internal => "the server failed; the detail is in its log".to_string(),
+        _ if !text.is_empty() => text,
+        _ => status
+            .canonical_reason()
+            .unwrap_or("bad request")
+            .to_string(),
+    };
+    let mut answer = ApiError::new(code, message).into_response();
+    // Keep what the framework said besides the body (Allow on 405, Retry-After).
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    *answer.status_mut() = status;
+    answer
 }
 
 /// Every answer names the contract's extensions this server implements, so that a client knows

@@ -343,6 +343,79 @@ async fn request_body_limit_is_413(b: Backend) {
     s.stop().await;
 }
 
+/// Every error answer is the JSON envelope, also those the framework writes: a query or path it
+/// cannot parse, a method the endpoint does not have (405, with `Allow`), an unknown endpoint.
+async fn every_error_is_the_json_envelope(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let http = reqwest::Client::new();
+    let cases = [
+        (
+            reqwest::Method::GET,
+            "/api/contexts?limit=abc",
+            400,
+            "bad_request",
+        ),
+        (
+            reqwest::Method::GET,
+            "/api/contexts/by-external/%FF%FE",
+            400,
+            "bad_request",
+        ),
+        (
+            reqwest::Method::PATCH,
+            "/api/contexts/ctx_1",
+            405,
+            "method_not_allowed",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/health",
+            405,
+            "method_not_allowed",
+        ),
+        (
+            reqwest::Method::PUT,
+            "/api/contexts/bulk-upsert",
+            405,
+            "method_not_allowed",
+        ),
+        (reqwest::Method::GET, "/api/nothing-here", 404, "not_found"),
+    ];
+    for (method, path, status, code) in cases {
+        let r = http
+            .request(method.clone(), format!("{}{path}", s.url))
+            .bearer_auth(&t.client.key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{method} {path}");
+        assert!(
+            r.headers()[reqwest::header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json"),
+            "{method} {path}"
+        );
+        let allow = r
+            .headers()
+            .get(reqwest::header::ALLOW)
+            .map(|v| v.to_str().unwrap().to_string());
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{method} {path}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(!message.is_empty(), "{method} {path}: {body}");
+        if status == 405 {
+            let allow = allow.expect("405 says what is allowed");
+            assert!(
+                !allow.is_empty() && message.contains(method.as_str()),
+                "{message}"
+            );
+        }
+    }
+    s.stop().await;
+}
+
 async fn auth_and_scopes(b: Backend) {
     let s = TestServer::start(b).await;
     let admin = s.tenant(Plan::Free, ALL).await;
@@ -842,6 +915,7 @@ contextq_server::database_tests!(
     text_edit_extension,
     workspaces,
     request_body_limit_is_413,
+    every_error_is_the_json_envelope,
     health_and_graceful_shutdown,
     contexts_crud_and_conditional_requests,
     if_absent_and_all_or_nothing,
