@@ -65,13 +65,33 @@ impl Backend {
 
 /// A URL with its password replaced by `***`, for messages and logs.
 pub fn redact_url(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((userinfo, host)) = rest.split_once('@')
-        && let Some((user, _)) = userinfo.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+                None => base.to_string(),
+            },
+            None => base.to_string(),
+        },
+        None => base.to_string(),
+    };
+    if let Some(q) = query {
+        // `password=`, `sslpassword=`, ...: any parameter whose name mentions a password.
+        let params: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.to_ascii_lowercase().contains("pass") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
     }
-    url.to_string()
+    out
 }
 
 struct Migration {
@@ -176,7 +196,16 @@ impl Db {
         install_default_drivers();
         let backend = Backend::from_url(url)?;
         let url = match backend {
-            Backend::Sqlite => sqlite_url(url)?,
+            Backend::Sqlite => {
+                let url = sqlite_url(url)?;
+                let rest = url.trim_start_matches("sqlite://");
+                let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+                if query.contains("mode=rwc") {
+                    create_private(std::path::Path::new(path))
+                        .map_err(|e| Error::Config(format!("cannot create {path}: {e}")))?;
+                }
+                url
+            }
             Backend::Postgres => url.to_string(),
         };
         // No ping before handing out a connection: it would cost every request one more round
@@ -751,6 +780,32 @@ pub async fn create_postgres_database(url: &str, name: &str) -> Result<String> {
     Ok(out)
 }
 
+/// Creates the database file `path` and its missing directories, readable by this user only
+/// (directories 0700, the file 0600; SQLite gives its `-wal` and `-shm` files the database
+/// file's mode), so that other local users cannot read any tenant's content or key hashes.
+/// What exists already is left as it is.
+fn create_private(path: &std::path::Path) -> std::io::Result<()> {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+        && !parent.exists()
+    {
+        let mut dirs = std::fs::DirBuilder::new();
+        dirs.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut dirs, 0o700);
+        dirs.create(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    match file.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// `sqlite:PATH` with `mode=rwc` (create if missing) unless a mode was given.
 fn sqlite_url(url: &str) -> Result<String> {
     let rest = url.trim_start_matches("sqlite:").trim_start_matches("//");
@@ -760,12 +815,6 @@ fn sqlite_url(url: &str) -> Result<String> {
         ));
     }
     let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if let Some(parent) = std::path::Path::new(path).parent()
-        && !parent.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| Error::Config(format!("cannot create the directory of {path}: {e}")))?;
-    }
     let query = if query.contains("mode=") {
         query.to_string()
     } else if query.is_empty() {
@@ -869,6 +918,14 @@ mod tests {
         assert_eq!(
             redact_url("postgres://u:pw@h:5432/db"),
             "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(
+            redact_url("postgres://u:p@ss@h/db?password=secret&sslmode=require&sslpassword=x"),
+            "postgres://u:***@h/db?password=***&sslmode=require&sslpassword=***"
+        );
+        assert_eq!(
+            redact_url("postgres://u@h/db?PassWord=secret"),
+            "postgres://u@h/db?PassWord=***"
         );
         assert_eq!(
             sqlite_url("sqlite:/tmp/a.db").unwrap(),
