@@ -18,3 +18,12 @@ pub const MAX_TAGS: usize = 32;
 
 /// Longest tag, in bytes (and at least 1).
 pub const MAX_TAG_BYTES: usize = 64;
+
+/// Longest `title`, in bytes.
+pub const MAX_TITLE_BYTES: usize = 1024;
+
+/// Longest `type`, in bytes (and at least 1).
+pub const MAX_TYPE_BYTES: usize = 64;
+
+/// Longest workspace `name`, in bytes.
+pub const MAX_WORKSPACE_NAME_BYTES: usize = 256;

@@ -416,6 +416,72 @@ async fn every_error_is_the_json_envelope(b: Backend) {
     s.stop().await;
 }
 
+/// Every field is bounded (docs/contextq-api.md): one byte past a limit is 422 and nothing is
+/// stored; the limit itself is accepted.
+async fn field_limits_are_422(b: Backend) {
+    use contextq_api::limits::{MAX_TITLE_BYTES, MAX_TYPE_BYTES, MAX_WORKSPACE_NAME_BYTES};
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        http.post(format!("{}{path}", s.url))
+            .bearer_auth(&t.client.key)
+            .json(&body)
+            .send()
+    };
+    let item = |ext: &str, kind: usize, title: usize| json!({"contexts": [{"externalId": ext, "workspace": "ws", "type": "t".repeat(kind), "title": "x".repeat(title), "content": "c"}]});
+    for (body, status) in [
+        (item("ok", MAX_TYPE_BYTES, MAX_TITLE_BYTES), 200),
+        (item("long-type", MAX_TYPE_BYTES + 1, 1), 422),
+        (item("long-title", 1, MAX_TITLE_BYTES + 1), 422),
+    ] {
+        let r = post("/api/contexts/bulk-upsert", body).await.unwrap();
+        assert_eq!(r.status().as_u16(), status);
+        if status == 422 {
+            let v: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(v["error"]["code"], "validation_failed", "{v}");
+        }
+    }
+    for ext in ["long-type", "long-title"] {
+        let r = http
+            .get(format!("{}/api/contexts/by-external/{ext}", s.url))
+            .bearer_auth(&t.client.key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 404, "{ext} was not stored");
+    }
+    let stored: serde_json::Value = http
+        .get(format!("{}/api/contexts/by-external/ok", s.url))
+        .bearer_auth(&t.client.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = stored["id"].as_str().unwrap();
+    let r = http
+        .put(format!("{}/api/contexts/{id}", s.url))
+        .bearer_auth(&t.client.key)
+        .json(&json!({"content": "d", "title": "x".repeat(MAX_TITLE_BYTES + 1)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    for (name, status) in [
+        ("n".repeat(MAX_WORKSPACE_NAME_BYTES), 201),
+        ("n".repeat(MAX_WORKSPACE_NAME_BYTES + 1), 422),
+    ] {
+        let slug = format!("w{status}");
+        let r = post("/api/workspaces", json!({"slug": slug, "name": name}))
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status);
+    }
+    s.stop().await;
+}
+
 async fn auth_and_scopes(b: Backend) {
     let s = TestServer::start(b).await;
     let admin = s.tenant(Plan::Free, ALL).await;
@@ -916,6 +982,7 @@ contextq_server::database_tests!(
     workspaces,
     request_body_limit_is_413,
     every_error_is_the_json_envelope,
+    field_limits_are_422,
     health_and_graceful_shutdown,
     contexts_crud_and_conditional_requests,
     if_absent_and_all_or_nothing,

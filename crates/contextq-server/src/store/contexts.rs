@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use contextq_api::bodies::EditedContext;
 use contextq_api::limits::{
     MAX_BULK_ITEMS, MAX_CONTENT_BYTES, MAX_EXTERNAL_ID_BYTES, MAX_PAGE, MAX_TAG_BYTES, MAX_TAGS,
+    MAX_TITLE_BYTES, MAX_TYPE_BYTES,
 };
 use contextq_api::{Context, ContextInput, ContextSummary, Plan, TextEdit, UpsertResult};
 use sqlx::any::AnyRow;
@@ -210,8 +211,8 @@ pub async fn list(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Writes: four round trips each on PostgreSQL (BEGIN, read under the head lock, one batch,
-// COMMIT); see the module docs of `crate::store`.
+// Writes: two round trips each on PostgreSQL (BEGIN with the read under the head lock; one
+// batch with COMMIT); see the module docs of `crate::store`.
 
 fn check_content(content: &str) -> Result<()> {
     if content.len() > MAX_CONTENT_BYTES {
@@ -222,6 +223,16 @@ fn check_content(content: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+fn check_title(field: &str, title: Option<&str>) -> Result<()> {
+    match title {
+        Some(t) if t.len() > MAX_TITLE_BYTES => Err(Error::Invalid(format!(
+            "{field}: at most {MAX_TITLE_BYTES} bytes (got {})",
+            t.len()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn check_tags(tags: &[String]) -> Result<()> {
@@ -297,9 +308,13 @@ fn check_items(items: &[ContextInput]) -> Result<()> {
                 "contexts[{i}].externalId: 1 to {MAX_EXTERNAL_ID_BYTES} bytes"
             )));
         }
-        if item.kind.is_empty() {
-            return Err(Error::Invalid(format!("contexts[{i}].type is required")));
+        if item.kind.is_empty() || item.kind.len() > MAX_TYPE_BYTES {
+            return Err(Error::Invalid(format!(
+                "contexts[{i}].type: 1 to {MAX_TYPE_BYTES} bytes (got {})",
+                item.kind.len()
+            )));
         }
+        check_title(&format!("contexts[{i}].title"), item.title.as_deref())?;
         if !seen.insert(item.external_id.as_str()) {
             return Err(Error::Invalid(format!(
                 "contexts[{i}].externalId {:?} appears twice in one request",
@@ -664,6 +679,7 @@ pub async fn update(
     if_match: Option<i64>,
 ) -> Result<Context> {
     check_content(content)?;
+    check_title("title", title.as_ref().and_then(|t| t.as_deref()))?;
     if let Some(tags) = &tags {
         check_tags(tags)?;
     }

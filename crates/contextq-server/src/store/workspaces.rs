@@ -74,6 +74,13 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
             "invalid workspace slug {slug:?}: use 1 to 63 characters of a-z, 0-9 and '-', starting with a letter or digit"
         )));
     }
+    if name.len() > contextq_api::limits::MAX_WORKSPACE_NAME_BYTES {
+        return Err(Error::Invalid(format!(
+            "workspace name: at most {} bytes (got {})",
+            contextq_api::limits::MAX_WORKSPACE_NAME_BYTES,
+            name.len()
+        )));
+    }
     let read = lock_workspace(actor.tenant_id, slug);
     write(db, actor.tenant_id, slug, read, |mut head, row| {
         if locked(row)?.is_some() {
