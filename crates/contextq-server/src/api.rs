@@ -69,11 +69,15 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over `db` with `config`.
+    /// State over `db` with `config`. On PostgreSQL this starts listening for key revocations
+    /// ([`crate::auth::watch_revocations`]; call it inside a Tokio runtime), so that a cached
+    /// key lookup is never used after its key was revoked.
     pub fn new(db: Db, config: ServerConfig) -> Self {
+        let key_cache = Arc::new(KeyCache::default());
+        crate::auth::watch_revocations(&db, &key_cache);
         AppState {
             db,
-            key_cache: Arc::new(KeyCache::default()),
+            key_cache,
             config: Arc::new(config),
         }
     }

@@ -31,21 +31,37 @@ pub struct KeyRecord {
     pub scopes: Vec<contextq_api::Scope>,
 }
 
-/// A short-lived cache of key lookups (by hash), so that a request costs one query less.
+/// A short-lived cache of key lookups (by hash), so that a request costs one query less, used
+/// only while this process hears of every revocation at once.
 ///
-/// Entries live [`KeyCache::TTL`]: a key revoked on the database keeps working that long on a
-/// server that looked it up just before.
+/// On PostgreSQL, [`watch_revocations`] holds a `LISTEN` connection on [`REVOCATIONS_CHANNEL`]
+/// and clears the cache on every notification (each revocation, key deletion and tenant deletion
+/// notifies in its own transaction, so on commit); while that connection is down the cache is
+/// not trusted and every request looks its key up. SQLite has no such channel (the admin
+/// commands are other processes), so there every request looks its key up (a local indexed
+/// read). A revoked key is therefore refused by the next request it makes on any server, as
+/// soon as PostgreSQL has delivered the notification (milliseconds); entries also expire after
+/// [`KeyCache::TTL`].
 #[derive(Debug, Default)]
 pub struct KeyCache {
     inner: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, KeyRecord)>>,
+    trusted: std::sync::atomic::AtomicBool,
+    clears: std::sync::atomic::AtomicU64,
 }
+
+/// The PostgreSQL channel a revocation notifies.
+pub const REVOCATIONS_CHANNEL: &str = "contextq_key_revocations";
 
 impl KeyCache {
     /// How long a lookup is trusted.
     pub const TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
-    /// A lookup of the key with this hash, if it is younger than [`KeyCache::TTL`].
+    /// A lookup of the key with this hash, if the cache is trusted and the lookup younger than
+    /// [`KeyCache::TTL`].
     pub fn get(&self, hash: &str) -> Option<KeyRecord> {
+        if !self.is_trusted() {
+            return None;
+        }
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         map.get(hash)
             .filter(|(at, _)| at.elapsed() < Self::TTL)
@@ -54,6 +70,9 @@ impl KeyCache {
 
     /// Remembers a lookup.
     pub fn put(&self, hash: String, record: KeyRecord) {
+        if !self.is_trusted() {
+            return;
+        }
         let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() > 10_000 {
             map.clear();
@@ -64,7 +83,68 @@ impl KeyCache {
     /// Forgets every lookup.
     pub fn clear(&self) {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.clears
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// How many times the cache was cleared (a revocation heard, the listener lost).
+    pub fn clears(&self) -> u64 {
+        self.clears.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether lookups are used: only while revocations are heard.
+    pub fn is_trusted(&self) -> bool {
+        self.trusted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn set_trusted(&self, trusted: bool) {
+        self.clear();
+        self.trusted
+            .store(trusted, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// On PostgreSQL, listens for revocations for as long as `cache` is in use (a task on the
+/// current runtime, reconnecting after a second when the connection is lost); the cache is
+/// trusted only while listening. Does nothing on SQLite or outside a runtime (the cache then
+/// stays untrusted: every request looks its key up).
+pub fn watch_revocations(db: &crate::Db, cache: &std::sync::Arc<KeyCache>) {
+    if db.backend() != crate::Backend::Postgres {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let url = db.url().to_string();
+    let weak = std::sync::Arc::downgrade(cache);
+    runtime.spawn(async move {
+        loop {
+            match sqlx::postgres::PgListener::connect(&url).await {
+                Ok(mut listener) => {
+                    if listener.listen(REVOCATIONS_CHANNEL).await.is_ok() {
+                        let Some(cache) = weak.upgrade() else { return };
+                        cache.set_trusted(true);
+                        drop(cache);
+                        // `Ok(None)`: the connection was lost (notifications may have been
+                        // missed): stop trusting, and connect again.
+                        while let Ok(Some(_)) = listener.try_recv().await {
+                            let Some(cache) = weak.upgrade() else { return };
+                            cache.clear();
+                        }
+                    }
+                    let Some(cache) = weak.upgrade() else { return };
+                    cache.set_trusted(false);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for key revocations; looking keys up on every request");
+                }
+            }
+            if weak.strong_count() == 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    });
 }
 
 #[cfg(test)]

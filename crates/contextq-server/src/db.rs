@@ -252,6 +252,12 @@ impl Db {
         &self.pool
     }
 
+    /// The URL this pool connects with (it may hold a password: never log it, see
+    /// [`redact_url`]).
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
     /// The backend.
     pub fn backend(&self) -> Backend {
         self.backend

@@ -6,7 +6,7 @@ use sqlx::Row;
 
 use super::{Error, Result, new_id, now};
 use crate::auth::{KeyRecord, generate_key, hash_key};
-use crate::db::Db;
+use crate::db::{Backend, Db};
 
 /// A key just minted: its id and the key itself, which is never stored and shown only once.
 #[derive(Clone, serde::Serialize)]
@@ -147,24 +147,42 @@ pub async fn create_key(
 
 /// Revokes a key by its id or its hash; returns whether an active key was revoked.
 pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -> Result<bool> {
+    let mut tx = db.pool().begin().await?;
     let res = sqlx::query(
         "UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR key_hash = $3) AND revoked_at IS NULL",
     )
     .bind(now())
     .bind(key_id.unwrap_or("").to_string())
     .bind(key_hash.unwrap_or("").to_string())
-    .execute(db.pool())
+    .execute(&mut *tx)
     .await?;
+    notify_revocation(db, &mut tx).await?;
+    tx.commit().await?;
     Ok(res.rows_affected() > 0)
 }
 
 /// Deletes a key's row; returns whether one was deleted.
 pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
+    let mut tx = db.pool().begin().await?;
     let gone = sqlx::query("DELETE FROM api_keys WHERE id = $1")
         .bind(key_id.to_string())
-        .execute(db.pool())
+        .execute(&mut *tx)
         .await?;
+    notify_revocation(db, &mut tx).await?;
+    tx.commit().await?;
     Ok(gone.rows_affected() > 0)
+}
+
+/// On PostgreSQL, tells every server listening ([`crate::auth::watch_revocations`]) that keys
+/// were revoked or removed; the notification is delivered when `tx` commits.
+async fn notify_revocation(db: &Db, tx: &mut sqlx::AnyConnection) -> Result<()> {
+    if db.backend() == Backend::Postgres {
+        sqlx::query("SELECT pg_notify($1, '')")
+            .bind(crate::auth::REVOCATIONS_CHANNEL)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The active key with this hash, if any.
@@ -215,6 +233,7 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
             .execute(&mut *tx)
             .await?;
     }
+    notify_revocation(db, &mut tx).await?;
     let gone = sqlx::query("DELETE FROM tenants WHERE id = $1")
         .bind(tenant_id.to_string())
         .execute(&mut *tx)

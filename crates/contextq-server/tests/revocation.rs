@@ -1,0 +1,81 @@
+//! A revoked key is refused by the next request it makes. SQLite: every request looks its key
+//! up. PostgreSQL: the server caches lookups only while it listens for revocations, and the
+//! revocation (made here through another pool, as `contextq-server admin revoke-key` in another
+//! process does) clears the cache when it commits.
+
+use std::time::Duration;
+
+use contextq_server::testing::TestDatabase;
+use contextq_server::{AppState, Backend, Db, DbOptions, Plan, RunningServer, Scope, admin};
+use serde_json::json;
+
+/// Waits (up to 30 s) until `done` holds.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..3000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+async fn a_revoked_key_is_refused_by_its_next_request(b: Backend) {
+    let database = TestDatabase::fresh(b).await;
+    let db = Db::connect(&database.url, &DbOptions::default())
+        .await
+        .unwrap();
+    let state = AppState::new(db.clone(), Default::default());
+    let cache = state.key_cache.clone();
+    let server = RunningServer::bind("127.0.0.1:0", state).await.unwrap();
+    let tenant = admin::create_tenant(&db, "t", Plan::Free).await.unwrap();
+    admin::create_workspace(&db, &tenant, "ws", "ws")
+        .await
+        .unwrap();
+    let key = admin::create_key(&db, &tenant, None, &[Scope::Read, Scope::Write])
+        .await
+        .unwrap();
+    match b {
+        Backend::Postgres => {
+            until("the server listens for revocations", || cache.is_trusted()).await
+        }
+        Backend::Sqlite => assert!(!cache.is_trusted(), "SQLite never caches keys"),
+    }
+    let http = reqwest::Client::new();
+    let write = |n: usize| {
+        http.post(format!("{}/api/contexts/bulk-upsert", server.url()))
+            .bearer_auth(&key.api_key)
+            .json(&json!({"contexts": [{"externalId": format!("k{n}"), "workspace": "ws", "type": "note", "content": "x"}]}))
+            .send()
+    };
+    let read = || {
+        http.get(format!("{}/api/contexts", server.url()))
+            .bearer_auth(&key.api_key)
+            .send()
+    };
+    // Works, and (on PostgreSQL) the lookup is now cached.
+    for n in 0..3 {
+        assert_eq!(write(n).await.unwrap().status().as_u16(), 200);
+        assert_eq!(read().await.unwrap().status().as_u16(), 200);
+    }
+    let clears = cache.clears();
+    let other = Db::connect(&database.url, &DbOptions::default())
+        .await
+        .unwrap();
+    assert!(admin::revoke_key(&other, &key.key_id).await.unwrap());
+    if b == Backend::Postgres {
+        until("the revocation is heard", || cache.clears() > clears).await;
+    }
+    let w = write(99).await.unwrap();
+    assert_eq!(w.status().as_u16(), 401);
+    assert_eq!(read().await.unwrap().status().as_u16(), 401);
+    // Nothing was written with the revoked key.
+    let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM contexts WHERE external_id = 'k99'")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(rows, 0);
+    server.stop().await.unwrap();
+}
+
+contextq_server::database_tests!(a_revoked_key_is_refused_by_its_next_request);
