@@ -73,7 +73,7 @@ impl AppState {
     /// ([`crate::auth::watch_revocations`]; call it inside a Tokio runtime), so that a cached
     /// key lookup is never used after its key was revoked.
     pub fn new(db: Db, config: ServerConfig) -> Self {
-        let key_cache = Arc::new(KeyCache::default());
+        let key_cache = Arc::new(KeyCache::for_db(&db));
         crate::auth::watch_revocations(&db, &key_cache);
         AppState {
             db,

@@ -37,16 +37,48 @@ pub struct KeyRecord {
 /// On PostgreSQL, [`watch_revocations`] holds a `LISTEN` connection on [`REVOCATIONS_CHANNEL`]
 /// and clears the cache on every notification (each revocation, key deletion and tenant deletion
 /// notifies in its own transaction, so on commit); while that connection is down the cache is
-/// not trusted and every request looks its key up. SQLite has no such channel (the admin
-/// commands are other processes), so there every request looks its key up (a local indexed
-/// read). A revoked key is therefore refused by the next request it makes on any server, as
-/// soon as PostgreSQL has delivered the notification (milliseconds); entries also expire after
+/// not trusted and every request looks its key up. On SQLite, whose admin commands are other
+/// processes on the same file, each revocation rewrites a signal file next to the database
+/// after it commits ([`crate::Db::revocations_file`]); a cached lookup is used only while that
+/// file's metadata is unchanged (one `stat` per request, no query). Either way a revoked key is
+/// refused by the next request it makes on any server, once the revocation has committed and
+/// been signalled (milliseconds on PostgreSQL, microseconds on SQLite); entries also expire after
 /// [`KeyCache::TTL`].
 #[derive(Debug, Default)]
 pub struct KeyCache {
     inner: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, KeyRecord)>>,
     trusted: std::sync::atomic::AtomicBool,
     clears: std::sync::atomic::AtomicU64,
+    /// SQLite: the revocation signal file and its metadata when the cache was last filled.
+    signal: Option<(std::path::PathBuf, std::sync::Mutex<Option<Signal>>)>,
+}
+
+/// What identifies one version of the signal file.
+type Signal = (Option<std::time::SystemTime>, u64, u64);
+
+fn signal_of(path: &std::path::Path) -> Option<Signal> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Some((m.modified().ok(), m.len(), ino))
+}
+
+/// Rewrites the revocation signal file of `db` (SQLite), after a revocation committed.
+pub(crate) fn signal_revocation(db: &crate::Db) {
+    if let Some(path) = db.revocations_file() {
+        let stamp = format!(
+            "{}\n",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        );
+        if let Err(e) = std::fs::write(&path, stamp) {
+            tracing::warn!(error = %e, file = %path.display(), "cannot signal a key revocation; other servers notice it within the key cache's TTL");
+        }
+    }
 }
 
 /// The PostgreSQL channel a revocation notifies.
@@ -56,11 +88,37 @@ impl KeyCache {
     /// How long a lookup is trusted.
     pub const TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
+    /// A cache for `db`: on SQLite, trusted while its revocation signal file is unchanged; on
+    /// PostgreSQL, untrusted until [`watch_revocations`] listens.
+    pub fn for_db(db: &crate::Db) -> KeyCache {
+        match db.revocations_file() {
+            Some(path) => {
+                let seen = signal_of(&path);
+                KeyCache {
+                    trusted: true.into(),
+                    signal: Some((path, std::sync::Mutex::new(seen))),
+                    ..Default::default()
+                }
+            }
+            None => KeyCache::default(),
+        }
+    }
+
     /// A lookup of the key with this hash, if the cache is trusted and the lookup younger than
     /// [`KeyCache::TTL`].
     pub fn get(&self, hash: &str) -> Option<KeyRecord> {
         if !self.is_trusted() {
             return None;
+        }
+        if let Some((path, seen)) = &self.signal {
+            let now = signal_of(path);
+            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+            if *seen != now {
+                *seen = now;
+                drop(seen);
+                self.clear();
+                return None;
+            }
         }
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         map.get(hash)

@@ -252,6 +252,18 @@ impl Db {
         &self.pool
     }
 
+    /// SQLite: the file that signals key revocations to every server process on this database
+    /// (`<database>-revocations`, rewritten after each revocation commits; see
+    /// [`crate::auth::KeyCache`]). `None` on PostgreSQL.
+    pub fn revocations_file(&self) -> Option<std::path::PathBuf> {
+        if self.backend != Backend::Sqlite {
+            return None;
+        }
+        let rest = self.url.trim_start_matches("sqlite://");
+        let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+        Some(std::path::PathBuf::from(format!("{path}-revocations")))
+    }
+
     /// The URL this pool connects with (it may hold a password: never log it, see
     /// [`redact_url`]).
     pub(crate) fn url(&self) -> &str {

@@ -158,6 +158,7 @@ pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -
     .await?;
     notify_revocation(db, &mut tx).await?;
     tx.commit().await?;
+    crate::auth::signal_revocation(db);
     Ok(res.rows_affected() > 0)
 }
 
@@ -170,11 +171,13 @@ pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
         .await?;
     notify_revocation(db, &mut tx).await?;
     tx.commit().await?;
+    crate::auth::signal_revocation(db);
     Ok(gone.rows_affected() > 0)
 }
 
 /// On PostgreSQL, tells every server listening ([`crate::auth::watch_revocations`]) that keys
-/// were revoked or removed; the notification is delivered when `tx` commits.
+/// were revoked or removed; the notification is delivered when `tx` commits. (On SQLite the
+/// caller signals after committing: [`crate::auth::signal_revocation`].)
 async fn notify_revocation(db: &Db, tx: &mut sqlx::AnyConnection) -> Result<()> {
     if db.backend() == Backend::Postgres {
         sqlx::query("SELECT pg_notify($1, '')")
@@ -244,5 +247,6 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
         });
     }
     tx.commit().await?;
+    crate::auth::signal_revocation(db);
     Ok(TenantDeletion::Deleted)
 }
