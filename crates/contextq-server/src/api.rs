@@ -6,7 +6,9 @@
 //! ([`error`]). Every answer carries `ContextQ-Extensions` (the contract's extensions this
 //! server implements). Conditional requests: reads answer `ETag: "<version>"`; `PUT` and
 //! `DELETE` honour `If-Match`. Request bodies are capped ([`ServerConfig::max_body_bytes`], 413
-//! above) and every request has a timeout ([`ServerConfig::request_timeout`], 408 after). The
+//! above) and every request has a timeout ([`ServerConfig::request_timeout`], 408 after). The key
+//! and its scope are checked from the request's head ([`extract::Writer`], [`extract::Admin`])
+//! before any of its body is read. The
 //! request log records method, path, status and latency, never headers, so keys never reach it.
 
 use std::collections::HashMap;
@@ -36,7 +38,7 @@ pub mod extract;
 
 pub use error::ApiError;
 pub use extract::Caller;
-use extract::{JsonBody, if_match};
+use extract::{Admin, JsonBody, Writer, if_match};
 
 /// Server settings, with documented defaults.
 #[derive(Debug, Clone)]
@@ -231,29 +233,26 @@ async fn list_workspaces(
 
 async fn create_workspace(
     State(s): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     JsonBody(body): JsonBody<CreateWorkspace>,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Admin)?;
     let ws = workspaces::create(&s.db, caller.actor(), &body.slug, &body.name).await?;
     Ok((StatusCode::CREATED, Json(ws)).into_response())
 }
 
 async fn archive_workspace(
     State(s): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Admin)?;
     Ok(Json(workspaces::archive(&s.db, caller.actor(), &slug).await?).into_response())
 }
 
 async fn delete_workspace(
     State(s): State<AppState>,
-    caller: Caller,
+    Admin(caller): Admin,
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Admin)?;
     workspaces::delete(&s.db, caller.actor(), &slug).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -332,22 +331,20 @@ async fn get_context(
 
 async fn bulk_upsert(
     State(s): State<AppState>,
-    caller: Caller,
+    Writer(caller): Writer,
     JsonBody(body): JsonBody<BulkUpsert>,
 ) -> Result<Json<BulkUpsertResults>, ApiError> {
-    caller.require(Scope::Write)?;
     let results = contexts::bulk_upsert(&s.db, caller.actor(), &body.contexts).await?;
     Ok(Json(BulkUpsertResults { results }))
 }
 
 async fn update_context(
     State(s): State<AppState>,
-    caller: Caller,
+    Writer(caller): Writer,
     Path(id): Path<String>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<UpdateContext>,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Write)?;
     let expected = if_match(&headers)?;
     let context = contexts::update(
         &s.db,
@@ -364,12 +361,11 @@ async fn update_context(
 
 async fn edit_context(
     State(s): State<AppState>,
-    caller: Caller,
+    Writer(caller): Writer,
     Path(external_id): Path<String>,
     headers: HeaderMap,
     JsonBody(body): JsonBody<EditContext>,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Write)?;
     let expected = if_match(&headers)?;
     let key = headers
         .get(IDEMPOTENCY_KEY_HEADER)
@@ -407,11 +403,10 @@ async fn edit_context(
 
 async fn delete_context(
     State(s): State<AppState>,
-    caller: Caller,
+    Writer(caller): Writer,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    caller.require(Scope::Write)?;
     let expected = if_match(&headers)?;
     contexts::delete(&s.db, caller.actor(), &id, expected).await?;
     Ok(StatusCode::NO_CONTENT.into_response())

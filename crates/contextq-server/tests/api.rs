@@ -482,6 +482,68 @@ async fn field_limits_are_422(b: Backend) {
     s.stop().await;
 }
 
+/// Authentication and scope are checked from the request's head, before any of its body is
+/// read: a request announcing 15 MB and sending a few bytes is answered at once (it would
+/// otherwise wait for the rest of the body, until the 30 s request timeout).
+async fn scopes_are_checked_before_the_body_is_read(b: Backend) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = TestServer::start(b).await;
+    let admin = s.tenant(Plan::Free, ALL).await;
+    let read_only =
+        contextq_server::admin::create_key(&s.db, &admin.tenant_id, None, &[Scope::Read])
+            .await
+            .unwrap()
+            .api_key;
+    let rw = contextq_server::admin::create_key(&s.db, &admin.tenant_id, None, RW)
+        .await
+        .unwrap()
+        .api_key;
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let cases = [
+        (
+            "POST",
+            "/api/contexts/bulk-upsert",
+            Some(read_only.as_str()),
+            "403",
+        ),
+        (
+            "PUT",
+            "/api/contexts/ctx_x",
+            Some(read_only.as_str()),
+            "403",
+        ),
+        (
+            "POST",
+            "/api/contexts/by-external/x/edit",
+            Some(read_only.as_str()),
+            "403",
+        ),
+        ("POST", "/api/workspaces", Some(rw.as_str()), "403"),
+        ("POST", "/api/contexts/bulk-upsert", None, "401"),
+    ];
+    for (method, path, key, status) in cases {
+        let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let auth = key
+            .map(|k| format!("Authorization: Bearer {k}\r\n"))
+            .unwrap_or_default();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: 15000000\r\n\r\n{{\"contexts\": ["
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 512];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), conn.read(&mut answer))
+            .await
+            .unwrap_or_else(|_| panic!("{method} {path}: no answer before the body was sent"))
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer[..n]);
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {status}")),
+            "{method} {path}: {text}"
+        );
+    }
+    s.stop().await;
+}
+
 async fn auth_and_scopes(b: Backend) {
     let s = TestServer::start(b).await;
     let admin = s.tenant(Plan::Free, ALL).await;
@@ -983,6 +1045,7 @@ contextq_server::database_tests!(
     request_body_limit_is_413,
     every_error_is_the_json_envelope,
     field_limits_are_422,
+    scopes_are_checked_before_the_body_is_read,
     health_and_graceful_shutdown,
     contexts_crud_and_conditional_requests,
     if_absent_and_all_or_nothing,

@@ -84,6 +84,36 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// A caller whose key has the `write` scope. Like every extractor of the request's head, it runs
+/// before the body extractor, so a key without the scope is refused (403) before any byte of
+/// the body is read.
+#[derive(Debug)]
+pub struct Writer(pub Caller);
+
+impl FromRequestParts<AppState> for Writer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(Scope::Write)?;
+        Ok(Writer(caller))
+    }
+}
+
+/// A caller whose key has the `admin` scope, checked before the body is read (see [`Writer`]).
+#[derive(Debug)]
+pub struct Admin(pub Caller);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(Scope::Admin)?;
+        Ok(Admin(caller))
+    }
+}
+
 /// A JSON body whose errors are the contract's (400 bad JSON, 413 too large).
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
