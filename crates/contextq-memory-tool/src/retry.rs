@@ -286,6 +286,23 @@ mod tests {
         }
     }
 
+    /// Runs a request whose first attempt loses its answer and every later one fails with
+    /// `then`; returns the attempts made and the outcome.
+    async fn lost_then(
+        config: &RetryConfig,
+        kind: Idempotency,
+        then: Failure,
+    ) -> (usize, Result<()>) {
+        let mut n = 0;
+        let r = run(config, "test", "POST /x", kind, || {
+            n += 1;
+            let first = n == 1;
+            async move { Err(failure(if first { Failure::Lost } else { then })) }
+        })
+        .await;
+        (n, r)
+    }
+
     #[tokio::test]
     async fn the_engine_retries_within_its_budget_and_stops_on_what_is_unsafe() {
         let config = RetryConfig {
@@ -342,36 +359,12 @@ mod tests {
         assert_eq!(n, 1);
         // A lost answer, then refusals: the refusals say nothing of the first attempt, which
         // may have been applied; its error is the one returned (found by the soak).
-        let mut n = 0;
-        let r: Result<()> = run(&config, "test", "POST /x", Idempotency::Safe, || {
-            n += 1;
-            let n = n;
-            async move {
-                Err(failure(if n == 1 {
-                    Failure::Lost
-                } else {
-                    Failure::Status(503)
-                }))
-            }
-        })
-        .await;
+        let (n, r) = lost_then(&config, Idempotency::Safe, Failure::Status(503)).await;
         assert_eq!(n, 4);
         assert!(r.unwrap_err().to_string().contains("Lost"));
         // A read applies nothing: a lost answer, then a 404, is a 404 (a lost attempt reported
         // instead made a create's existence check fail 2% of the time in the plain soak).
-        let mut n = 0;
-        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Read, || {
-            n += 1;
-            let n = n;
-            async move {
-                Err(failure(if n == 1 {
-                    Failure::Lost
-                } else {
-                    Failure::Status(404)
-                }))
-            }
-        })
-        .await;
+        let (n, r) = lost_then(&config, Idempotency::Read, Failure::Status(404)).await;
         assert_eq!(n, 2);
         assert!(
             r.unwrap_err().to_string().contains("404"),

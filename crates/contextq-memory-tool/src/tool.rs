@@ -47,7 +47,7 @@ pub struct MemoryTool<S> {
 /// last wait is cut to what is left of the budget, so one more attempt is made at its end.
 ///
 /// The 1 s ceiling is for many writers on one file: 32 writers, each attempt a `GET` and a
-/// `PUT` through two replicas and a database 3 ms away, starved some writers for the whole
+/// `PUT` through two replicas and a database about 5 ms away, starved some writers for the whole
 /// 10 s budget with a 200 ms ceiling (8 of 320 edits refused), and none with 1 s
 /// (docs/benchmarks.md).
 #[derive(Debug)]

@@ -281,16 +281,8 @@ async fn never_touches_rows_without_the_tag(b: Backend) {
 /// never changes it (a pinned tool used to view, edit and delete it).
 async fn rows_of_another_workspace_are_never_touched(b: Backend) {
     let server = Server::start(b).await;
-    let (_, key) = server.tenant(Plan::Free, ALL, "acme").await;
-    let http = reqwest::Client::new();
-    let r = http
-        .post(format!("{}/api/workspaces", server.url))
-        .bearer_auth(&key)
-        .json(&json!({"slug": "other", "name": "other"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    let (tenant, key) = server.tenant(Plan::Free, ALL, "acme").await;
+    server.workspace(&tenant, "other").await;
     let planted = ["mem-tool:acme/planted.md", "mem-tool:acme/dir/buried.md"];
     let rows: Vec<Value> = planted
         .iter()
@@ -333,19 +325,7 @@ async fn rows_of_another_workspace_are_never_touched(b: Backend) {
         assert!(run(tool, view(&format!("{root}/taken.md"))).await.is_error);
     }
     for ext in planted {
-        let got: Value = http
-            .get(format!(
-                "{}/api/contexts/by-external/{}",
-                server.url,
-                ext.replace(':', "%3A").replace('/', "%2F")
-            ))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let got = common::row(&server.url, &key, ext).await.unwrap();
         assert_eq!(
             (
                 got["workspace"].as_str(),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::proxy::{Fault, Gate, Proxy};
 use common::{ALL, Server, content, handle, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
-use contextq_memory_tool::handlers::{Applied, PathEffect};
+use contextq_memory_tool::handlers::{Applied, PathEffect, ToolError};
 use contextq_server::Backend;
 use contextq_server::Plan;
 use reqwest::Method;
@@ -41,6 +41,19 @@ fn effects(list: &[(&str, Applied)]) -> Vec<PathEffect> {
         .collect();
     v.sort_by(|a, b| a.path.cmp(&b.path));
     v
+}
+
+/// An edit of `path` whose outcome the store could not confirm: the message says so, and the
+/// effects name `path` as unknown.
+fn assert_edit_unknown(e: &ToolError, path: &str) {
+    assert!(
+        e.message().starts_with(&format!(
+            "The memory store did not confirm whether the edit of {path} was applied ("
+        )),
+        "{}",
+        e.message()
+    );
+    assert_eq!(e.effects(), effects(&[(path, Applied::Unknown)]));
 }
 
 fn sorted(e: &[PathEffect]) -> Vec<PathEffect> {
@@ -311,17 +324,7 @@ async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: 
     .await
     .unwrap_err();
     s.proxy.clear_faults();
-    assert!(
-        e.message().starts_with(
-            "The memory store did not confirm whether the edit of /memories/n.md was applied ("
-        ),
-        "{}",
-        e.message()
-    );
-    assert_eq!(
-        e.effects(),
-        effects(&[("/memories/n.md", Applied::Unknown)])
-    );
+    assert_edit_unknown(&e, "/memories/n.md");
     assert_eq!(s.content("n.md").await.as_deref(), Some("top\nnew\n"));
 
     // A text edit on the server whose every answer is lost (the repeat carries the same
@@ -335,17 +338,7 @@ async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: 
     .await
     .unwrap_err();
     s.proxy.clear_faults();
-    assert!(
-        e.message().starts_with(
-            "The memory store did not confirm whether the edit of /memories/n.md was applied ("
-        ),
-        "{}",
-        e.message()
-    );
-    assert_eq!(
-        e.effects(),
-        effects(&[("/memories/n.md", Applied::Unknown)])
-    );
+    assert_edit_unknown(&e, "/memories/n.md");
     assert_eq!(
         s.content("n.md").await.as_deref(),
         Some("first\ntop\nnew\n")

@@ -287,9 +287,9 @@ impl Db {
             if slot.is_none() {
                 *slot = Some(self.sqlite_connection().await?);
             }
-            return Ok(Reader(WriteConn::Slot(slot)));
+            return Ok(Reader(Held::Slot(slot)));
         }
-        Ok(Reader(WriteConn::Pooled(self.pool.acquire().await?)))
+        Ok(Reader(Held::Pooled(self.pool.acquire().await?)))
     }
 
     /// A new SQLite connection outside the pool, set up as the pool's are.
@@ -414,47 +414,47 @@ pub struct Batch {
 /// ever runs inside it.
 #[derive(Debug)]
 pub struct Write {
-    conn: WriteConn,
+    conn: Held,
     backend: Backend,
     open: bool,
 }
 
-/// Where a [`Write`] runs.
+/// The connection a [`Write`] or a [`Reader`] holds.
 #[derive(Debug)]
-enum WriteConn {
-    /// PostgreSQL: a pooled connection.
+enum Held {
+    /// A pooled connection (PostgreSQL; SQLite reads while a write holds the slot).
     Pooled(sqlx::pool::PoolConnection<Any>),
-    /// SQLite: the write connection, in the writer slot (held until the write ends).
+    /// SQLite: the write connection, in the writer slot (held until the write or read ends).
     Slot(tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>),
 }
 
-impl WriteConn {
+impl Held {
     fn get(&mut self) -> &mut sqlx::AnyConnection {
         match self {
-            WriteConn::Pooled(c) => c,
-            WriteConn::Slot(slot) => slot.as_mut().expect("the slot holds a connection"),
+            Held::Pooled(c) => c,
+            Held::Slot(slot) => slot.as_mut().expect("the slot holds a connection"),
         }
     }
 
     /// Closes the connection instead of reusing it (the database rolls back what it had open).
     fn discard(&mut self) {
         match self {
-            WriteConn::Pooled(c) => c.close_on_drop(),
-            WriteConn::Slot(slot) => drop(slot.take()),
+            Held::Pooled(c) => c.close_on_drop(),
+            Held::Slot(slot) => drop(slot.take()),
         }
     }
 }
 
 /// A connection for reads ([`Db::reader`]); `&mut *reader` is an executor.
 #[derive(Debug)]
-pub struct Reader(WriteConn);
+pub struct Reader(Held);
 
 impl std::ops::Deref for Reader {
     type Target = sqlx::AnyConnection;
     fn deref(&self) -> &Self::Target {
         match &self.0 {
-            WriteConn::Pooled(c) => c,
-            WriteConn::Slot(slot) => slot.as_ref().expect("the slot holds a connection"),
+            Held::Pooled(c) => c,
+            Held::Slot(slot) => slot.as_ref().expect("the slot holds a connection"),
         }
     }
 }
@@ -494,9 +494,9 @@ impl Db {
                 if slot.is_none() {
                     *slot = Some(self.sqlite_connection().await?);
                 }
-                WriteConn::Slot(slot)
+                Held::Slot(slot)
             }
-            Backend::Postgres => WriteConn::Pooled(self.pool.acquire().await?),
+            Backend::Postgres => Held::Pooled(self.pool.acquire().await?),
         };
         let mut write = Write {
             conn,
@@ -544,11 +544,7 @@ impl Write {
             Err(e) => {
                 self.rollback().await;
                 if is_failed_check(&e, self.backend) {
-                    Err(BatchError::Mismatch(BatchMismatch {
-                        index: 0,
-                        expected: expects.iter().flatten().sum(),
-                        got: u64::MAX,
-                    }))
+                    Err(BatchError::Mismatch(BatchMismatch { expected: expects }))
                 } else {
                     Err(BatchError::Database(e))
                 }
@@ -643,16 +639,15 @@ fn literal(b: &Bind, backend: Backend) -> String {
     }
 }
 
-/// A [`Batch`] statement changed another number of rows than it had to.
+/// A statement of a [`Batch`] changed another number of rows than it had to. The batch is
+/// checked as a whole in the database (one query), so which statement is not known.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("statement {index} of a write changed {got} rows, not {expected}")]
+#[error(
+    "a statement of a write changed another number of rows than it had to (rows each had to change: {expected:?})"
+)]
 pub struct BatchMismatch {
-    /// Which statement (0-based).
-    pub index: usize,
-    /// Rows it had to change.
-    pub expected: u64,
-    /// Rows it changed.
-    pub got: u64,
+    /// Rows each statement had to change, in order (`None`: any number).
+    pub expected: Vec<Option<u64>>,
 }
 
 /// What a [`Batch`] can fail with.

@@ -348,7 +348,6 @@ async fn request_body_limit_is_413(b: Backend) {
 async fn every_error_is_the_json_envelope(b: Backend) {
     let s = TestServer::start(b).await;
     let t = s.tenant(Plan::Free, ALL).await;
-    let http = reqwest::Client::new();
     let cases = [
         (
             reqwest::Method::GET,
@@ -383,33 +382,27 @@ async fn every_error_is_the_json_envelope(b: Backend) {
         (reqwest::Method::GET, "/api/nothing-here", 404, "not_found"),
     ];
     for (method, path, status, code) in cases {
-        let r = http
-            .request(method.clone(), format!("{}{path}", s.url))
-            .bearer_auth(&t.client.key)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), status, "{method} {path}");
+        let r = t.client.send(method.clone(), path, None, None).await;
+        assert_eq!(r.status.as_u16(), status, "{method} {path}");
         assert!(
-            r.headers()[reqwest::header::CONTENT_TYPE]
+            r.headers[reqwest::header::CONTENT_TYPE]
                 .to_str()
                 .unwrap()
                 .starts_with("application/json"),
             "{method} {path}"
         );
-        let allow = r
-            .headers()
-            .get(reqwest::header::ALLOW)
-            .map(|v| v.to_str().unwrap().to_string());
-        let body: serde_json::Value = r.json().await.unwrap();
-        assert_eq!(body["error"]["code"], code, "{method} {path}: {body}");
-        let message = body["error"]["message"].as_str().unwrap();
-        assert!(!message.is_empty(), "{method} {path}: {body}");
+        assert_eq!(r.code(), code, "{method} {path}: {}", r.body);
+        assert!(!r.message().is_empty(), "{method} {path}: {}", r.body);
         if status == 405 {
-            let allow = allow.expect("405 says what is allowed");
+            let allow = r
+                .headers
+                .get(reqwest::header::ALLOW)
+                .map(|v| v.to_str().unwrap().to_string())
+                .expect("405 says what is allowed");
             assert!(
-                !allow.is_empty() && message.contains(method.as_str()),
-                "{message}"
+                !allow.is_empty() && r.message().contains(method.as_str()),
+                "{}",
+                r.message()
             );
         }
     }
@@ -422,62 +415,46 @@ async fn field_limits_are_422(b: Backend) {
     use contextq_api::limits::{MAX_TITLE_BYTES, MAX_TYPE_BYTES, MAX_WORKSPACE_NAME_BYTES};
     let s = TestServer::start(b).await;
     let t = s.tenant(Plan::Free, ALL).await;
-    let http = reqwest::Client::new();
-    let post = |path: &str, body: serde_json::Value| {
-        http.post(format!("{}{path}", s.url))
-            .bearer_auth(&t.client.key)
-            .json(&body)
-            .send()
-    };
     let item = |ext: &str, kind: usize, title: usize| json!({"contexts": [{"externalId": ext, "workspace": "ws", "type": "t".repeat(kind), "title": "x".repeat(title), "content": "c"}]});
     for (body, status) in [
         (item("ok", MAX_TYPE_BYTES, MAX_TITLE_BYTES), 200),
         (item("long-type", MAX_TYPE_BYTES + 1, 1), 422),
         (item("long-title", 1, MAX_TITLE_BYTES + 1), 422),
     ] {
-        let r = post("/api/contexts/bulk-upsert", body).await.unwrap();
-        assert_eq!(r.status().as_u16(), status);
+        let r = t.client.post("/api/contexts/bulk-upsert", body).await;
+        assert_eq!(r.status.as_u16(), status);
         if status == 422 {
-            let v: serde_json::Value = r.json().await.unwrap();
-            assert_eq!(v["error"]["code"], "validation_failed", "{v}");
+            assert_eq!(r.code(), "validation_failed", "{}", r.body);
         }
     }
     for ext in ["long-type", "long-title"] {
-        let r = http
-            .get(format!("{}/api/contexts/by-external/{ext}", s.url))
-            .bearer_auth(&t.client.key)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 404, "{ext} was not stored");
+        let r = t
+            .client
+            .get(&format!("/api/contexts/by-external/{ext}"))
+            .await;
+        assert_eq!(r.status.as_u16(), 404, "{ext} was not stored");
     }
-    let stored: serde_json::Value = http
-        .get(format!("{}/api/contexts/by-external/ok", s.url))
-        .bearer_auth(&t.client.key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = stored["id"].as_str().unwrap();
-    let r = http
-        .put(format!("{}/api/contexts/{id}", s.url))
-        .bearer_auth(&t.client.key)
-        .json(&json!({"content": "d", "title": "x".repeat(MAX_TITLE_BYTES + 1)}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 422);
+    let stored = t.client.get("/api/contexts/by-external/ok").await;
+    let id = stored.body["id"].as_str().unwrap();
+    let r = t
+        .client
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "d", "title": "x".repeat(MAX_TITLE_BYTES + 1)}),
+            None,
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 422);
     for (name, status) in [
         ("n".repeat(MAX_WORKSPACE_NAME_BYTES), 201),
         ("n".repeat(MAX_WORKSPACE_NAME_BYTES + 1), 422),
     ] {
         let slug = format!("w{status}");
-        let r = post("/api/workspaces", json!({"slug": slug, "name": name}))
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), status);
+        let r = t
+            .client
+            .post("/api/workspaces", json!({"slug": slug, "name": name}))
+            .await;
+        assert_eq!(r.status.as_u16(), status);
     }
     s.stop().await;
 }
