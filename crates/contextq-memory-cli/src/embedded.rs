@@ -12,7 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use contextq_server::{AppState, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig, admin};
+use contextq_server::{
+    AppState, ConnectionLimits, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig, admin,
+};
 use serde::{Deserialize, Serialize};
 
 /// The local tenant's credentials, as stored in `embedded.json`.
@@ -60,8 +62,13 @@ impl Embedded {
             .await
             .with_context(|| format!("cannot open {}", data_dir.join("contextq.db").display()))?;
         let credentials = credentials(&db, data_dir).await?;
-        let server =
-            RunningServer::bind(listen, AppState::new(db.clone(), ServerConfig::default())).await?;
+        // Raises the descriptor limit and fits the connection cap under it: `serve` answers other
+        // processes with the server's own connection limits.
+        let config = ServerConfig {
+            connections: ConnectionLimits::default().for_this_process(),
+            ..ServerConfig::default()
+        };
+        let server = RunningServer::bind(listen, AppState::new(db.clone(), config)).await?;
         Ok(Embedded {
             url: server.url().to_string(),
             credentials,

@@ -30,6 +30,7 @@ use contextq_api::{Context, ErrorCode, Extensions, Scope};
 use tokio::net::TcpListener;
 
 use crate::auth::KeyCache;
+use crate::listen::ConnectionLimits;
 use crate::db::Db;
 use crate::store::{contexts, workspaces};
 
@@ -46,8 +47,10 @@ pub struct ServerConfig {
     /// Largest request body (default 16 MiB; a bulk upsert of 100 large contexts needs more, and
     /// is refused with 413).
     pub max_body_bytes: usize,
-    /// Longest a request may take (default 30 s; then 408).
+    /// Longest a request may take, reading its body included (default 30 s; then 408).
     pub request_timeout: Duration,
+    /// Header read and idle timeouts and the connection cap ([`ConnectionLimits`]).
+    pub connections: ConnectionLimits,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +58,7 @@ impl Default for ServerConfig {
         ServerConfig {
             max_body_bytes: 16 << 20,
             request_timeout: Duration::from_secs(30),
+            connections: ConnectionLimits::default(),
         }
     }
 }
@@ -125,14 +129,14 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
+/// Connections are bounded by [`ServerConfig::connections`] ([`crate::listen`]).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = state.config.connections;
+    crate::listen::serve_connections(listener, app(state), limits, shutdown).await
 }
 
 /// Every error answer is the contract's JSON envelope, also those no handler wrote: the

@@ -19,6 +19,8 @@
 //! # Contents
 //! - [`api`]: the router ([`app`]), [`serve`], [`ServerConfig`], and [`ApiError`], where the
 //!   data layer's errors become HTTP answers.
+//! - [`listen`]: the accept loop: header read and idle timeouts, the connection cap, the
+//!   descriptor limit ([`ConnectionLimits`]).
 //! - [`embed`]: [`RunningServer`], a server inside another program (start, URL, graceful stop).
 //! - [`store`]: the data layer, every operation scoped to a tenant, with its own error type.
 //! - [`audit`]: the hash chain of the activity log and its verifier.
@@ -39,6 +41,7 @@ pub mod auth;
 pub mod db;
 pub mod embed;
 pub mod error;
+pub mod listen;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
@@ -47,4 +50,5 @@ pub use api::{ApiError, AppState, Caller, ServerConfig, app, serve};
 pub use contextq_api::{Plan, Scope};
 pub use db::{Backend, Db, DbOptions};
 pub use embed::RunningServer;
+pub use listen::ConnectionLimits;
 pub use error::{Error, Result};

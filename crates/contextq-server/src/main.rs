@@ -36,9 +36,19 @@ enum Command {
         /// Largest request body in bytes.
         #[arg(long, default_value_t = 16 << 20)]
         max_body_bytes: usize,
-        /// Request timeout in seconds.
+        /// Request timeout in seconds (reading the body and answering).
         #[arg(long, default_value_t = 30)]
         request_timeout_secs: u64,
+        /// Seconds a client has to send a complete request head, counted from when the server
+        /// waits for one (also how long an idle keep-alive connection is kept).
+        #[arg(long, default_value_t = 20)]
+        header_read_timeout_secs: u64,
+        /// Seconds without a byte moving on a connection before it is closed.
+        #[arg(long, default_value_t = 60)]
+        idle_timeout_secs: u64,
+        /// Most connections at once (lowered to fit the file descriptor limit).
+        #[arg(long, default_value_t = 4096)]
+        max_connections: usize,
     },
     /// Operator commands, run directly on the database.
     Admin {
@@ -135,7 +145,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             listen,
             max_body_bytes,
             request_timeout_secs,
+            header_read_timeout_secs,
+            idle_timeout_secs,
+            max_connections,
         } => {
+            let secs = std::time::Duration::from_secs;
+            let connections = contextq_server::ConnectionLimits {
+                header_read_timeout: secs(header_read_timeout_secs),
+                idle_timeout: secs(idle_timeout_secs),
+                max_connections,
+            }
+            .for_this_process();
             let db = Db::connect(&database_url, &DbOptions::default()).await?;
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
@@ -145,7 +165,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             tracing::info!(%addr, database = %contextq_server::db::redact_url(&database_url), "listening");
             let config = ServerConfig {
                 max_body_bytes,
-                request_timeout: std::time::Duration::from_secs(request_timeout_secs),
+                request_timeout: secs(request_timeout_secs),
+                connections,
             };
             contextq_server::serve(
                 listener,

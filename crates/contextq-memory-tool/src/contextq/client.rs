@@ -161,8 +161,11 @@ impl Client {
         }
         let http = match http {
             Some(h) => h,
+            // An idle connection is dropped here (15 s) before servers commonly close it (our
+            // server after 20 s: its header read timeout), so a request is rarely sent on a
+            // connection the server is closing at that moment.
             None => reqwest::Client::builder()
-                .pool_idle_timeout(Duration::from_secs(60))
+                .pool_idle_timeout(Duration::from_secs(15))
                 .tcp_nodelay(true)
                 .build()
                 .map_err(|e| Error::Config {

@@ -1,0 +1,190 @@
+//! Unauthenticated denial of service at the connection level: hundreds of connections that
+//! send nothing, or a header byte now and then (slowloris), must neither lock a legitimate
+//! client out nor be kept forever; past the connection cap a new connection is closed at once.
+//! Timeouts are shortened so that the test runs in seconds; the defaults are documented in
+//! `contextq_server::listen`.
+
+use std::time::Duration;
+
+use contextq_server::testing::TestServer;
+use contextq_server::{Backend, ConnectionLimits, Plan, Scope, ServerConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+fn config(limits: ConnectionLimits) -> ServerConfig {
+    ServerConfig {
+        connections: limits,
+        ..ServerConfig::default()
+    }
+}
+
+async fn server(header_read: Duration, idle: Duration, cap: usize) -> TestServer {
+    // Hundreds of client and server sockets live in this one test process.
+    contextq_server::listen::raise_fd_limit();
+    TestServer::start_with(
+        Backend::Sqlite,
+        config(ConnectionLimits {
+            header_read_timeout: header_read,
+            idle_timeout: idle,
+            max_connections: cap,
+        }),
+    )
+    .await
+}
+
+fn addr(server: &TestServer) -> String {
+    server.url().trim_start_matches("http://").to_string()
+}
+
+/// A plain request on a new connection: true when `/health` answered 200 within `within`.
+async fn served(url: &str, within: Duration) -> bool {
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(within)
+        .build()
+        .unwrap();
+    matches!(client.get(format!("{url}/health")).send().await, Ok(r) if r.status() == 200)
+}
+
+/// Waits (up to `within`) until the server closes `stream`: the read sees end of file or a reset.
+async fn closed_by_server(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            // A 408 or other bytes before the close: keep reading until the end.
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn idle_and_slowloris_connections_neither_lock_out_nor_stay() {
+    let server = server(Duration::from_secs(2), Duration::from_secs(30), 1000).await;
+    let addr = addr(&server);
+
+    // 300 connections that never send a byte.
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    // 300 slowloris connections: a request line and the start of a header, then a byte every
+    // 300 ms (each byte is activity, so only the header read timeout can cut them).
+    let mut slow = Vec::new();
+    for _ in 0..300 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nX-a: ")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    let (stop_dripping, mut stopped) = tokio::sync::watch::channel(false);
+    let drip = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+                _ = stopped.changed() => return slow,
+            }
+            for s in &mut slow {
+                // The server may already have closed it: that is the point.
+                let _ = s.write_all(b"a").await;
+            }
+        }
+    });
+
+    // While all 600 are open, a legitimate client is served.
+    assert!(
+        served(server.url(), Duration::from_secs(5)).await,
+        "a legitimate client was not served while 600 idle and slowloris connections were open"
+    );
+
+    // And every one of them is cut by the header read timeout (2 s here), the idle ones and
+    // the ones still dripping bytes alike.
+    for (i, s) in idle.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(s, Duration::from_secs(10)).await,
+            "idle connection {i} was still open after 10 s"
+        );
+    }
+    let mut slow = {
+        // Keep dripping until the server cut them all, then stop.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop_dripping.send(true).unwrap();
+        drip.await.unwrap()
+    };
+    for (i, s) in slow.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(s, Duration::from_secs(10)).await,
+            "slowloris connection {i} was still open after 10 s"
+        );
+    }
+    assert!(served(server.url(), Duration::from_secs(5)).await);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn past_the_cap_a_new_connection_is_closed_at_once_and_the_slots_come_back() {
+    let server = server(Duration::from_secs(2), Duration::from_secs(30), 50).await;
+    let addr = addr(&server);
+    let mut held = Vec::new();
+    for _ in 0..50 {
+        held.push(TcpStream::connect(&addr).await.unwrap());
+    }
+    // Let the server accept all 50 before the 51st arrives.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut extra = TcpStream::connect(&addr).await.unwrap();
+    assert!(
+        closed_by_server(&mut extra, Duration::from_secs(1)).await,
+        "a connection past the cap of 50 was kept"
+    );
+    // The held ones are cut by the header read timeout; then the slots serve again.
+    for s in &mut held {
+        assert!(closed_by_server(s, Duration::from_secs(10)).await);
+    }
+    assert!(
+        served(server.url(), Duration::from_secs(5)).await,
+        "the slots of closed connections were not given back"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_whose_body_stalls_is_cut_by_the_idle_timeout() {
+    // Request timeout 30 s (the default): only the idle timeout (1 s) can close this early.
+    let server = server(Duration::from_secs(5), Duration::from_secs(1), 100).await;
+    // A valid writer, so that the server goes on to read the body.
+    let tenant = server
+        .tenant(Plan::Free, &[Scope::Read, Scope::Write], "ws")
+        .await;
+    let mut s = TcpStream::connect(addr(&server)).await.unwrap();
+    let head = format!(
+        "PUT /api/contexts/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"con",
+        tenant.api_key
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    assert!(closed_by_server(&mut s, Duration::from_secs(15)).await);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "closed only by the request timeout"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn keep_alive_connections_serve_several_requests() {
+    let server = server(Duration::from_secs(5), Duration::from_secs(5), 100).await;
+    let client = reqwest::Client::new();
+    for _ in 0..20 {
+        let r = client
+            .get(format!("{}/health", server.url()))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    server.stop().await;
+}
