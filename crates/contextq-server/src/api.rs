@@ -6,7 +6,8 @@
 //! ([`error`]). Every answer carries `ContextQ-Extensions` (the contract's extensions this
 //! server implements). Conditional requests: reads answer `ETag: "<version>"`; `PUT` and
 //! `DELETE` honour `If-Match`. Request bodies are capped ([`ServerConfig::max_body_bytes`], 413
-//! above) and every request has a timeout ([`ServerConfig::request_timeout`], 408 after). The key
+//! above) and held within a budget of bodies in flight ([`ServerConfig::body_budget_bytes`]); every
+//! request has a timeout ([`ServerConfig::request_timeout`], 408 after). The key
 //! and its scope are checked from the request's head ([`extract::Writer`], [`extract::Admin`])
 //! before any of its body is read. The
 //! request log records method, path, status and latency, never headers, so keys never reach it.
@@ -30,33 +31,55 @@ use contextq_api::{Context, ErrorCode, Extensions, Scope};
 use tokio::net::TcpListener;
 
 use crate::auth::KeyCache;
-use crate::listen::ConnectionLimits;
 use crate::db::Db;
+use crate::listen::ConnectionLimits;
 use crate::store::{contexts, workspaces};
 
+mod drain;
 pub mod error;
 pub mod extract;
 
 pub use error::ApiError;
+pub use extract::BodyBudget;
 pub use extract::Caller;
 use extract::{Admin, JsonBody, Writer, if_match};
 
 /// Server settings, with documented defaults.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Largest request body (default 16 MiB; a bulk upsert of 100 large contexts needs more, and
-    /// is refused with 413).
+    /// Largest body of a one-context request (`PUT /api/contexts/:id`, a text edit, a workspace
+    /// create), in bytes; 413 above. Default [`DEFAULT_MAX_BODY_BYTES`]: 2 MiB + 64 KiB, room for
+    /// 1 MiB of content whose JSON escapes at most double it (quotes, newlines, tabs) and every
+    /// other field at its limit.
     pub max_body_bytes: usize,
+    /// Largest body of `POST /api/contexts/bulk-upsert`, in bytes; 413 above (send fewer items
+    /// per request). Default [`DEFAULT_MAX_BULK_BODY_BYTES`]: 8 MiB.
+    pub max_bulk_body_bytes: usize,
+    /// Request bodies in flight at once, in bytes, over all connections (default
+    /// [`DEFAULT_BODY_BUDGET_BYTES`]: 64 MiB). A body reserves its declared length (or its
+    /// route's limit when it declares none) before it is read and holds it until its request is
+    /// answered; one that does not fit waits, within the request timeout. This is what bounds
+    /// the server's memory under a burst of large writes.
+    pub body_budget_bytes: usize,
     /// Longest a request may take, reading its body included (default 30 s; then 408).
     pub request_timeout: Duration,
     /// Header read and idle timeouts and the connection cap ([`ConnectionLimits`]).
     pub connections: ConnectionLimits,
 }
 
+/// Default [`ServerConfig::max_body_bytes`]: 2 MiB + 64 KiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = (2 << 20) + (64 << 10);
+/// Default [`ServerConfig::max_bulk_body_bytes`]: 8 MiB.
+pub const DEFAULT_MAX_BULK_BODY_BYTES: usize = 8 << 20;
+/// Default [`ServerConfig::body_budget_bytes`]: 64 MiB.
+pub const DEFAULT_BODY_BUDGET_BYTES: usize = 64 << 20;
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            max_body_bytes: 16 << 20,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_bulk_body_bytes: DEFAULT_MAX_BULK_BODY_BYTES,
+            body_budget_bytes: DEFAULT_BODY_BUDGET_BYTES,
             request_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
         }
@@ -72,6 +95,8 @@ pub struct AppState {
     pub key_cache: Arc<KeyCache>,
     /// Settings.
     pub config: Arc<ServerConfig>,
+    /// Room for request bodies in flight ([`ServerConfig::body_budget_bytes`]).
+    pub body_budget: Arc<BodyBudget>,
 }
 
 impl AppState {
@@ -84,6 +109,7 @@ impl AppState {
         AppState {
             db,
             key_cache,
+            body_budget: Arc::new(BodyBudget::new(config.body_budget_bytes)),
             config: Arc::new(config),
         }
     }
@@ -110,12 +136,16 @@ pub fn app(state: AppState) -> Router {
         )
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .layer(axum::middleware::map_response(advertise_extensions))
-        .layer(axum::extract::DefaultBodyLimit::max(config.max_body_bytes))
+        // Bodies are read by `JsonBody`, within each route's own limit.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            config.max_body_bytes.max(config.max_bulk_body_bytes),
+        ))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             config.request_timeout,
         ))
         .layer(axum::middleware::from_fn(envelope_errors))
+        .layer(axum::middleware::from_fn(drain::drain_unread_bodies))
         .layer(
             tower_http::trace::TraceLayer::new_for_http()
                 .make_span_with(|req: &Request| {
@@ -238,7 +268,7 @@ async fn list_workspaces(
 async fn create_workspace(
     State(s): State<AppState>,
     Admin(caller): Admin,
-    JsonBody(body): JsonBody<CreateWorkspace>,
+    JsonBody(body, _room): JsonBody<CreateWorkspace>,
 ) -> Result<Response, ApiError> {
     let ws = workspaces::create(&s.db, caller.actor(), &body.slug, &body.name).await?;
     Ok((StatusCode::CREATED, Json(ws)).into_response())
@@ -336,7 +366,7 @@ async fn get_context(
 async fn bulk_upsert(
     State(s): State<AppState>,
     Writer(caller): Writer,
-    JsonBody(body): JsonBody<BulkUpsert>,
+    JsonBody(body, _room): JsonBody<BulkUpsert>,
 ) -> Result<Json<BulkUpsertResults>, ApiError> {
     let results = contexts::bulk_upsert(&s.db, caller.actor(), &body.contexts).await?;
     Ok(Json(BulkUpsertResults { results }))
@@ -347,7 +377,7 @@ async fn update_context(
     Writer(caller): Writer,
     Path(id): Path<String>,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<UpdateContext>,
+    JsonBody(body, _room): JsonBody<UpdateContext>,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
     let context = contexts::update(
@@ -368,7 +398,7 @@ async fn edit_context(
     Writer(caller): Writer,
     Path(external_id): Path<String>,
     headers: HeaderMap,
-    JsonBody(body): JsonBody<EditContext>,
+    JsonBody(body, _room): JsonBody<EditContext>,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
     let key = headers

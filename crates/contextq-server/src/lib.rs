@@ -50,5 +50,5 @@ pub use api::{ApiError, AppState, Caller, ServerConfig, app, serve};
 pub use contextq_api::{Plan, Scope};
 pub use db::{Backend, Db, DbOptions};
 pub use embed::RunningServer;
-pub use listen::ConnectionLimits;
 pub use error::{Error, Result};
+pub use listen::ConnectionLimits;

@@ -33,9 +33,15 @@ enum Command {
         /// Address to listen on (port 0 picks a free port).
         #[arg(long, env = "CONTEXTQ_LISTEN", default_value = "127.0.0.1:38200")]
         listen: String,
-        /// Largest request body in bytes.
-        #[arg(long, default_value_t = 16 << 20)]
+        /// Largest body of a one-context request (PUT, text edit, workspace create), in bytes.
+        #[arg(long, default_value_t = contextq_server::api::DEFAULT_MAX_BODY_BYTES)]
         max_body_bytes: usize,
+        /// Largest body of a bulk upsert, in bytes.
+        #[arg(long, default_value_t = contextq_server::api::DEFAULT_MAX_BULK_BODY_BYTES)]
+        max_bulk_body_bytes: usize,
+        /// Request bodies in flight at once over all connections, in bytes (bounds memory).
+        #[arg(long, default_value_t = contextq_server::api::DEFAULT_BODY_BUDGET_BYTES)]
+        body_budget_bytes: usize,
         /// Request timeout in seconds (reading the body and answering).
         #[arg(long, default_value_t = 30)]
         request_timeout_secs: u64,
@@ -144,6 +150,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             database_url,
             listen,
             max_body_bytes,
+            max_bulk_body_bytes,
+            body_budget_bytes,
             request_timeout_secs,
             header_read_timeout_secs,
             idle_timeout_secs,
@@ -165,6 +173,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             tracing::info!(%addr, database = %contextq_server::db::redact_url(&database_url), "listening");
             let config = ServerConfig {
                 max_body_bytes,
+                max_bulk_body_bytes,
+                body_budget_bytes,
                 request_timeout: secs(request_timeout_secs),
                 connections,
             };

@@ -325,11 +325,178 @@ async fn if_absent_and_all_or_nothing(b: Backend) {
     s.stop().await;
 }
 
+/// Sends `head` (and no body) on a new connection and returns the answer's first bytes, which
+/// must come before the body is sent.
+async fn answer_to_head(addr: &str, head: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 2048];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(10), conn.read(&mut answer))
+        .await
+        .unwrap_or_else(|_| panic!("no answer before the body was sent: {head}"))
+        .unwrap();
+    String::from_utf8_lossy(&answer[..n]).into_owned()
+}
+
+/// Each route has its body limit (one context: 2 MiB + 64 KiB, bulk: 8 MiB), 413 in the envelope
+/// past it: a declared length past it is refused before any body is read, an undeclared
+/// (chunked) one as soon as it passes the limit. The largest content the contract allows fits,
+/// also when its JSON escapes double it.
+async fn body_limits_per_route(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Pro, ALL).await;
+    let c = &t.client;
+    let addr = s.url.trim_start_matches("http://").to_string();
+    let key = &c.key;
+    for (method, path, length) in [
+        ("PUT", "/api/contexts/ctx_x", (2 << 20) + (64 << 10) + 1),
+        ("POST", "/api/contexts/by-external/x/edit", 3 << 20),
+        ("POST", "/api/workspaces", 3 << 20),
+        ("POST", "/api/contexts/bulk-upsert", (8 << 20) + 1),
+    ] {
+        let text = answer_to_head(
+            &addr,
+            &format!(
+                "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\
+                 Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+            ),
+        )
+        .await;
+        assert!(text.starts_with("HTTP/1.1 413"), "{method} {path}: {text}");
+        assert!(
+            text.contains(r#"{"error":{"code":"payload_too_large","#),
+            "{method} {path}: {text}"
+        );
+    }
+    // Chunked, with no length declared: cut at the limit.
+    let r = c
+        .http
+        .put(format!("{}/api/contexts/ctx_x", s.url))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(
+            (0..40).map(|_| Ok::<_, std::io::Error>(vec![b' '; 100 << 10])),
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "payload_too_large");
+
+    // 1 MiB of newlines is 2 MiB of JSON: it fits the one-context limit.
+    let newlines = "\n".repeat(1 << 20);
+    assert_eq!(c.upsert("nl", "x", &[]).await.status, StatusCode::OK);
+    let id = c
+        .get(&format!("/api/contexts/by-external/{}", seg("nl")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = c
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": newlines}),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body["error"]);
+    // A bulk upsert of three 1 MiB contexts (past the one-context limit) fits the bulk limit;
+    // nine (past 8 MiB) do not, and nothing of them is stored.
+    let items = |n: usize, prefix: &str| {
+        json!({"contexts": (0..n).map(|i| json!({
+            "externalId": format!("{prefix}{i}"), "workspace": "ws", "type": "reference",
+            "content": "z".repeat(1 << 20)})).collect::<Vec<_>>()})
+    };
+    let r = c.post("/api/contexts/bulk-upsert", items(3, "three")).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body["error"]);
+    let r = c.post("/api/contexts/bulk-upsert", items(9, "nine")).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+    );
+    assert_eq!(
+        c.get(&format!("/api/contexts/by-external/{}", seg("nine0")))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
+}
+
+/// A body waits for room in the server's budget of bodies in flight: with a 3 MiB budget, a
+/// 2 MiB body being uploaded holds 2 MiB, and a second 1.5 MiB body waits until the first
+/// is answered.
+async fn bodies_wait_for_room_in_the_budget(b: Backend) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = TestServer::start_with(
+        b,
+        contextq_server::ServerConfig {
+            body_budget_bytes: 3 << 20,
+            ..Default::default()
+        },
+    )
+    .await;
+    let t = s.tenant(Plan::Pro, ALL).await;
+    let c = t.client.clone();
+    assert_eq!(c.upsert("a", "a", &[]).await.status, StatusCode::OK);
+    let id = c
+        .get(&format!("/api/contexts/by-external/{}", seg("a")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Bodies of escaped newlines: twice as long as their content, which stays within 1 MiB.
+    let body = |len: usize| {
+        let mut b = String::from(r#"{"content":""#);
+        b.push_str(&"\\n".repeat((len - b.len() - 2) / 2));
+        b.push_str(r#""}"#);
+        b
+    };
+    let first = body(2 << 20);
+    let mut conn = tokio::net::TcpStream::connect(s.url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    let head = format!(
+        "PUT /api/contexts/{id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        c.key,
+        first.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(&first.as_bytes()[..1 << 20]).await.unwrap();
+    // The first holds its 2 MiB now; the second cannot get 1.5 MiB of the remaining 1 MiB.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let second = tokio::spawn({
+        let c = c.clone();
+        let path = format!("/api/contexts/{id}");
+        let content = "\n".repeat(3 << 18);
+        async move { c.put(&path, json!({"content": content}), None).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    assert!(
+        !second.is_finished(),
+        "the second body was read while the first held the budget"
+    );
+    conn.write_all(&first.as_bytes()[1 << 20..]).await.unwrap();
+    let mut answer = vec![0u8; 1024];
+    let n = conn.read(&mut answer).await.unwrap();
+    let text = String::from_utf8_lossy(&answer[..n]).into_owned();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let r = second.await.unwrap();
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body["error"]);
+    s.stop().await;
+}
+
 async fn request_body_limit_is_413(b: Backend) {
     let s = TestServer::start_with(
         b,
         contextq_server::ServerConfig {
             max_body_bytes: 64 * 1024,
+            max_bulk_body_bytes: 64 * 1024,
             ..Default::default()
         },
     )
@@ -1020,6 +1187,8 @@ contextq_server::database_tests!(
     text_edit_extension,
     workspaces,
     request_body_limit_is_413,
+    body_limits_per_route,
+    bodies_wait_for_room_in_the_budget,
     every_error_is_the_json_envelope,
     field_limits_are_422,
     scopes_are_checked_before_the_body_is_read,

@@ -1,10 +1,9 @@
 //! What handlers take from a request: the [`Caller`] (from the bearer key), a JSON body whose
 //! errors are the contract's, and `If-Match`.
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use contextq_api::{ErrorCode, Scope, valid_key_format};
 use serde::de::DeserializeOwned;
 
@@ -114,24 +113,117 @@ impl FromRequestParts<AppState> for Admin {
     }
 }
 
-/// A JSON body whose errors are the contract's (400 bad JSON, 413 too large).
-#[derive(Debug)]
-pub struct JsonBody<T>(pub T);
+/// Which body limit of [`ServerConfig`](super::ServerConfig) a request body falls under.
+pub trait BodyLimit {
+    /// The largest body of this kind `config` allows, in bytes.
+    fn max_body_bytes(config: &super::ServerConfig) -> usize;
+}
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+impl BodyLimit for contextq_api::bodies::BulkUpsert {
+    fn max_body_bytes(config: &super::ServerConfig) -> usize {
+        config.max_bulk_body_bytes
+    }
+}
+
+macro_rules! single_body {
+    ($($t:ty),*) => {$(
+        impl BodyLimit for $t {
+            fn max_body_bytes(config: &super::ServerConfig) -> usize {
+                config.max_body_bytes
+            }
+        }
+    )*};
+}
+single_body!(
+    contextq_api::bodies::UpdateContext,
+    contextq_api::bodies::EditContext,
+    contextq_api::bodies::CreateWorkspace
+);
+
+/// A JSON body whose errors are the contract's (400 bad JSON, 413 too large), read within its
+/// route's limit ([`BodyLimit`]) and within the server's budget of bodies in flight
+/// ([`ServerConfig::body_budget_bytes`](super::ServerConfig::body_budget_bytes)): a declared
+/// `Content-Length` past the limit is refused before a byte is read; the body's room in the
+/// budget (its declared length, or the route's limit when it has none) is reserved before it is
+/// read and held, in the [`BodyPermit`], until the handler is done with it.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T, pub BodyPermit);
+
+/// Room in the budget of bodies in flight; given back when dropped.
+#[derive(Debug)]
+pub struct BodyPermit(#[allow(dead_code)] Option<tokio::sync::OwnedSemaphorePermit>);
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("request body too large: this endpoint takes at most {limit} bytes"),
+    )
+}
+
+impl<T: DeserializeOwned + BodyLimit> FromRequest<AppState> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(ErrorCode::PayloadTooLarge, "request body too large")
-            } else {
-                ApiError::new(ErrorCode::BadRequest, e.body_text())
-            }
-        })?;
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+        let limit = T::max_body_bytes(&state.config);
+        let declared = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(too_large(limit));
+        }
+        let room = declared.map_or(limit, |n| n as usize);
+        let permit = BodyPermit(state.body_budget.reserve(room).await);
+        let body = http_body_util::Limited::new(req.into_body(), limit);
+        let bytes = http_body_util::BodyExt::collect(body)
+            .await
+            .map_err(|e| {
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some()
+                {
+                    too_large(limit)
+                } else {
+                    ApiError::new(
+                        ErrorCode::BadRequest,
+                        format!("the request body could not be read: {e}"),
+                    )
+                }
+            })?
+            .to_bytes();
         serde_json::from_slice(&bytes)
-            .map(JsonBody)
+            .map(|value| JsonBody(value, permit))
             .map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("invalid JSON body: {e}")))
+    }
+}
+
+/// The server's budget of request bodies in flight, in KiB-sized units of a semaphore.
+#[derive(Debug)]
+pub struct BodyBudget {
+    units: std::sync::Arc<tokio::sync::Semaphore>,
+    total: u32,
+}
+
+impl BodyBudget {
+    /// A budget of `bytes` (at least 1 KiB).
+    pub fn new(bytes: usize) -> BodyBudget {
+        let total = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        BodyBudget {
+            units: std::sync::Arc::new(tokio::sync::Semaphore::new(total as usize)),
+            total,
+        }
+    }
+
+    /// Waits until `bytes` fit in the budget and reserves them. A body larger than the whole
+    /// budget waits for all of it (so it runs alone rather than never).
+    pub async fn reserve(&self, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let units = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.total);
+        // The semaphore is never closed.
+        self.units.clone().acquire_many_owned(units).await.ok()
     }
 }
 
