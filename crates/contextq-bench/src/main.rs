@@ -8,6 +8,7 @@
 //! target/release/contextq-bench commands [--postgres-url URL]
 //! target/release/contextq-bench overhead
 //! target/release/contextq-bench scale [--postgres-url URL]
+//! target/release/contextq-bench burst [--postgres-url URL]
 //! target/release/contextq-bench scaleout --postgres-url URL [--one-way-ms 0.5,1.0]
 //! target/release/contextq-bench trace --commands 10000 --out trace.jsonl   # for bench/references.sh
 //! ```
@@ -77,6 +78,19 @@ enum Cmd {
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
     },
+    /// Server memory under bursts of large requests: peak and settled RSS with the default
+    /// budget of bodies in flight and with a budget large enough to be no limit.
+    Burst {
+        /// Concurrent requests per burst.
+        #[arg(long, default_value_t = 48)]
+        concurrency: usize,
+        /// Bursts of the largest legitimate writes.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Also run on PostgreSQL.
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
     /// Writes the deterministic command trace (JSON lines).
     Trace {
         #[arg(long, default_value_t = 10_000)]
@@ -88,6 +102,7 @@ enum Cmd {
     },
 }
 
+mod burst;
 mod scaleout;
 
 /// A `contextq-server serve` process on `127.0.0.1:0`, killed when dropped.
@@ -101,6 +116,7 @@ struct Server {
     process: Process,
     url: String,
     key: String,
+    boot: Value,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -135,6 +151,15 @@ async fn database(
 }
 
 fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {
+    start_server_with(db, dir, &[])
+}
+
+/// [`start_server`] with more `serve` flags; the bootstrap's output is in `Server::boot`.
+fn start_server_with(
+    db: &str,
+    dir: Option<tempfile::TempDir>,
+    serve_args: &[&str],
+) -> Result<Server> {
     let bin = server_bin()?;
     let out = Command::new(&bin)
         .args([
@@ -154,19 +179,25 @@ fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {
         bail!("bootstrap failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     let boot: Value = serde_json::from_slice(&out.stdout)?;
-    let process = spawn_server(db)?;
+    let process = spawn_server_with(db, serve_args)?;
     Ok(Server {
         url: process.url.clone(),
         process,
         key: boot["apiKey"].as_str().unwrap_or_default().to_string(),
+        boot,
         _dir: dir,
     })
 }
 
 /// Starts `contextq-server serve` over the database `db` (already provisioned).
 fn spawn_server(db: &str) -> Result<Process> {
+    spawn_server_with(db, &[])
+}
+
+fn spawn_server_with(db: &str, extra: &[&str]) -> Result<Process> {
     let mut child = Command::new(server_bin()?)
         .args(["serve", "--database-url", db, "--listen", "127.0.0.1:0"])
+        .args(extra)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -672,6 +703,11 @@ async fn main() -> Result<()> {
             max_files,
             postgres_url,
         } => scale(max_files, postgres_url).await,
+        Cmd::Burst {
+            concurrency,
+            rounds,
+            postgres_url,
+        } => burst::run(concurrency, rounds, postgres_url).await,
         Cmd::Trace {
             commands,
             seed,

@@ -149,7 +149,9 @@ pub async fn serve_connections(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(true);
+        .keep_alive(true)
+        // Read buffers of 64 KiB (hyper: ~400 KiB): what bounds memory per connection.
+        .max_buf_size(64 << 10);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
