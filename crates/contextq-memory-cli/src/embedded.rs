@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use contextq_server::audit::AuditKey;
 use contextq_server::{
     AppState, ConnectionLimits, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig, admin,
 };
@@ -58,7 +59,17 @@ impl Embedded {
             let _ = std::fs::set_permissions(data_dir, std::fs::Permissions::from_mode(0o700));
         }
         let db_url = format!("sqlite:{}", data_dir.join("contextq.db").display());
-        let db = Db::connect(&db_url, &DbOptions::default())
+        // The audit key lives beside the database, outside it (0600); created on first use, and
+        // a database from before keys is keyed from then on.
+        let key_file = data_dir.join("audit.key");
+        let (audit_key, created) = AuditKey::load_or_create(&key_file)
+            .with_context(|| format!("cannot use the audit key {}", key_file.display()))?;
+        let options = DbOptions {
+            audit_key: Some(audit_key),
+            adopt_audit_key: created,
+            ..DbOptions::default()
+        };
+        let db = Db::connect(&db_url, &options)
             .await
             .with_context(|| format!("cannot open {}", data_dir.join("contextq.db").display()))?;
         let credentials = credentials(&db, data_dir).await?;

@@ -11,11 +11,25 @@
 //! ([`legacy_hash`], `tenant_seq` NULL), frozen with its head in `audit_head`; [`verify`] checks
 //! it too, so they stay verifiable. [`verify`] names the first row that was edited, removed or
 //! relinked, chain by chain.
+//!
+//! With an [`AuditKey`] (a file outside the database) every row also carries an HMAC of its
+//! chain hash and every head an HMAC of where it points and of the row its chain is keyed from
+//! (`keyed_from`): someone who can write the database but not read the key cannot edit, remove,
+//! re-chain or strip a keyed row, nor move a head, without [`verify`] seeing it. What remains
+//! (replaying a whole older state, removing a whole tenant) is caught against a signed
+//! [`checkpoint`] of every chain head. docs/schema.md lists exactly what is and is not detected.
+
+mod key;
+
+pub mod checkpoint;
+
+pub use key::AuditKey;
 
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use crate::db::{Backend, Batch, Bind, Db};
+use crate::error::Error;
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
 
@@ -111,6 +125,7 @@ struct Appended {
     created_at: String,
     prev_hash: Option<String>,
     hash: String,
+    mac: Option<String>,
 }
 
 /// A tenant's chain head, locked for the rest of the transaction, and the rows to append.
@@ -120,19 +135,52 @@ pub struct Head {
     read_seq: i64,
     seq: i64,
     last_hash: Option<String>,
+    keyed_from: Option<i64>,
+    key: Option<AuditKey>,
     appended: Vec<Appended>,
 }
 
+/// Why a write refused to append to a head: its MAC does not verify with this server's key.
+pub fn head_refusal(tenant_id: &str) -> String {
+    format!(
+        "the audit chain head of tenant {tenant_id} does not verify with this server's audit key \
+         (tampered with, or moved by a server without the key): nothing was written; run \
+         `contextq-server admin verify-audit`"
+    )
+}
+
 impl Head {
-    /// The head as read (and locked) by the transaction's read statement.
-    pub fn new(tenant_id: &str, seq: i64, last_hash: Option<String>) -> Head {
-        Head {
+    /// The head as read (and locked) by the transaction's read statement. With `key`, the
+    /// head's MAC must verify (`Err` with [`head_refusal`]'s text otherwise): a write never
+    /// extends a chain whose head was tampered with.
+    pub fn new(
+        tenant_id: &str,
+        seq: i64,
+        last_hash: Option<String>,
+        keyed_from: Option<i64>,
+        mac: Option<&str>,
+        key: Option<&AuditKey>,
+    ) -> std::result::Result<Head, String> {
+        if let Some(key) = key {
+            let ok = keyed_from.is_some_and(|from| {
+                AuditKey::same(
+                    mac,
+                    &key.head_mac(tenant_id, seq, last_hash.as_deref(), from),
+                )
+            });
+            if !ok {
+                return Err(head_refusal(tenant_id));
+            }
+        }
+        Ok(Head {
             tenant_id: tenant_id.to_string(),
             read_seq: seq,
             seq,
             last_hash,
+            keyed_from,
+            key: key.cloned(),
             appended: Vec::new(),
-        }
+        })
     }
 
     /// Appends `record` (in memory; [`Head::write`] adds the statements).
@@ -151,6 +199,10 @@ impl Head {
             &record.detail,
             &created_at,
         );
+        let mac = self
+            .key
+            .as_ref()
+            .map(|k| k.row_mac(&self.tenant_id, tenant_seq, &hash));
         self.appended.push(Appended {
             tenant_seq,
             api_key_id: record.api_key_id.map(str::to_string),
@@ -161,6 +213,7 @@ impl Head {
             created_at,
             prev_hash: self.last_hash.take(),
             hash: hash.clone(),
+            mac,
         });
         self.seq = tenant_seq;
         self.last_hash = Some(hash);
@@ -176,12 +229,12 @@ impl Head {
             // PostgreSQL numbers rows with a sequence; SQLite (one writer) with the next value.
             let sql = match backend {
                 Backend::Postgres => {
-                    "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                    "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
                 }
                 Backend::Sqlite => {
-                    "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash) \
-                     VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM activity_logs), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+                    "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+                     VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM activity_logs), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
                 }
             };
             batch.push(
@@ -197,20 +250,110 @@ impl Head {
                     Bind::Text(row.created_at.clone()),
                     Bind::OptText(row.prev_hash.clone()),
                     Bind::Text(row.hash.clone()),
+                    Bind::OptText(row.mac.clone()),
                 ],
                 Some(1),
             );
         }
+        let mac = match (&self.key, self.keyed_from) {
+            (Some(key), Some(from)) => {
+                Some(key.head_mac(&self.tenant_id, self.seq, self.last_hash.as_deref(), from))
+            }
+            _ => None,
+        };
         batch.push(
-            "UPDATE audit_heads SET seq = $1, last_hash = $2 WHERE tenant_id = $3 AND seq = $4",
+            "UPDATE audit_heads SET seq = $1, last_hash = $2, mac = $3 WHERE tenant_id = $4 AND seq = $5",
             vec![
                 Bind::Int(self.seq),
                 Bind::OptText(self.last_hash),
+                Bind::OptText(mac),
                 Bind::Text(self.tenant_id),
                 Bind::Int(self.read_seq),
             ],
             Some(1),
         );
+    }
+}
+
+/// Checks the database's audit key against the one it is opened with ([`Db::audit_key`]):
+/// a database keyed once (`audit_meta` names the key's fingerprint) is refused without its key
+/// or with another; a database written without a key is refused with one unless `adopt` (or it
+/// has no audit rows yet), and then keyed from each chain's next row on ([`adopt_key`]).
+pub async fn open(db: &Db, adopt: bool) -> crate::Result<()> {
+    let meta: Option<String> =
+        sqlx::query_scalar("SELECT key_fingerprint FROM audit_meta WHERE id = 1")
+            .fetch_optional(db.pool())
+            .await?;
+    match (db.audit_key(), meta) {
+        (None, None) => Ok(()),
+        (None, Some(fingerprint)) => Err(Error::Config(format!(
+            "this database's audit log is keyed (key fingerprint {fingerprint}): give its key \
+             with --audit-key-file or CONTEXTQ_AUDIT_KEY_FILE"
+        ))),
+        (Some(key), Some(fingerprint)) if key.fingerprint() == fingerprint => Ok(()),
+        (Some(key), Some(fingerprint)) => Err(Error::Config(format!(
+            "the audit key given (fingerprint {}) is not this database's (fingerprint \
+             {fingerprint}): give the key file the database was keyed with",
+            key.fingerprint()
+        ))),
+        (Some(key), None) => {
+            let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM activity_logs")
+                .fetch_one(db.pool())
+                .await?;
+            if rows > 0 && !adopt {
+                return Err(Error::Config(format!(
+                    "this database's audit log ({rows} rows) was written without an audit key: \
+                     key it from now on with `contextq-server admin init-audit-key \
+                     --audit-key-file PATH` (its rows so far stay hash-chained only; verify them \
+                     first with `contextq-server admin verify-audit`)"
+                )));
+            }
+            adopt_key(db, key).await
+        }
+    }
+}
+
+/// Keys the database with `key`: records its fingerprint, and keys every chain head that has
+/// no MAC from its next row on (`keyed_from` = its seq + 1). Rows written before stay
+/// hash-chained only; [`verify`] counts them apart.
+pub async fn adopt_key(db: &Db, key: &AuditKey) -> crate::Result<()> {
+    let mut tx = db.begin_write().await?;
+    sqlx::query("INSERT INTO audit_meta (id, key_fingerprint, keyed_at) VALUES (1, $1, $2)")
+        .bind(key.fingerprint())
+        .bind(crate::db::now())
+        .execute(&mut *tx)
+        .await?;
+    let heads = sqlx::query(match db.backend() {
+        Backend::Postgres => {
+            "SELECT tenant_id, seq, last_hash FROM audit_heads WHERE mac IS NULL FOR UPDATE"
+        }
+        Backend::Sqlite => "SELECT tenant_id, seq, last_hash FROM audit_heads WHERE mac IS NULL",
+    })
+    .fetch_all(&mut *tx)
+    .await?;
+    for head in heads {
+        let tenant_id: String = head.try_get("tenant_id")?;
+        let seq: i64 = head.try_get("seq")?;
+        let last_hash: Option<String> = head.try_get("last_hash")?;
+        sqlx::query(
+            "UPDATE audit_heads SET keyed_from = $1, mac = $2 WHERE tenant_id = $3 AND seq = $4",
+        )
+        .bind(seq + 1)
+        .bind(key.head_mac(&tenant_id, seq, last_hash.as_deref(), seq + 1))
+        .bind(tenant_id)
+        .bind(seq)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The statement values of a new tenant's head: `(keyed_from, mac)`, both `None` without a key.
+pub fn new_head(key: Option<&AuditKey>, tenant_id: &str) -> (Option<i64>, Option<String>) {
+    match key {
+        Some(key) => (Some(1), Some(key.head_mac(tenant_id, 0, None, 1))),
+        None => (None, None),
     }
 }
 
@@ -230,6 +373,8 @@ impl std::fmt::Display for BadRow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.tenant_id {
             Some(t) => write!(f, "tenant {t}, row {}: {}", self.seq, self.why),
+            // The checkpoint itself (see `checkpoint::verify_against`).
+            None if self.seq == 0 => write!(f, "{}", self.why),
             None => write!(f, "row {} of the global chain: {}", self.seq, self.why),
         }
     }
@@ -240,6 +385,10 @@ impl std::fmt::Display for BadRow {
 pub struct Verification {
     /// Rows checked.
     pub rows: u64,
+    /// Of them, rows whose MAC was checked (none without an audit key).
+    pub keyed_rows: u64,
+    /// Whether MACs were checked (the database was opened with its audit key).
+    pub macs_checked: bool,
     /// Chains checked (tenants, plus the global chain when it has rows).
     pub chains: u64,
     /// The first bad row, if any.
@@ -257,8 +406,11 @@ impl Verification {
 /// chain (or only `tenant`'s): order, links, hashes, and that each head points at its last
 /// row.
 pub async fn verify(db: &Db, tenant: Option<&str>) -> Result<Verification> {
+    let key = db.audit_key();
     let mut v = Verification {
         rows: 0,
+        keyed_rows: 0,
+        macs_checked: key.is_some(),
         chains: 0,
         first_bad: None,
     };
@@ -270,13 +422,13 @@ pub async fn verify(db: &Db, tenant: Option<&str>) -> Result<Verification> {
     }
     let heads = match tenant {
         Some(t) => {
-            sqlx::query("SELECT tenant_id, seq, last_hash FROM audit_heads WHERE tenant_id = $1")
+            sqlx::query("SELECT tenant_id, seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1")
                 .bind(t.to_string())
                 .fetch_all(db.pool())
                 .await?
         }
         None => {
-            sqlx::query("SELECT tenant_id, seq, last_hash FROM audit_heads ORDER BY tenant_id")
+            sqlx::query("SELECT tenant_id, seq, last_hash, keyed_from, mac FROM audit_heads ORDER BY tenant_id")
                 .fetch_all(db.pool())
                 .await?
         }
@@ -285,9 +437,34 @@ pub async fn verify(db: &Db, tenant: Option<&str>) -> Result<Verification> {
         let tenant_id: String = head.try_get("tenant_id")?;
         let head_seq: i64 = head.try_get("seq")?;
         let head_hash: Option<String> = head.try_get("last_hash")?;
+        let keyed_from: Option<i64> = head.try_get("keyed_from")?;
+        let head_mac: Option<String> = head.try_get("mac")?;
         v.chains += 1;
-        if let Some(bad) = verify_tenant(db, &tenant_id, head_seq, head_hash, &mut v).await? {
+        let head = TenantHead {
+            seq: head_seq,
+            hash: head_hash,
+            keyed_from,
+            mac: head_mac,
+        };
+        if let Some(bad) = verify_tenant(db, key, &tenant_id, head, &mut v).await? {
             v.first_bad = Some(bad);
+            return Ok(v);
+        }
+    }
+    if tenant.is_none() && key.is_some() {
+        // A keyed database gives every tenant a head when it is created.
+        let headless = sqlx::query(
+            "SELECT t.id FROM tenants t LEFT JOIN audit_heads h ON h.tenant_id = t.id \
+             WHERE h.tenant_id IS NULL ORDER BY t.id",
+        )
+        .fetch_optional(db.pool())
+        .await?;
+        if let Some(row) = headless {
+            v.first_bad = Some(BadRow {
+                tenant_id: Some(row.try_get("id")?),
+                seq: 0,
+                why: "the tenant has no chain head (it was removed)".into(),
+            });
             return Ok(v);
         }
     }
@@ -395,13 +572,32 @@ async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> 
     Ok(None)
 }
 
+/// A tenant's chain head as stored.
+struct TenantHead {
+    seq: i64,
+    hash: Option<String>,
+    keyed_from: Option<i64>,
+    mac: Option<String>,
+}
+
 async fn verify_tenant(
     db: &Db,
+    key: Option<&AuditKey>,
     tenant_id: &str,
-    head_seq: i64,
-    head_hash: Option<String>,
+    head: TenantHead,
     v: &mut Verification,
 ) -> Result<Option<BadRow>> {
+    let TenantHead {
+        seq: head_seq,
+        hash: head_hash,
+        keyed_from,
+        mac: head_mac,
+    } = head;
+    // Rows from here on must carry a MAC (with a key; without one, none is checked).
+    let keyed_from = match key {
+        Some(_) => keyed_from.unwrap_or(i64::MAX),
+        None => i64::MAX,
+    };
     const PAGE: i64 = 1000;
     let mut expected = 1i64;
     let mut prev: Option<String> = None;
@@ -414,7 +610,7 @@ async fn verify_tenant(
     };
     loop {
         let page = sqlx::query(
-            "SELECT tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash \
+            "SELECT tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac \
              FROM activity_logs WHERE tenant_id = $1 AND tenant_seq >= $2 ORDER BY tenant_seq LIMIT $3",
         )
         .bind(tenant_id.to_string())
@@ -457,6 +653,20 @@ async fn verify_tenant(
                     "its contents do not match its hash (the row was edited)".into(),
                 );
             }
+            if let Some(key) = key
+                && seq >= keyed_from
+            {
+                let mac: Option<String> = row.try_get("mac")?;
+                if !AuditKey::same(mac.as_deref(), &key.row_mac(tenant_id, seq, &stored)) {
+                    return bad(
+                        seq,
+                        "its MAC does not verify with the audit key (the row was edited, \
+                         re-chained or written without the key)"
+                            .into(),
+                    );
+                }
+                v.keyed_rows += 1;
+            }
             prev = Some(stored);
             expected += 1;
             v.rows += 1;
@@ -473,6 +683,21 @@ async fn verify_tenant(
                 expected - 1
             ),
         );
+    }
+    if let Some(key) = key {
+        let ok = keyed_from != i64::MAX
+            && AuditKey::same(
+                head_mac.as_deref(),
+                &key.head_mac(tenant_id, head_seq, head_hash.as_deref(), keyed_from),
+            );
+        if !ok {
+            return bad(
+                head_seq,
+                "the chain head does not verify with the audit key (it was moved, reset or \
+                 stripped of its MAC)"
+                    .into(),
+            );
+        }
     }
     Ok(None)
 }

@@ -111,6 +111,11 @@ const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "per-tenant audit chains, idempotency keys",
         sql: include_str!("../migrations/sqlite/0002_tenant_chains.sql"),
     },
+    Migration {
+        version: 3,
+        description: "keyed audit log",
+        sql: include_str!("../migrations/sqlite/0003_audit_mac.sql"),
+    },
 ];
 
 const POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -124,6 +129,11 @@ const POSTGRES_MIGRATIONS: &[Migration] = &[
         description: "per-tenant audit chains, idempotency keys",
         sql: include_str!("../migrations/postgres/0002_tenant_chains.sql"),
     },
+    Migration {
+        version: 3,
+        description: "keyed audit log",
+        sql: include_str!("../migrations/postgres/0003_audit_mac.sql"),
+    },
 ];
 
 /// A connection pool and its backend.
@@ -136,6 +146,8 @@ pub struct Db {
     writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>>,
     /// The URL connections are opened with.
     url: String,
+    /// The audit key, if the audit log is keyed.
+    audit_key: Option<std::sync::Arc<crate::audit::AuditKey>>,
 }
 
 /// Set on every SQLite connection.
@@ -179,6 +191,13 @@ pub struct DbOptions {
     pub max_connections: u32,
     /// How long to wait for a free connection (default 30 s).
     pub acquire_timeout: Duration,
+    /// The audit key (default none: rows are hash-chained but carry no MAC). A database keyed
+    /// once is refused without its key ([`crate::audit::open`]).
+    pub audit_key: Option<crate::audit::AuditKey>,
+    /// Key a database whose audit log was written without a key, from its next row on (default
+    /// false: such a database is refused with a key, saying how to key it). A fresh database is
+    /// keyed without asking.
+    pub adopt_audit_key: bool,
 }
 
 impl Default for DbOptions {
@@ -186,6 +205,8 @@ impl Default for DbOptions {
         DbOptions {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(30),
+            audit_key: None,
+            adopt_audit_key: false,
         }
     }
 }
@@ -236,6 +257,7 @@ impl Db {
             backend,
             writer: Default::default(),
             url,
+            audit_key: options.audit_key.clone().map(std::sync::Arc::new),
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -244,7 +266,13 @@ impl Db {
                 .await?;
         }
         db.migrate().await?;
+        crate::audit::open(&db, options.adopt_audit_key).await?;
         Ok(db)
+    }
+
+    /// The audit key rows and heads are MACed with, if any.
+    pub fn audit_key(&self) -> Option<&crate::audit::AuditKey> {
+        self.audit_key.as_deref()
     }
 
     /// The pool.

@@ -33,6 +33,10 @@ enum Command {
         /// Address to listen on (port 0 picks a free port).
         #[arg(long, env = "CONTEXTQ_LISTEN", default_value = "127.0.0.1:38200")]
         listen: String,
+        /// The audit key file (outside the database): every audit row and chain head gets a
+        /// MAC. Create it with `admin init-audit-key`. Without it the log is hash-chained only.
+        #[arg(long, env = "CONTEXTQ_AUDIT_KEY_FILE")]
+        audit_key_file: Option<std::path::PathBuf>,
         /// Largest body of a one-context request (PUT, text edit, workspace create), in bytes.
         #[arg(long, default_value_t = contextq_server::api::DEFAULT_MAX_BODY_BYTES)]
         max_body_bytes: usize,
@@ -66,6 +70,9 @@ enum Command {
             default_value = "sqlite:contextq.db"
         )]
         database_url: String,
+        /// The audit key file, for a database whose audit log is keyed (see `serve`).
+        #[arg(long, env = "CONTEXTQ_AUDIT_KEY_FILE", global = true)]
+        audit_key_file: Option<std::path::PathBuf>,
         #[command(subcommand)]
         command: Admin,
     },
@@ -115,13 +122,23 @@ enum Admin {
         #[arg(long)]
         tenant_id: String,
     },
-    /// Verify the audit hash chains (every tenant's, or one); exits 1 and names the first bad
-    /// row if one was tampered with.
+    /// Verify the audit chains (every tenant's, or one): hashes, links, heads, and with the
+    /// audit key every MAC; with --checkpoint also that nothing the checkpoint saw was removed,
+    /// rolled back or re-written. Exits 1 and names the first bad row.
     VerifyAudit {
         /// Only this tenant's chain.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "checkpoint")]
         tenant: Option<String>,
+        /// A checkpoint written by `audit-checkpoint` (needs the audit key).
+        #[arg(long)]
+        checkpoint: Option<std::path::PathBuf>,
     },
+    /// Print a checkpoint of every audit chain head, signed with the audit key, as JSON; keep it
+    /// outside the database (refused when the log does not verify).
+    AuditCheckpoint,
+    /// Create the audit key file given by --audit-key-file (0600; an existing one is kept) and
+    /// key the database's audit log with it from each chain's next row on.
+    InitAuditKey,
 }
 
 #[tokio::main]
@@ -156,6 +173,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             header_read_timeout_secs,
             idle_timeout_secs,
             max_connections,
+            audit_key_file,
         } => {
             let secs = std::time::Duration::from_secs;
             let connections = contextq_server::ConnectionLimits {
@@ -164,7 +182,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 max_connections,
             }
             .for_this_process();
-            let db = Db::connect(&database_url, &DbOptions::default()).await?;
+            let db = Db::connect(&database_url, &db_options(audit_key_file.as_deref())?).await?;
+            if db.audit_key().is_none() {
+                tracing::warn!(
+                    "the audit log is hash-chained but not keyed: anyone who can write the database can rewrite it undetected; see --audit-key-file"
+                );
+            }
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
                 .with_context(|| format!("cannot listen on {listen}"))?;
@@ -190,9 +213,30 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Admin {
             database_url,
+            audit_key_file,
             command,
         } => {
-            let db = Db::connect(&database_url, &DbOptions::default()).await?;
+            let init = matches!(command, Admin::InitAuditKey);
+            let mut options = if init {
+                DbOptions::default()
+            } else {
+                db_options(audit_key_file.as_deref())?
+            };
+            if init {
+                let path = audit_key_file.as_deref().context(
+                    "init-audit-key needs --audit-key-file PATH (or CONTEXTQ_AUDIT_KEY_FILE)",
+                )?;
+                let (key, created) = contextq_server::audit::AuditKey::load_or_create(path)?;
+                eprintln!(
+                    "{} audit key {} (fingerprint {})",
+                    if created { "created" } else { "using" },
+                    path.display(),
+                    key.fingerprint()
+                );
+                options.audit_key = Some(key);
+                options.adopt_audit_key = true;
+            }
+            let db = Db::connect(&database_url, &options).await?;
             let code = admin_command(&db, command).await?;
             db.close().await;
             Ok(code)
@@ -245,11 +289,34 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         },
-        Admin::VerifyAudit { tenant } => {
-            let v = admin::verify_audit(db, tenant.as_deref()).await?;
+        Admin::InitAuditKey => {
+            eprintln!("the audit log is keyed: new rows and heads carry a MAC");
+        }
+        Admin::AuditCheckpoint => {
+            let c = contextq_server::audit::checkpoint::take(db).await?;
+            println!("{}", serde_json::to_string_pretty(&c)?);
+        }
+        Admin::VerifyAudit { tenant, checkpoint } => {
+            let v = match checkpoint {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("cannot read {}", path.display()))?;
+                    let c: contextq_server::audit::checkpoint::Checkpoint =
+                        serde_json::from_str(&text).with_context(|| {
+                            format!("{} is not an audit checkpoint", path.display())
+                        })?;
+                    contextq_server::audit::checkpoint::verify_against(db, &c).await?
+                }
+                None => admin::verify_audit(db, tenant.as_deref()).await?,
+            };
+            let macs = if v.macs_checked {
+                format!("{} rows' MACs checked", v.keyed_rows)
+            } else {
+                "MACs not checked: no audit key given".to_string()
+            };
             match &v.first_bad {
                 None => println!(
-                    "audit chain ok: {} rows verified in {} chains",
+                    "audit chain ok: {} rows verified in {} chains ({macs})",
                     v.rows, v.chains
                 ),
                 Some(bad) => {
@@ -263,6 +330,16 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Database options with the audit key in `key_file`, if given.
+fn db_options(key_file: Option<&std::path::Path>) -> Result<DbOptions> {
+    Ok(DbOptions {
+        audit_key: key_file
+            .map(contextq_server::audit::AuditKey::load)
+            .transpose()?,
+        ..DbOptions::default()
+    })
 }
 
 async fn shutdown_signal() {

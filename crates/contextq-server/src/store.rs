@@ -185,13 +185,20 @@ impl<'a> Actor<'a> {
 /// `BEGIN IMMEDIATE` already holds its one writer lock.
 const LOCK_HEAD: &str = "SELECT 1 FROM audit_heads WHERE tenant_id = $1 FOR UPDATE OFFSET 1";
 
-/// The locked head from a read statement's `head_seq` and `head_hash` columns.
-fn head_from(row: &AnyRow, tenant_id: &str) -> Result<Head> {
-    Ok(Head::new(
+/// The locked head from a read statement's `head_seq`, `head_hash`, `head_keyed_from` and
+/// `head_mac` columns; with an audit key its MAC must verify (a write never extends a chain
+/// whose head was tampered with).
+fn head_from(row: &AnyRow, tenant_id: &str, key: Option<&crate::audit::AuditKey>) -> Result<Head> {
+    let mac: Option<String> = row.try_get("head_mac")?;
+    Head::new(
         tenant_id,
         row.try_get("head_seq")?,
         row.try_get("head_hash")?,
-    ))
+        row.try_get("head_keyed_from")?,
+        mac.as_deref(),
+        key,
+    )
+    .map_err(Error::Corrupt)
 }
 
 /// A tenant without a chain head (made by hand, not by [`tenants::create_tenant`]).
@@ -228,7 +235,7 @@ async fn write<T>(
     let (tx, row) = db.begin_with_read(LOCK_HEAD, &sql, binds).await?;
     let decided = match row {
         None => Err(no_head(tenant_id)),
-        Some(row) => head_from(&row, tenant_id).and_then(|head| decide(head, &row)),
+        Some(row) => head_from(&row, tenant_id, db.audit_key()).and_then(|head| decide(head, &row)),
     };
     let (head, mut batch, out) = match decided {
         Ok(Outcome::Write(head, batch, out)) => (head, batch, out),

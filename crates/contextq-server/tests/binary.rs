@@ -182,7 +182,132 @@ async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
     );
 }
 
+/// The keyed audit log through the binary: `init-audit-key` creates the key file (0600) and keys
+/// the database; `audit-checkpoint` prints a checkpoint; `verify-audit --checkpoint` exits 0 on
+/// an untouched log and 1 after a roll-back the MACs alone cannot show.
+async fn audit_key_checkpoint_and_verify(b: Backend) {
+    let database = TestDatabase::fresh(b).await;
+    let db = database.url.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("keys").join("audit.key");
+    let key_file = key_file.to_str().unwrap();
+    let keyed = |args: &[&str]| {
+        Command::new(BIN)
+            .args(["admin", "--database-url", &db, "--audit-key-file", key_file])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = admin(&db, &["bootstrap", "--tenant", "acme"]);
+    assert!(out.status.success());
+    let tenant = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["tenantId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Written without a key: refused with one until keyed.
+    let out = keyed(&["verify-audit"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("init-audit-key"));
+    let out = keyed(&["init-audit-key"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(key_file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    // Now the key is required.
+    let out = admin(&db, &["verify-audit"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--audit-key-file"));
+    let w = |slug: &str| {
+        let out = keyed(&["create-workspace", "--tenant-id", &tenant, "--slug", slug]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    w("one");
+    let saved = {
+        let d = contextq_server::Db::connect(
+            &db,
+            &contextq_server::DbOptions {
+                audit_key: Some(contextq_server::audit::AuditKey::load(key_file.as_ref()).unwrap()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let row = sqlx::query("SELECT seq, last_hash, keyed_from, mac FROM audit_heads")
+            .fetch_one(d.pool())
+            .await
+            .unwrap();
+        d.close().await;
+        row
+    };
+    w("two");
+    let out = keyed(&["audit-checkpoint"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let checkpoint = dir.path().join("checkpoint.json");
+    std::fs::write(&checkpoint, &out.stdout).unwrap();
+    let cp = checkpoint.to_str().unwrap();
+    let out = keyed(&["verify-audit", "--checkpoint", cp]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("MACs checked"),
+        "{text}"
+    );
+
+    // Roll the chain back to the head saved after "one" (rows after it removed).
+    {
+        use sqlx::Row;
+        let d = contextq_server::Db::connect(
+            &db,
+            &contextq_server::DbOptions {
+                audit_key: Some(contextq_server::audit::AuditKey::load(key_file.as_ref()).unwrap()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let seq: i64 = saved.get("seq");
+        sqlx::query("DELETE FROM activity_logs WHERE tenant_seq > $1")
+            .bind(seq)
+            .execute(d.pool())
+            .await
+            .unwrap();
+        sqlx::query("UPDATE audit_heads SET seq = $1, last_hash = $2, keyed_from = $3, mac = $4")
+            .bind(seq)
+            .bind(saved.get::<Option<String>, _>("last_hash"))
+            .bind(saved.get::<Option<i64>, _>("keyed_from"))
+            .bind(saved.get::<Option<String>, _>("mac"))
+            .execute(d.pool())
+            .await
+            .unwrap();
+        d.close().await;
+    }
+    let out = keyed(&["verify-audit"]);
+    assert!(
+        out.status.success(),
+        "documented: a replayed head verifies without a checkpoint"
+    );
+    let out = keyed(&["verify-audit", "--checkpoint", cp]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("rolled back"), "{text}");
+}
+
 contextq_server::database_tests!(
+    audit_key_checkpoint_and_verify,
     serve_bootstrap_and_logs_without_keys,
     delete_tenant_and_tampered_audit_fail_loudly,
 );

@@ -49,7 +49,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     let db = Db::connect(&database.url, &Default::default())
         .await
         .unwrap();
-    assert_eq!(db.schema_version().await.unwrap(), 2);
+    assert_eq!(db.schema_version().await.unwrap(), 3);
     let v = admin::verify_audit(&db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");
     assert_eq!(v.rows, 12, "the release's rows, in its global chain");
@@ -111,6 +111,23 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         "acme's chain: the two new rows"
     );
 
+    // Keying the upgraded database: its rows so far stay hash-chained (the release's global
+    // chain, acme's two rows), new ones carry MACs, and everything verifies with the key.
+    server.stop().await.unwrap();
+    db.close().await;
+    let keyed = contextq_server::DbOptions {
+        audit_key: Some(contextq_server::audit::AuditKey::generate().unwrap()),
+        adopt_audit_key: true,
+        ..Default::default()
+    };
+    let db = Db::connect(&database.url, &keyed).await.unwrap();
+    admin::create_workspace(&db, &acme, "keyed", "")
+        .await
+        .unwrap();
+    let v = admin::verify_audit(&db, None).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    assert_eq!((v.rows, v.keyed_rows), (15, 1));
+
     // The deletion rule still counts the old rows.
     let globex = admin::tenant_by_name(&db, "globex").await.unwrap().unwrap();
     assert!(matches!(
@@ -140,7 +157,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         .first_bad
         .expect("the edit is found");
     assert_eq!((bad.tenant_id, bad.seq), (Some(acme), 2));
-    server.stop().await.unwrap();
+    db.close().await;
 }
 
 contextq_server::database_tests!(a_release_database_upgrades_in_place);

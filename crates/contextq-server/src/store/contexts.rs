@@ -390,7 +390,7 @@ pub async fn bulk_upsert(
         ],
     );
     let sql = format!(
-        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, t.plan AS plan, \
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, t.plan AS plan, \
          (SELECT COUNT(*) FROM contexts x WHERE x.tenant_id = $1) AS context_count, \
          (SELECT {workspaces_json} FROM workspaces w WHERE w.tenant_id = $1 AND w.slug IN ({})) AS workspaces, \
          (SELECT {existing_json} FROM contexts c WHERE c.tenant_id = $1 AND c.external_id IN ({})) AS existing \
@@ -589,7 +589,7 @@ fn lock_context(
 ) -> (String, Vec<Bind>) {
     let sql = format!(
         concat!(
-            "SELECT h.seq AS head_seq, h.last_hash AS head_hash, w.archived AS ws_archived, ",
+            "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, w.archived AS ws_archived, ",
             "k.version AS replay_version, k.changed_line AS replay_line, ",
             summary_columns!(),
             ", c.content FROM audit_heads h ",

@@ -64,10 +64,15 @@ pub async fn create_tenant(db: &Db, name: &str, plan: Plan) -> Result<String> {
         }
         Err(e) => return Err(e.into()),
     }
-    sqlx::query("INSERT INTO audit_heads (tenant_id, seq, last_hash) VALUES ($1, 0, NULL)")
-        .bind(id.clone())
-        .execute(&mut *tx)
-        .await?;
+    let (keyed_from, mac) = crate::audit::new_head(db.audit_key(), &id);
+    sqlx::query(
+        "INSERT INTO audit_heads (tenant_id, seq, last_hash, keyed_from, mac) VALUES ($1, 0, NULL, $2, $3)",
+    )
+    .bind(id.clone())
+    .bind(keyed_from)
+    .bind(mac)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(id)
 }
@@ -221,6 +226,34 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
             .try_get("n")?;
     if audit_rows > 0 {
         return Ok(TenantDeletion::KeptForAudit { audit_rows });
+    }
+    // No rows: true only if the head agrees (and, with a key, verifies). Removing a tenant's
+    // rows and resetting its head must not make it deletable.
+    if let Some(head) =
+        sqlx::query("SELECT seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1")
+            .bind(tenant_id.to_string())
+            .fetch_optional(&mut *tx)
+            .await?
+    {
+        let seq: i64 = head.try_get("seq")?;
+        let last_hash: Option<String> = head.try_get("last_hash")?;
+        let keyed_from: Option<i64> = head.try_get("keyed_from")?;
+        let mac: Option<String> = head.try_get("mac")?;
+        crate::audit::Head::new(
+            tenant_id,
+            seq,
+            last_hash,
+            keyed_from,
+            mac.as_deref(),
+            db.audit_key(),
+        )
+        .map_err(Error::Corrupt)?;
+        if seq > 0 {
+            return Err(Error::Corrupt(format!(
+                "the audit chain head of tenant {tenant_id} counts {seq} rows but none are left \
+                 (the log was tampered with): nothing was deleted"
+            )));
+        }
     }
     for sql in [
         "DELETE FROM context_tags WHERE tenant_id = $1",

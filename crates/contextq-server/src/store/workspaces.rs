@@ -45,7 +45,7 @@ pub(crate) async fn id_of(db: &Db, tenant_id: &str, slug: &str) -> Result<String
 /// it holds.
 fn lock_workspace(tenant_id: &str, slug: &str) -> (String, Vec<Bind>) {
     let sql = concat!(
-        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, w.id, w.slug, w.name, w.archived, w.created_at, ",
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, w.id, w.slug, w.name, w.archived, w.created_at, ",
         "(SELECT COUNT(*) FROM contexts c WHERE c.tenant_id = h.tenant_id AND c.workspace_id = w.id) AS contexts ",
         "FROM audit_heads h LEFT JOIN workspaces w ON w.tenant_id = h.tenant_id AND w.slug = $2 ",
         "WHERE h.tenant_id = $1"

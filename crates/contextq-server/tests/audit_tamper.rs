@@ -1,0 +1,391 @@
+//! Someone who can write the database (but cannot read the audit key file) tampers with the
+//! audit log directly in SQL, on SQLite and PostgreSQL; each tampering of the issue is detected
+//! by `verify-audit` with the key, or (for what only an outside anchor can show) against a
+//! signed checkpoint. The documented limits are pinned too: what passes without a checkpoint.
+
+use contextq_server::admin::{self, TenantDeletion};
+use contextq_server::audit::checkpoint::{self, Checkpoint};
+use contextq_server::audit::{AuditKey, Verification, chain_hash};
+use contextq_server::testing::TestDatabase;
+use contextq_server::{Backend, Db, DbOptions, Plan};
+use sqlx::Row;
+
+struct Keyed {
+    db: Db,
+    a: String,
+    b: String,
+    _database: TestDatabase,
+    _dir: tempfile::TempDir,
+}
+
+/// A fresh database keyed with a new key, and two tenants with `rows` audit rows each.
+async fn keyed(backend: Backend, rows: usize) -> Keyed {
+    let database = TestDatabase::fresh(backend).await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = AuditKey::create(&dir.path().join("audit.key")).unwrap();
+    let db = Db::connect(
+        &database.url,
+        &DbOptions {
+            audit_key: Some(key),
+            ..DbOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let a = admin::create_tenant(&db, "a", Plan::Free).await.unwrap();
+    let b = admin::create_tenant(&db, "b", Plan::Free).await.unwrap();
+    let k = Keyed {
+        db,
+        a,
+        b,
+        _database: database,
+        _dir: dir,
+    };
+    k.rows(rows).await;
+    k
+}
+
+impl Keyed {
+    /// `n` more audit rows for each tenant (workspace creations).
+    async fn rows(&self, n: usize) {
+        for t in [&self.a, &self.b] {
+            for _ in 0..n {
+                let slug = format!("w{:08x}", fastrand::u32(..));
+                admin::create_workspace(&self.db, t, &slug, "")
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    async fn verify(&self) -> Verification {
+        admin::verify_audit(&self.db, None).await.unwrap()
+    }
+
+    async fn against(&self, c: &Checkpoint) -> Verification {
+        checkpoint::verify_against(&self.db, c).await.unwrap()
+    }
+
+    async fn exec(&self, sql: &'static str, tenant: &str) {
+        sqlx::query(sql)
+            .bind(tenant.to_string())
+            .execute(self.db.pool())
+            .await
+            .unwrap();
+    }
+
+    /// The head row as stored: (seq, last_hash, keyed_from, mac).
+    async fn head(&self, tenant: &str) -> (i64, Option<String>, Option<i64>, Option<String>) {
+        let r = sqlx::query(
+            "SELECT seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1",
+        )
+        .bind(tenant.to_string())
+        .fetch_one(self.db.pool())
+        .await
+        .unwrap();
+        (
+            r.get("seq"),
+            r.get("last_hash"),
+            r.get("keyed_from"),
+            r.get("mac"),
+        )
+    }
+
+    async fn set_head(
+        &self,
+        tenant: &str,
+        head: (i64, Option<String>, Option<i64>, Option<String>),
+    ) {
+        sqlx::query(
+            "UPDATE audit_heads SET seq = $1, last_hash = $2, keyed_from = $3, mac = $4 WHERE tenant_id = $5",
+        )
+        .bind(head.0)
+        .bind(head.1)
+        .bind(head.2)
+        .bind(head.3)
+        .bind(tenant.to_string())
+        .execute(self.db.pool())
+        .await
+        .unwrap();
+    }
+
+    /// Recomputes every hash of `tenant`'s chain with the documented formula (what an attacker
+    /// who read docs/schema.md does after editing a row) and points the head at the last row,
+    /// keeping every MAC as it was (the attacker cannot compute one).
+    async fn rechain(&self, tenant: &str) {
+        let rows = sqlx::query(
+            "SELECT tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at \
+             FROM activity_logs WHERE tenant_id = $1 ORDER BY tenant_seq",
+        )
+        .bind(tenant.to_string())
+        .fetch_all(self.db.pool())
+        .await
+        .unwrap();
+        let mut prev: Option<String> = None;
+        let mut last = 0;
+        for (i, r) in rows.iter().enumerate() {
+            let old_seq: i64 = r.get("tenant_seq");
+            let seq = i as i64 + 1;
+            let api_key_id: Option<String> = r.get("api_key_id");
+            let hash = chain_hash(
+                prev.as_deref(),
+                seq,
+                tenant,
+                api_key_id.as_deref(),
+                r.get::<String, _>("action").as_str(),
+                r.get::<String, _>("entity_type").as_str(),
+                r.get::<String, _>("entity_id").as_str(),
+                r.get::<String, _>("detail").as_str(),
+                r.get::<String, _>("created_at").as_str(),
+            );
+            sqlx::query(
+                "UPDATE activity_logs SET tenant_seq = $1, prev_hash = $2, hash = $3 \
+                 WHERE tenant_id = $4 AND tenant_seq = $5",
+            )
+            .bind(seq)
+            .bind(prev.clone())
+            .bind(hash.clone())
+            .bind(tenant.to_string())
+            .bind(old_seq)
+            .execute(self.db.pool())
+            .await
+            .unwrap();
+            prev = Some(hash);
+            last = seq;
+        }
+        sqlx::query("UPDATE audit_heads SET seq = $1, last_hash = $2 WHERE tenant_id = $3")
+            .bind(last)
+            .bind(prev)
+            .bind(tenant.to_string())
+            .execute(self.db.pool())
+            .await
+            .unwrap();
+    }
+}
+
+fn broken(v: &Verification, tenant: &str, needle: &str) {
+    let bad = v
+        .first_bad
+        .as_ref()
+        .unwrap_or_else(|| panic!("tampering not detected: {v:?}"));
+    assert_eq!(bad.tenant_id.as_deref(), Some(tenant), "{bad}");
+    assert!(bad.why.contains(needle), "{bad}");
+}
+
+async fn an_untouched_keyed_log_verifies_with_and_against_a_checkpoint(b: Backend) {
+    let k = keyed(b, 4).await;
+    let v = k.verify().await;
+    assert!(v.ok(), "{v:?}");
+    assert_eq!((v.rows, v.keyed_rows, v.chains), (8, 8, 2));
+    let c = checkpoint::take(&k.db).await.unwrap();
+    k.rows(2).await;
+    assert!(k.against(&c).await.ok());
+    // The checkpoint survives a JSON round trip, and an edited one is refused.
+    let c: Checkpoint = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert!(k.against(&c).await.ok());
+    let mut edited = c.clone();
+    edited.chains[0].seq -= 1;
+    let v = k.against(&edited).await;
+    assert!(
+        v.first_bad.unwrap().why.contains("signature"),
+        "an edited checkpoint was accepted"
+    );
+}
+
+/// Editing a past row and recomputing every later hash with the documented formula.
+async fn an_edited_and_rechained_row_is_detected(b: Backend) {
+    let k = keyed(b, 5).await;
+    k.exec(
+        "UPDATE activity_logs SET detail = '{\"slug\":\"forged\"}' WHERE tenant_id = $1 AND tenant_seq = 2",
+        &k.a,
+    )
+    .await;
+    k.rechain(&k.a).await;
+    broken(&k.verify().await, &k.a, "MAC does not verify");
+    assert_eq!(k.verify().await.first_bad.unwrap().seq, 2);
+}
+
+/// Deleting the last rows and moving the head back.
+async fn a_truncated_chain_is_detected(b: Backend) {
+    let k = keyed(b, 5).await;
+    let c = checkpoint::take(&k.db).await.unwrap();
+    k.exec(
+        "DELETE FROM activity_logs WHERE tenant_id = $1 AND tenant_seq > 3",
+        &k.a,
+    )
+    .await;
+    k.rechain(&k.a).await;
+    broken(&k.verify().await, &k.a, "head does not verify");
+    broken(&k.against(&c).await, &k.a, "head does not verify");
+    // And a write refuses to extend the tampered chain.
+    let e = admin::create_workspace(&k.db, &k.a, "after", "")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("does not verify with this server's audit key"),
+        "{e}"
+    );
+}
+
+/// Truncating back to a head saved earlier (a replay, or a restored copy of the database): the
+/// MACs all verify, so only a checkpoint taken after the removed rows shows it.
+async fn a_rolled_back_chain_is_detected_against_a_checkpoint(b: Backend) {
+    let k = keyed(b, 3).await;
+    let saved = k.head(&k.a).await;
+    k.rows(2).await;
+    let c = checkpoint::take(&k.db).await.unwrap();
+    k.exec(
+        "DELETE FROM activity_logs WHERE tenant_id = $1 AND tenant_seq > 3",
+        &k.a,
+    )
+    .await;
+    k.set_head(&k.a, saved).await;
+    assert!(
+        k.verify().await.ok(),
+        "documented limit: a replayed older state verifies without a checkpoint"
+    );
+    broken(&k.against(&c).await, &k.a, "rolled back");
+}
+
+/// Wiping the whole log and resetting every head.
+async fn a_wiped_log_is_detected(b: Backend) {
+    let k = keyed(b, 3).await;
+    let c = checkpoint::take(&k.db).await.unwrap();
+    sqlx::query("DELETE FROM activity_logs")
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE audit_heads SET seq = 0, last_hash = NULL")
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    let v = k.verify().await;
+    assert!(
+        v.first_bad
+            .as_ref()
+            .unwrap()
+            .why
+            .contains("head does not verify"),
+        "{v:?}"
+    );
+    assert!(!k.against(&c).await.ok());
+    // Heads removed too.
+    sqlx::query("DELETE FROM audit_heads")
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    let v = k.verify().await;
+    assert!(
+        v.first_bad.as_ref().unwrap().why.contains("no chain head"),
+        "{v:?}"
+    );
+    let v = k.against(&c).await;
+    assert!(!v.ok(), "{v:?}");
+}
+
+/// Removing one tenant's rows and re-chaining: detected, and it does not make the tenant
+/// deletable; removing the tenant altogether is seen against a checkpoint.
+async fn a_removed_tenant_is_detected(b: Backend) {
+    let k = keyed(b, 3).await;
+    let c = checkpoint::take(&k.db).await.unwrap();
+    k.exec("DELETE FROM activity_logs WHERE tenant_id = $1", &k.b)
+        .await;
+    k.rechain(&k.b).await;
+    broken(&k.verify().await, &k.b, "head does not verify");
+    let refused = admin::delete_tenant(&k.db, &k.b).await;
+    assert!(
+        !matches!(refused, Ok(TenantDeletion::Deleted)),
+        "a tenant whose rows were removed became deletable: {refused:?}"
+    );
+    // The tenant and everything of it removed: nothing in the database points at it any more.
+    for sql in [
+        "DELETE FROM audit_heads WHERE tenant_id = $1",
+        "DELETE FROM workspaces WHERE tenant_id = $1",
+        "DELETE FROM api_keys WHERE tenant_id = $1",
+        "DELETE FROM users WHERE tenant_id = $1",
+        "DELETE FROM tenants WHERE id = $1",
+    ] {
+        k.exec(sql, &k.b).await;
+    }
+    assert!(
+        k.verify().await.ok(),
+        "documented limit: a tenant removed with its head leaves no trace without a checkpoint"
+    );
+    broken(&k.against(&c).await, &k.b, "is gone");
+}
+
+/// Stripping every MAC (pretending the log was never keyed).
+async fn stripped_macs_are_detected(b: Backend) {
+    let k = keyed(b, 3).await;
+    sqlx::query("UPDATE activity_logs SET mac = NULL")
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    let v = k.verify().await;
+    assert!(v.first_bad.unwrap().why.contains("MAC does not verify"));
+    sqlx::query("UPDATE audit_heads SET mac = NULL, keyed_from = NULL")
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    let v = k.verify().await;
+    assert!(v.first_bad.unwrap().why.contains("head does not verify"));
+}
+
+/// A keyed database is refused without its key, with another key, and a checkpoint needs one.
+async fn a_keyed_database_needs_its_key(b: Backend) {
+    let k = keyed(b, 1).await;
+    let url = k._database.url.clone();
+    let e = Db::connect(&url, &DbOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--audit-key-file"), "{e}");
+    let other = DbOptions {
+        audit_key: Some(AuditKey::generate().unwrap()),
+        ..DbOptions::default()
+    };
+    let e = Db::connect(&url, &other).await.unwrap_err().to_string();
+    assert!(e.contains("is not this database's"), "{e}");
+}
+
+/// A database written without a key is refused with one until adopted; then it is keyed from
+/// each chain's next row on, and the rows before count apart.
+async fn an_unkeyed_database_is_adopted_explicitly(b: Backend) {
+    let database = TestDatabase::fresh(b).await;
+    let db = Db::connect(&database.url, &DbOptions::default())
+        .await
+        .unwrap();
+    let t = admin::create_tenant(&db, "t", Plan::Free).await.unwrap();
+    admin::create_workspace(&db, &t, "one", "").await.unwrap();
+    db.close().await;
+    let key = AuditKey::generate().unwrap();
+    let mut options = DbOptions {
+        audit_key: Some(key),
+        ..DbOptions::default()
+    };
+    let e = Db::connect(&database.url, &options)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("init-audit-key"), "{e}");
+    options.adopt_audit_key = true;
+    let db = Db::connect(&database.url, &options).await.unwrap();
+    admin::create_workspace(&db, &t, "two", "").await.unwrap();
+    let v = admin::verify_audit(&db, None).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    assert_eq!((v.rows, v.keyed_rows), (2, 1));
+    db.close().await;
+}
+
+contextq_server::database_tests!(
+    an_untouched_keyed_log_verifies_with_and_against_a_checkpoint,
+    an_edited_and_rechained_row_is_detected,
+    a_truncated_chain_is_detected,
+    a_rolled_back_chain_is_detected_against_a_checkpoint,
+    a_wiped_log_is_detected,
+    a_removed_tenant_is_detected,
+    stripped_macs_are_detected,
+    a_keyed_database_needs_its_key,
+    an_unkeyed_database_is_adopted_explicitly,
+);
