@@ -378,7 +378,67 @@ async fn an_unkeyed_database_is_adopted_explicitly(b: Backend) {
     db.close().await;
 }
 
+/// A row removed from the middle and the rest renumbered and re-chained; a forged row appended
+/// with the head moved to it.
+async fn removed_and_appended_rows_are_detected(b: Backend) {
+    let k = keyed(b, 5).await;
+    k.exec(
+        "DELETE FROM activity_logs WHERE tenant_id = $1 AND tenant_seq = 2",
+        &k.a,
+    )
+    .await;
+    k.rechain(&k.a).await;
+    broken(&k.verify().await, &k.a, "MAC does not verify");
+    assert_eq!(k.verify().await.first_bad.unwrap().seq, 2);
+
+    let k = keyed(b, 2).await;
+    let (seq, last, _, _) = k.head(&k.b).await;
+    let created_at = "2026-12-03T00:00:00.000Z";
+    let detail = r#"{"slug":"forged"}"#;
+    let hash = chain_hash(
+        last.as_deref(),
+        seq + 1,
+        &k.b,
+        None,
+        "workspace.create",
+        "workspace",
+        "ws_forged",
+        detail,
+        created_at,
+    );
+    let sql = match b {
+        Backend::Sqlite => {
+            "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+             VALUES ((SELECT MAX(seq) + 1 FROM activity_logs), $1, $2, NULL, 'workspace.create', 'workspace', 'ws_forged', $3, $4, $5, $6, $7)"
+        }
+        Backend::Postgres => {
+            "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+             VALUES ($1, $2, NULL, 'workspace.create', 'workspace', 'ws_forged', $3, $4, $5, $6, $7)"
+        }
+    };
+    sqlx::query(sql)
+        .bind(k.b.clone())
+        .bind(seq + 1)
+        .bind(detail)
+        .bind(created_at)
+        .bind(last)
+        .bind(hash.clone())
+        .bind("00".repeat(32))
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE audit_heads SET seq = $1, last_hash = $2 WHERE tenant_id = $3")
+        .bind(seq + 1)
+        .bind(hash)
+        .bind(k.b.clone())
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    broken(&k.verify().await, &k.b, "MAC does not verify");
+}
+
 contextq_server::database_tests!(
+    removed_and_appended_rows_are_detected,
     an_untouched_keyed_log_verifies_with_and_against_a_checkpoint,
     an_edited_and_rechained_row_is_detected,
     a_truncated_chain_is_detected,
