@@ -19,14 +19,18 @@ pub struct Extensions {
     /// `POST /api/contexts/by-external/:id/edit`: one text edit applied on the server, with
     /// `Idempotency-Key` (token `text-edit`).
     pub text_edit: bool,
+    /// Versions of every context, kept across deletion, and the endpoints that read them
+    /// (`/versions`, `GET /api/history`; token `history`).
+    pub history: bool,
 }
 
-const TOKENS: [&str; 5] = [
+const TOKENS: [&str; 6] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
     "size-bytes",
     "text-edit",
+    "history",
 ];
 
 impl Extensions {
@@ -37,15 +41,17 @@ impl Extensions {
         cursor: true,
         size_bytes: true,
         text_edit: true,
+        history: true,
     };
 
-    fn flags(&self) -> [bool; 5] {
+    fn flags(&self) -> [bool; 6] {
         [
             self.conditional_requests,
             self.external_id_prefix,
             self.cursor,
             self.size_bytes,
             self.text_edit,
+            self.history,
         ]
     }
 
@@ -58,6 +64,7 @@ impl Extensions {
             cursor: has(TOKENS[2]),
             size_bytes: has(TOKENS[3]),
             text_edit: has(TOKENS[4]),
+            history: has(TOKENS[5]),
         }
     }
 
@@ -82,7 +89,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

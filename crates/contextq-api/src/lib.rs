@@ -17,12 +17,14 @@
 //! - [`limits`]: every bound of the contract.
 //! - [`error`]: the error envelope and its codes; [`Error`], this crate's own error.
 //! - [`extensions`]: [`Extensions`] and the `ContextQ-Extensions` header.
+//! - [`history`]: versions of contexts (extension `history`).
 //! - [`edit`]: text edits (`str_replace`, `insert`) defined once, for the tool and the server.
 
 pub mod bodies;
 pub mod edit;
 pub mod error;
 pub mod extensions;
+pub mod history;
 pub mod key;
 pub mod limits;
 pub mod resources;

@@ -38,6 +38,7 @@ use crate::store::{contexts, workspaces};
 mod drain;
 pub mod error;
 pub mod extract;
+mod history;
 
 pub use error::ApiError;
 pub use extract::BodyBudget;
@@ -134,6 +135,20 @@ pub fn app(state: AppState) -> Router {
             "/api/contexts/{id}",
             get(get_context).put(update_context).delete(delete_context),
         )
+        .route(
+            "/api/contexts/by-external/{external_id}/versions",
+            get(history::by_external),
+        )
+        .route(
+            "/api/contexts/by-external/{external_id}/versions/{version}",
+            get(history::one_by_external),
+        )
+        .route("/api/contexts/{id}/versions", get(history::by_id))
+        .route(
+            "/api/contexts/{id}/versions/{version}",
+            get(history::one_by_id),
+        )
+        .route("/api/history", get(history::at))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .layer(axum::middleware::map_response(advertise_extensions))
         // Bodies are read by `JsonBody`, within each route's own limit.

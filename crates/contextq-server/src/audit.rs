@@ -183,8 +183,9 @@ impl Head {
         })
     }
 
-    /// Appends `record` (in memory; [`Head::write`] adds the statements).
-    pub fn append(&mut self, record: Record<'_>) {
+    /// Appends `record` (in memory; [`Head::write`] adds the statements) and returns its
+    /// sequence number in the tenant's chain.
+    pub fn append(&mut self, record: Record<'_>) -> i64 {
         debug_assert_eq!(record.tenant_id, self.tenant_id);
         let tenant_seq = self.seq + 1;
         let created_at = crate::db::now();
@@ -217,6 +218,7 @@ impl Head {
         });
         self.seq = tenant_seq;
         self.last_hash = Some(hash);
+        tenant_seq
     }
 
     /// Adds the appended rows and the head's move to `batch`. The head moves only from the

@@ -116,6 +116,11 @@ const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "keyed audit log",
         sql: include_str!("../migrations/sqlite/0003_audit_mac.sql"),
     },
+    Migration {
+        version: 4,
+        description: "context versions",
+        sql: include_str!("../migrations/sqlite/0004_versions.sql"),
+    },
 ];
 
 const POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -134,6 +139,11 @@ const POSTGRES_MIGRATIONS: &[Migration] = &[
         description: "keyed audit log",
         sql: include_str!("../migrations/postgres/0003_audit_mac.sql"),
     },
+    Migration {
+        version: 4,
+        description: "context versions",
+        sql: include_str!("../migrations/postgres/0004_versions.sql"),
+    },
 ];
 
 /// A connection pool and its backend.
@@ -148,6 +158,8 @@ pub struct Db {
     url: String,
     /// The audit key, if the audit log is keyed.
     audit_key: Option<std::sync::Arc<crate::audit::AuditKey>>,
+    /// How many versions of each external id are kept.
+    versions_kept: u32,
 }
 
 /// Set on every SQLite connection.
@@ -198,7 +210,15 @@ pub struct DbOptions {
     /// false: such a database is refused with a key, saying how to key it). A fresh database is
     /// keyed without asking.
     pub adopt_audit_key: bool,
+    /// Versions kept of each external id (extension `history`; default
+    /// [`DEFAULT_VERSIONS_KEPT`], 100; at least 1). A tenant keeps at most its plan's context cap
+    /// times this many versions in all (a deleted context's versions count until pruned, oldest
+    /// first).
+    pub versions_kept: u32,
 }
+
+/// Default [`DbOptions::versions_kept`]: 100.
+pub const DEFAULT_VERSIONS_KEPT: u32 = 100;
 
 impl Default for DbOptions {
     fn default() -> Self {
@@ -207,6 +227,7 @@ impl Default for DbOptions {
             acquire_timeout: Duration::from_secs(30),
             audit_key: None,
             adopt_audit_key: false,
+            versions_kept: DEFAULT_VERSIONS_KEPT,
         }
     }
 }
@@ -215,6 +236,11 @@ impl Db {
     /// Connects to `url` (`sqlite:PATH`, created if missing; or `postgres://...`) and migrates.
     pub async fn connect(url: &str, options: &DbOptions) -> Result<Db> {
         install_default_drivers();
+        if options.versions_kept == 0 {
+            return Err(Error::Config(
+                "versions_kept must be at least 1 (the current state is a version)".into(),
+            ));
+        }
         let backend = Backend::from_url(url)?;
         let url = match backend {
             Backend::Sqlite => {
@@ -258,6 +284,7 @@ impl Db {
             writer: Default::default(),
             url,
             audit_key: options.audit_key.clone().map(std::sync::Arc::new),
+            versions_kept: options.versions_kept,
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -273,6 +300,11 @@ impl Db {
     /// The audit key rows and heads are MACed with, if any.
     pub fn audit_key(&self) -> Option<&crate::audit::AuditKey> {
         self.audit_key.as_deref()
+    }
+
+    /// Versions kept of each external id ([`DbOptions::versions_kept`]).
+    pub fn versions_kept(&self) -> u32 {
+        self.versions_kept
     }
 
     /// The pool.

@@ -59,6 +59,10 @@ enum Command {
         /// Most connections at once (lowered to fit the file descriptor limit).
         #[arg(long, default_value_t = 4096)]
         max_connections: usize,
+        /// Versions kept of each external id (extension `history`; at least 1). A tenant keeps
+        /// at most its plan's context cap times this many in all.
+        #[arg(long, default_value_t = contextq_server::db::DEFAULT_VERSIONS_KEPT)]
+        versions_kept: u32,
     },
     /// Operator commands, run directly on the database.
     Admin {
@@ -174,6 +178,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             idle_timeout_secs,
             max_connections,
             audit_key_file,
+            versions_kept,
         } => {
             let secs = std::time::Duration::from_secs;
             let connections = contextq_server::ConnectionLimits {
@@ -182,7 +187,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 max_connections,
             }
             .for_this_process();
-            let db = Db::connect(&database_url, &db_options(audit_key_file.as_deref())?).await?;
+            let options = DbOptions {
+                versions_kept,
+                ..db_options(audit_key_file.as_deref())?
+            };
+            let db = Db::connect(&database_url, &options).await?;
             if db.audit_key().is_none() {
                 tracing::warn!(
                     "the audit log is hash-chained but not keyed: anyone who can write the database can rewrite it undetected; see --audit-key-file"

@@ -16,6 +16,7 @@
 //!
 //! - [`workspaces`]: list, create, archive, delete.
 //! - [`contexts`]: read, list, bulk upsert, update, delete.
+//! - [`history`]: versions of contexts (written by every change to one) and their reads.
 //! - [`tenants`]: tenants, users and API keys (operator commands and authentication).
 
 use sqlx::Row;
@@ -26,6 +27,7 @@ use crate::db::{Backend, Batch, BatchError, Bind, Db, has_nul};
 pub use crate::db::{new_id, now};
 
 pub mod contexts;
+pub mod history;
 pub mod tenants;
 pub mod workspaces;
 
@@ -45,6 +47,14 @@ pub enum Error {
     ContextNotFound {
         /// The id or external id asked for.
         id: String,
+    },
+    /// No kept version with this number.
+    #[error("{id:?} has no version {version} (never written, or pruned by retention)")]
+    VersionNotFound {
+        /// The external id or context id asked for.
+        id: String,
+        /// The version asked for.
+        version: i64,
     },
     /// No tenant with this id.
     #[error("no tenant with id {id:?}")]

@@ -105,8 +105,17 @@ impl TestServer {
 
     /// A server with `config`.
     pub async fn start_with(backend: Backend, config: ServerConfig) -> TestServer {
+        Self::start_with_options(backend, config, DbOptions::default()).await
+    }
+
+    /// A server with `config` over a database opened with `options`.
+    pub async fn start_with_options(
+        backend: Backend,
+        config: ServerConfig,
+        options: DbOptions,
+    ) -> TestServer {
         let database = TestDatabase::fresh(backend).await;
-        let db = Db::connect(&database.url, &DbOptions::default())
+        let db = Db::connect(&database.url, &options)
             .await
             .unwrap_or_else(|e| panic!("cannot open the test database: {e}"));
         let server = RunningServer::bind("127.0.0.1:0", AppState::new(db.clone(), config))

@@ -49,7 +49,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     let db = Db::connect(&database.url, &Default::default())
         .await
         .unwrap();
-    assert_eq!(db.schema_version().await.unwrap(), 3);
+    assert_eq!(db.schema_version().await.unwrap(), 4);
     let v = admin::verify_audit(&db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");
     assert_eq!(v.rows, 12, "the release's rows, in its global chain");
@@ -94,6 +94,38 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    // Versions (migration 4): what the release stored is version 1, an update whose past is not
+    // known; the write after the upgrade is version 2.
+    let r = api
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions",
+            seg("mem-tool:notes/f0.md")
+        ))
+        .await;
+    let got: Vec<(i64, &str, i64)> = r.body["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_i64().unwrap(),
+                v["action"].as_str().unwrap(),
+                v["contextVersion"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [(2, "update", 3), (1, "update", 2)]);
+    let r = api
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions/1",
+            seg("mem-tool:notes/f0.md")
+        ))
+        .await;
+    assert_eq!(r.body["content"], "line 0, edited\n");
+    let r = api
+        .get("/api/history?at=2000-01-01T00:00:00Z&externalIdPrefix=mem-tool:notes/f0")
+        .await;
+    assert_eq!(r.body["paths"][0]["state"], "unknown", "{:?}", r.body);
     let r = api
         .post(
             "/api/contexts/bulk-upsert",

@@ -50,9 +50,10 @@ impl From<store::Error> for ApiError {
     fn from(e: store::Error) -> Self {
         use store::Error as E;
         let code = match &e {
-            E::WorkspaceNotFound { .. } | E::ContextNotFound { .. } | E::TenantNotFound { .. } => {
-                ErrorCode::NotFound
-            }
+            E::WorkspaceNotFound { .. }
+            | E::ContextNotFound { .. }
+            | E::VersionNotFound { .. }
+            | E::TenantNotFound { .. } => ErrorCode::NotFound,
             E::TenantExists { .. }
             | E::WorkspaceExists { .. }
             | E::WorkspaceArchived { .. }

@@ -12,10 +12,12 @@ use contextq_api::{Context, ContextInput, ContextSummary, Plan, TextEdit, Upsert
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
+use super::history::{Change, Kept, Versions, count_column, count_from, kept_columns, kept_from};
 use super::{
     Actor, Error, Outcome, Result, json_rows, new_id, now, tags_from, tags_text, workspaces, write,
 };
 use crate::db::{Batch, Bind, Db, placeholders};
+use contextq_api::history::Action;
 
 /// The columns of a summary (a context without its content), in one place; the joins give the
 /// workspace's slug.
@@ -351,6 +353,15 @@ struct Stored {
     version: i64,
 }
 
+/// An external id's kept versions as a bulk upsert reads them.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KeptOf {
+    external_id: String,
+    #[serde(flatten)]
+    kept: Kept,
+}
+
 fn decode<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
     serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
 }
@@ -389,14 +400,22 @@ pub async fn bulk_upsert(
             ("version", "c.version"),
         ],
     );
+    let kept_json = json_rows(
+        db,
+        &[("externalId", "v.e"), ("min", "v.mn"), ("max", "v.mx")],
+    );
+    let ids = placeholders(2 + slugs.len(), items.len());
+    let count = count_column(items.len());
     let sql = format!(
-        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, t.plan AS plan, \
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, \
+         {count}, t.plan AS plan, \
          (SELECT COUNT(*) FROM contexts x WHERE x.tenant_id = $1) AS context_count, \
          (SELECT {workspaces_json} FROM workspaces w WHERE w.tenant_id = $1 AND w.slug IN ({})) AS workspaces, \
-         (SELECT {existing_json} FROM contexts c WHERE c.tenant_id = $1 AND c.external_id IN ({})) AS existing \
+         (SELECT {existing_json} FROM contexts c WHERE c.tenant_id = $1 AND c.external_id IN ({ids})) AS existing, \
+         (SELECT {kept_json} FROM (SELECT external_id AS e, MIN(version) AS mn, MAX(version) AS mx \
+            FROM context_versions WHERE tenant_id = $1 AND external_id IN ({ids}) GROUP BY external_id) v) AS kept \
          FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id WHERE h.tenant_id = $1",
         placeholders(2, slugs.len()),
-        placeholders(2 + slugs.len(), items.len()),
     );
     let mut binds = vec![Bind::Text(actor.tenant_id.to_string())];
     binds.extend(slugs.iter().map(|s| Bind::Text(s.to_string())));
@@ -411,6 +430,17 @@ pub async fn bulk_upsert(
     let targets: Vec<TargetWorkspace> =
         decode(&row.try_get::<String, _>("workspaces")?, "workspaces")?;
     let stored: Vec<Stored> = decode(&row.try_get::<String, _>("existing")?, "contexts")?;
+    let kept: Vec<KeptOf> = decode(&row.try_get::<String, _>("kept")?, "context_versions")?;
+    let mut versions = Versions::new(
+        actor.tenant_id,
+        actor.key_id,
+        count_from(row)?,
+        plan,
+        db.versions_kept(),
+    );
+    for k in kept {
+        versions.known(&k.external_id, k.kept);
+    }
     let targets: HashMap<&str, &TargetWorkspace> =
         targets.iter().map(|w| (w.slug.as_str(), w)).collect();
     let stored: HashMap<&str, &Stored> =
@@ -469,7 +499,7 @@ pub async fn bulk_upsert(
                  WHERE id = $8 AND tenant_id = $9 AND version = $10",
                 vec![
                     Bind::Text(item.kind.clone()),
-                    Bind::OptText(title),
+                    Bind::OptText(title.clone()),
                     Bind::Text(item.content.clone()),
                     Bind::Text(tags_text(&tags)),
                     Bind::Int(item.content.len() as i64),
@@ -484,12 +514,28 @@ pub async fn bulk_upsert(
             if item.tags.is_some() {
                 retag(&mut batch, actor.tenant_id, &old.id, &old_tags, &tags);
             }
-            head.append(actor.record(
+            let seq = head.append(actor.record(
                 "context.update",
                 "context",
                 &old.id,
                 serde_json::json!({"externalId": item.external_id, "version": old.version + 1}),
             ));
+            versions.push(
+                &mut batch,
+                Change {
+                    action: Action::Update,
+                    external_id: &item.external_id,
+                    context_id: &old.id,
+                    context_version: old.version + 1,
+                    workspace_id: &old.workspace_id,
+                    kind: &item.kind,
+                    title: title.as_deref(),
+                    tags: &tags,
+                    content: Some(&item.content),
+                    seq,
+                    at: &at,
+                },
+            );
             old.version + 1
         };
         results.push(UpsertResult {
@@ -558,14 +604,31 @@ pub async fn bulk_upsert(
                 &[],
                 item.tags.as_deref().unwrap_or_default(),
             );
-            head.append(actor.record(
+            let seq = head.append(actor.record(
                 "context.create",
                 "context",
                 id,
                 serde_json::json!({"externalId": item.external_id, "version": 1}),
             ));
+            versions.push(
+                &mut batch,
+                Change {
+                    action: Action::Create,
+                    external_id: &item.external_id,
+                    context_id: id,
+                    context_version: 1,
+                    workspace_id: &targets[item.workspace.as_str()].id,
+                    kind: &item.kind,
+                    title: item.title.as_deref(),
+                    tags: item.tags.as_deref().unwrap_or_default(),
+                    content: Some(&item.content),
+                    seq,
+                    at: &at,
+                },
+            );
         }
     }
+    versions.finish(&mut batch);
     Ok(Outcome::Write(head, batch, results))
     })
     .await
@@ -577,6 +640,13 @@ pub async fn bulk_upsert(
 struct Locked {
     context: Option<(Context, bool)>,
     replay: Option<(i64, Option<i64>)>,
+    /// The context's workspace id.
+    workspace_id: Option<String>,
+    /// The context's external id's kept versions.
+    kept: Kept,
+    /// The tenant's count of versions (when this write counted them) and plan.
+    versions_count: Option<i64>,
+    plan: Plan,
 }
 
 /// The read of a write on one context (under the head lock): the head, the context (by `c.id` or
@@ -590,14 +660,17 @@ fn lock_context(
     let sql = format!(
         concat!(
             "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, w.archived AS ws_archived, ",
+            "{}, t.plan AS plan, c.workspace_id AS workspace_id, {}, ",
             "k.version AS replay_version, k.changed_line AS replay_line, ",
             summary_columns!(),
-            ", c.content FROM audit_heads h ",
+            ", c.content FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id ",
             "LEFT JOIN contexts c ON c.tenant_id = h.tenant_id AND {} = $2 ",
             "LEFT JOIN workspaces w ON w.id = c.workspace_id ",
             "LEFT JOIN idempotency_keys k ON k.tenant_id = h.tenant_id AND k.key = $3 ",
             "WHERE h.tenant_id = $1"
         ),
+        count_column(1),
+        kept_columns("c.external_id"),
         key_column,
     );
     let binds = vec![
@@ -622,8 +695,66 @@ impl Locked {
             Some(v) => Some((v, row.try_get::<Option<i64>, _>("replay_line")?)),
             None => None,
         };
-        Ok(Locked { context, replay })
+        let plan: String = row.try_get("plan")?;
+        Ok(Locked {
+            context,
+            replay,
+            workspace_id: row.try_get("workspace_id")?,
+            kept: kept_from(row)?,
+            versions_count: count_from(row)?,
+            plan: plan
+                .parse()
+                .map_err(|_| Error::Corrupt(format!("a tenant has plan {plan:?}")))?,
+        })
     }
+
+    /// The versions of a write on this context, by `actor`.
+    fn versions<'a>(&self, db: &Db, actor: Actor<'a>) -> Versions<'a> {
+        let mut versions = Versions::new(
+            actor.tenant_id,
+            actor.key_id,
+            self.versions_count,
+            self.plan,
+            db.versions_kept(),
+        );
+        if let Some((c, _)) = &self.context {
+            versions.known(&c.external_id, self.kept);
+        }
+        versions
+    }
+}
+
+/// The workspace id of a context found under the lock (a context always has one).
+fn present(workspace_id: Option<String>) -> Result<String> {
+    workspace_id.ok_or_else(|| Error::Corrupt("a context without a workspace".into()))
+}
+
+/// Records `new` (after `action`) as its external id's next version, with retention.
+fn record_version(
+    batch: &mut Batch,
+    mut versions: Versions<'_>,
+    action: Action,
+    workspace_id: &str,
+    new: &Context,
+    seq: i64,
+) {
+    versions.push(
+        batch,
+        Change {
+            action,
+            external_id: &new.external_id,
+            context_id: &new.id,
+            context_version: new.version,
+            workspace_id,
+            kind: &new.kind,
+            title: new.title.as_deref(),
+            tags: &new.tags,
+            content: (action != Action::Delete).then_some(new.content.as_str()),
+            seq,
+            at: &new.updated_at,
+        },
+    );
+    versions.finish(batch);
 }
 
 /// The context of a write: present, in a writable workspace, at `if_match` when given.
@@ -685,7 +816,11 @@ pub async fn update(
     }
     let read = lock_context(actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
-        let old = writable(Locked::from_row(row)?.context, id, if_match)?;
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let old = writable(locked.context, id, if_match)?;
+        let workspace_id = present(workspace_id)?;
         let new = Context {
             content: content.to_string(),
             title: title.unwrap_or_else(|| old.title.clone()),
@@ -699,12 +834,20 @@ pub async fn update(
         if tags.is_some() {
             retag(&mut batch, actor.tenant_id, id, &old.tags, &new.tags);
         }
-        head.append(actor.record(
+        let seq = head.append(actor.record(
             "context.update",
             "context",
             id,
             serde_json::json!({"externalId": old.external_id, "version": new.version}),
         ));
+        record_version(
+            &mut batch,
+            versions,
+            Action::Update,
+            &workspace_id,
+            &new,
+            seq,
+        );
         Ok(Outcome::Write(head, batch, new))
     })
     .await
@@ -733,7 +876,12 @@ pub async fn edit(
         idempotency_key,
     );
     write(db, actor.tenant_id, external_id, read, |mut head, row| {
-        let Locked { context, replay } = Locked::from_row(row)?;
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let Locked {
+            context, replay, ..
+        } = locked;
         let context = context.filter(|(c, _)| {
             require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
                 && workspace.is_none_or(|w| c.workspace == w)
@@ -781,12 +929,14 @@ pub async fn edit(
                 Some(1),
             );
         }
-        head.append(actor.record(
+        let seq = head.append(actor.record(
             "context.update",
             "context",
             &old.id,
             serde_json::json!({"externalId": old.external_id, "version": new.version}),
         ));
+        let workspace_id = present(workspace_id)?;
+        record_version(&mut batch, versions, Action::Update, &workspace_id, &new, seq);
         Ok(Outcome::Write(
             head,
             batch,
@@ -804,7 +954,11 @@ pub async fn edit(
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
     let read = lock_context(actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
-        let old = writable(Locked::from_row(row)?.context, id, if_match)?;
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let old = writable(locked.context, id, if_match)?;
+        let workspace_id = present(workspace_id)?;
         let mut batch = Batch::default();
         batch.push(
             "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
@@ -815,12 +969,24 @@ pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) 
             ],
             Some(1),
         );
-        head.append(actor.record(
+        let seq = head.append(actor.record(
             "context.delete",
             "context",
             id,
             serde_json::json!({"externalId": old.external_id, "version": old.version}),
         ));
+        let gone = Context {
+            updated_at: now(),
+            ..old
+        };
+        record_version(
+            &mut batch,
+            versions,
+            Action::Delete,
+            &workspace_id,
+            &gone,
+            seq,
+        );
         Ok(Outcome::Write(head, batch, ()))
     })
     .await

@@ -22,7 +22,15 @@ impl TestServer {
     }
 
     pub async fn start_with(backend: Backend, config: ServerConfig) -> TestServer {
-        let inner = testing::TestServer::start_with(backend, config).await;
+        Self::start_with_options(backend, config, contextq_server::DbOptions::default()).await
+    }
+
+    pub async fn start_with_options(
+        backend: Backend,
+        config: ServerConfig,
+        options: contextq_server::DbOptions,
+    ) -> TestServer {
+        let inner = testing::TestServer::start_with_options(backend, config, options).await;
         TestServer {
             url: inner.url().to_string(),
             db: inner.db.clone(),
@@ -40,6 +48,11 @@ impl TestServer {
             client: Api::new(&self.url, &t.api_key),
             key_id: t.key_id,
         }
+    }
+
+    /// A new workspace `slug` of a tenant.
+    pub async fn workspace(&self, tenant_id: &str, slug: &str) {
+        self.inner.workspace(tenant_id, slug).await;
     }
 
     pub async fn stop(self) {

@@ -1,0 +1,185 @@
+//! The `history` extension's resources (`docs/contextq-api.md`, "Versions"): every create,
+//! update and delete of a context keeps the state it wrote as a [`Version`], numbered per
+//! external id over every context that ever had it, and kept after the context is deleted.
+
+use serde::{Deserialize, Serialize};
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// The context was created (its first version).
+    Create,
+    /// Its content, title or tags changed.
+    Update,
+    /// It was deleted; the version has no content.
+    Delete,
+}
+
+impl Action {
+    /// `create`, `update` or `delete`, as stored and sent.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Delete => "delete",
+        }
+    }
+}
+
+impl std::str::FromStr for Action {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "create" => Ok(Action::Create),
+            "update" => Ok(Action::Update),
+            "delete" => Ok(Action::Delete),
+            other => Err(format!("unknown action {other:?}")),
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One version without its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionSummary {
+    /// The external id.
+    pub external_id: String,
+    /// Its number among the external id's versions: 1, 2, 3, ... over every context that ever
+    /// had this external id (a context created again after a delete goes on counting).
+    pub version: i64,
+    /// The tenant's audit sequence number of the change (orders changes across external ids).
+    pub seq: i64,
+    /// The context the change wrote.
+    pub context_id: String,
+    /// That context's own version after the change (its `ETag`); for a delete, the version
+    /// deleted.
+    pub context_version: i64,
+    /// The workspace's slug, `None` if the workspace has since been deleted.
+    pub workspace: Option<String>,
+    /// What the change did.
+    pub action: Action,
+    /// The context's type after the change.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Its title after the change.
+    pub title: Option<String>,
+    /// Its tags after the change.
+    pub tags: Vec<String>,
+    /// Bytes of content after the change (0 for a delete).
+    pub size_bytes: u64,
+    /// The key that made the change (`None`: an operator command).
+    pub key_id: Option<String>,
+    /// The last four characters of that key, to show it masked (`sk_live_…abcd`).
+    pub key_last4: Option<String>,
+    /// When (RFC 3339, UTC, milliseconds).
+    pub created_at: String,
+}
+
+/// One version with its content (`None` for a delete).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Version {
+    /// Everything but the content.
+    #[serde(flatten)]
+    pub summary: VersionSummary,
+    /// The content after the change; `None` for a delete.
+    pub content: Option<String>,
+}
+
+/// `GET .../versions`: one page, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionPage {
+    /// The versions, newest first.
+    pub versions: Vec<VersionSummary>,
+    /// Pass back as `cursor=` for older versions; `None` on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// What an external id was at a point in time (`GET /api/history`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PastState {
+    /// It held the content of `version`.
+    Present,
+    /// It had been deleted (`version` is the delete).
+    Deleted,
+    /// It did not exist yet (its first kept version is its creation, and is later).
+    Absent,
+    /// Not known: the versions before the point in time were pruned by retention, or were
+    /// written before the server kept versions.
+    Unknown,
+}
+
+/// One external id at a point in time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathAt {
+    /// The external id.
+    pub external_id: String,
+    /// What it was then.
+    pub state: PastState,
+    /// The version in effect then (for `present` and `deleted`).
+    pub version: Option<VersionSummary>,
+    /// Its newest version (what it is now, or its delete).
+    pub latest: VersionSummary,
+}
+
+/// `GET /api/history?at=...`: one page of external ids with any kept version, by external id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryPage {
+    /// The point in time, as the server read it (RFC 3339, UTC, milliseconds).
+    pub at: String,
+    /// One entry per external id, by external id.
+    pub paths: Vec<PathAt>,
+    /// Pass back as `cursor=` for the next page; `None` on the last page.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_round_trips_with_flattened_summary() {
+        let v = Version {
+            summary: VersionSummary {
+                external_id: "mem-tool:acme/a.md".into(),
+                version: 3,
+                seq: 17,
+                context_id: "ctx_1".into(),
+                context_version: 1,
+                workspace: Some("acme".into()),
+                action: Action::Delete,
+                kind: "note".into(),
+                title: None,
+                tags: vec!["mem-tool".into()],
+                size_bytes: 0,
+                key_id: Some("key_1".into()),
+                key_last4: Some("abcd".into()),
+                created_at: "2026-12-03T10:00:00.000Z".into(),
+            },
+            content: None,
+        };
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["action"], "delete");
+        assert_eq!(json["type"], "note");
+        assert_eq!(json["contextVersion"], 1);
+        assert!(json["content"].is_null());
+        let back: Version = serde_json::from_value(json).unwrap();
+        assert_eq!(back, v);
+        assert_eq!("update".parse::<Action>().unwrap(), Action::Update);
+        assert!("rename".parse::<Action>().is_err());
+    }
+}

@@ -1,0 +1,125 @@
+//! The read endpoints of the `history` extension (docs/contextq-api.md, "Versions"): a context's
+//! versions by external id (every context that had it, deleted ones included) or by id, one
+//! version with its content, and what every external id under a prefix was at a point in time.
+//! Read scope, tenant-scoped like every other read, paged.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use contextq_api::Scope;
+use contextq_api::history::{HistoryPage, Version, VersionPage};
+
+use super::{ApiError, AppState, Caller, decode_cursor, encode_cursor};
+use crate::store::contexts::page_limit;
+use crate::store::history::{self, AtQuery, Subject};
+
+type Params = Query<HashMap<String, String>>;
+
+fn nonempty(params: &HashMap<String, String>, k: &str) -> Option<String> {
+    params.get(k).filter(|v| !v.is_empty()).cloned()
+}
+
+fn version_number(text: &str) -> Result<i64, ApiError> {
+    text.parse::<i64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+        crate::store::Error::BadParameter(format!("a version is a number from 1, got {text:?}"))
+            .into()
+    })
+}
+
+async fn page(
+    s: &AppState,
+    caller: &Caller,
+    subject: Subject,
+    params: &HashMap<String, String>,
+) -> Result<Json<VersionPage>, ApiError> {
+    caller.require(Scope::Read)?;
+    let limit = page_limit(params.get("limit").map(String::as_str))?;
+    let before = nonempty(params, "cursor")
+        .map(|c| history::decode_version_cursor(&c))
+        .transpose()?;
+    Ok(Json(
+        history::list(&s.db, &caller.tenant_id, &subject, limit, before).await?,
+    ))
+}
+
+/// `GET /api/contexts/by-external/{externalId}/versions?workspace=&limit=&cursor=`.
+pub(super) async fn by_external(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(external_id): Path<String>,
+    Query(params): Params,
+) -> Result<Json<VersionPage>, ApiError> {
+    let subject = Subject::External {
+        external_id,
+        workspace: nonempty(&params, "workspace"),
+    };
+    page(&s, &caller, subject, &params).await
+}
+
+/// `GET /api/contexts/{id}/versions?limit=&cursor=`.
+pub(super) async fn by_id(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(params): Params,
+) -> Result<Json<VersionPage>, ApiError> {
+    page(&s, &caller, Subject::Context(id), &params).await
+}
+
+/// `GET /api/contexts/by-external/{externalId}/versions/{version}?workspace=`.
+pub(super) async fn one_by_external(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path((external_id, version)): Path<(String, String)>,
+    Query(params): Params,
+) -> Result<Json<Version>, ApiError> {
+    caller.require(Scope::Read)?;
+    let subject = Subject::External {
+        external_id,
+        workspace: nonempty(&params, "workspace"),
+    };
+    let n = version_number(&version)?;
+    Ok(Json(
+        history::get(&s.db, &caller.tenant_id, &subject, n).await?,
+    ))
+}
+
+/// `GET /api/contexts/{id}/versions/{version}`.
+pub(super) async fn one_by_id(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path((id, version)): Path<(String, String)>,
+) -> Result<Json<Version>, ApiError> {
+    caller.require(Scope::Read)?;
+    let n = version_number(&version)?;
+    Ok(Json(
+        history::get(&s.db, &caller.tenant_id, &Subject::Context(id), n).await?,
+    ))
+}
+
+/// `GET /api/history?at=&workspace=&externalIdPrefix=&limit=&cursor=`.
+pub(super) async fn at(
+    State(s): State<AppState>,
+    caller: Caller,
+    Query(params): Params,
+) -> Result<Json<HistoryPage>, ApiError> {
+    caller.require(Scope::Read)?;
+    let at = nonempty(&params, "at").ok_or_else(|| {
+        ApiError::from(crate::store::Error::BadParameter(
+            "at= is required: an RFC 3339 time such as 2026-12-03T10:00:00Z".into(),
+        ))
+    })?;
+    let q = AtQuery {
+        at,
+        prefix: nonempty(&params, "externalIdPrefix"),
+        workspace: nonempty(&params, "workspace"),
+        limit: page_limit(params.get("limit").map(String::as_str))?,
+        after: nonempty(&params, "cursor")
+            .map(|c| decode_cursor(&c))
+            .transpose()?,
+    };
+    let mut page = history::at(&s.db, &caller.tenant_id, &q).await?;
+    page.next_cursor = page.next_cursor.map(|n| encode_cursor(&n));
+    Ok(Json(page))
+}

@@ -1,0 +1,648 @@
+//! Versions of contexts (extension `history`, docs/contextq-api.md "Versions"): what every
+//! create, update and delete wrote, kept in `context_versions` after the context is gone, with
+//! retention; and the reads of them (one external id's or one context's versions, one version
+//! with its content, every external id under a prefix at a point in time).
+//!
+//! Versions are written by [`Versions`], inside the write that makes the change (same
+//! transaction, same batch), numbered per external id from what that write read under the
+//! tenant's head lock. Retention is applied in the same batch: the last
+//! [`crate::db::DbOptions::versions_kept`] versions of each external id; and, per tenant, at
+//! most the plan's context cap times that many versions, pruning the tenant's oldest first
+//! (never the newest version of an external id that is not deleted, never one of the external
+//! ids the write changes). The tenant's bound costs a count of its versions, read by a write whose
+//! audit sequence crosses a multiple of [`COUNT_EVERY`] (so a tenant can pass it by at most that
+//! many writes' versions before it is pruned back). An external id's kept versions are one run
+//! `min..=max`: both rules prune from the oldest.
+
+use std::collections::HashMap;
+
+use contextq_api::Plan;
+use contextq_api::history::{
+    Action, HistoryPage, PastState, PathAt, Version, VersionPage, VersionSummary,
+};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{Error, Result, tags_from, tags_text, workspaces};
+use crate::db::{Batch, Bind, Db, placeholders};
+
+/// An external id's kept versions, as a write reads them under the lock: the oldest and newest
+/// numbers (`None`: none kept).
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize)]
+pub(super) struct Kept {
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+}
+
+/// The state of a context a change wrote (what a version keeps).
+pub(super) struct Change<'a> {
+    pub action: Action,
+    pub external_id: &'a str,
+    pub context_id: &'a str,
+    pub context_version: i64,
+    pub workspace_id: &'a str,
+    pub kind: &'a str,
+    pub title: Option<&'a str>,
+    pub tags: &'a [String],
+    /// `None` for a delete.
+    pub content: Option<&'a str>,
+    /// The audit sequence number of the change ([`crate::audit::Head::append`]).
+    pub seq: i64,
+    pub at: &'a str,
+}
+
+/// The tenant's versions are counted (for its bound) by a write whose audit sequence crosses a
+/// multiple of this.
+pub const COUNT_EVERY: i64 = 16;
+
+/// The column `versions_count` of a write's read (`h` is the tenant's head, `$1` the tenant):
+/// the tenant's count of versions when the write, appending at most `appends` audit rows,
+/// crosses a multiple of [`COUNT_EVERY`]; else `NULL`.
+pub(super) fn count_column(appends: usize) -> String {
+    format!(
+        "CASE WHEN (h.seq % {COUNT_EVERY}) + {appends} >= {COUNT_EVERY} \
+         THEN (SELECT COUNT(*) FROM context_versions cv WHERE cv.tenant_id = $1) END AS versions_count"
+    )
+}
+
+/// The versions one write adds and the retention it applies.
+pub(super) struct Versions<'a> {
+    tenant_id: &'a str,
+    key_id: Option<&'a str>,
+    /// The tenant's versions before this write, when this write counted them.
+    count: Option<i64>,
+    /// At most this many versions per tenant (`None`: no bound but each external id's).
+    tenant_cap: Option<i64>,
+    kept: i64,
+    paths: HashMap<String, Kept>,
+    inserted: i64,
+    pruned: i64,
+}
+
+impl<'a> Versions<'a> {
+    /// Versions of a write by `key_id` in `tenant_id` (which has `count` versions, when the
+    /// write counted them), under `plan`, keeping `kept` per external id.
+    pub fn new(
+        tenant_id: &'a str,
+        key_id: Option<&'a str>,
+        count: Option<i64>,
+        plan: Plan,
+        kept: u32,
+    ) -> Self {
+        let kept = i64::from(kept.max(1));
+        Versions {
+            tenant_id,
+            key_id,
+            count,
+            tenant_cap: plan.context_cap().map(|cap| cap.saturating_mul(kept)),
+            kept,
+            paths: HashMap::new(),
+            inserted: 0,
+            pruned: 0,
+        }
+    }
+
+    /// What the write read of `external_id`'s kept versions.
+    pub fn known(&mut self, external_id: &str, kept: Kept) {
+        self.paths.insert(external_id.to_string(), kept);
+    }
+
+    /// Adds `change` as the external id's next version (its kept versions must be
+    /// [`known`](Self::known)), pruning what is past the external id's retention.
+    pub fn push(&mut self, batch: &mut Batch, change: Change<'_>) {
+        let kept = self
+            .paths
+            .entry(change.external_id.to_string())
+            .or_default();
+        let version = kept.max.unwrap_or(0) + 1;
+        let min = kept.min.unwrap_or(version);
+        batch.push(
+            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            vec![
+                Bind::Text(self.tenant_id.to_string()),
+                Bind::Int(change.seq),
+                Bind::Text(change.external_id.to_string()),
+                Bind::Int(version),
+                Bind::Text(change.context_id.to_string()),
+                Bind::Int(change.context_version),
+                Bind::Text(change.workspace_id.to_string()),
+                Bind::Text(change.action.as_str().to_string()),
+                Bind::Text(change.kind.to_string()),
+                Bind::OptText(change.title.map(str::to_string)),
+                Bind::Text(tags_text(change.tags)),
+                Bind::OptText(change.content.map(str::to_string)),
+                Bind::Int(change.content.map_or(0, |c| c.len() as i64)),
+                Bind::OptText(self.key_id.map(str::to_string)),
+                Bind::Text(change.at.to_string()),
+            ],
+            Some(1),
+        );
+        self.inserted += 1;
+        // Keep versions newer than `version - kept`.
+        let oldest_kept = version - self.kept + 1;
+        let mut new_min = min;
+        if min < oldest_kept {
+            batch.push(
+                "DELETE FROM context_versions WHERE tenant_id = $1 AND external_id = $2 AND version < $3",
+                vec![
+                    Bind::Text(self.tenant_id.to_string()),
+                    Bind::Text(change.external_id.to_string()),
+                    Bind::Int(oldest_kept),
+                ],
+                None,
+            );
+            self.pruned += oldest_kept - min;
+            new_min = oldest_kept;
+        }
+        *kept = Kept {
+            min: Some(new_min),
+            max: Some(version),
+        };
+    }
+
+    /// Applies the tenant's bound when this write counted its versions: its oldest versions go
+    /// first, except the newest of an external id that is not deleted and those of the external
+    /// ids this write changes.
+    pub fn finish(self, batch: &mut Batch) {
+        let (Some(count), Some(cap)) = (self.count, self.tenant_cap) else {
+            return;
+        };
+        let rows = count + self.inserted - self.pruned;
+        if rows <= cap {
+            return;
+        }
+        let mut binds = vec![Bind::Text(self.tenant_id.to_string())];
+        binds.extend(self.paths.keys().map(|p| Bind::Text(p.clone())));
+        let n = binds.len();
+        binds.push(Bind::Int(rows - cap));
+        let others = if n > 1 {
+            format!("AND v.external_id NOT IN ({})", placeholders(2, n - 1))
+        } else {
+            String::new()
+        };
+        batch.push(
+            format!(
+                "DELETE FROM context_versions WHERE tenant_id = $1 AND seq IN (\
+                 SELECT v.seq FROM context_versions v WHERE v.tenant_id = $1 {others} \
+                 AND (v.action = 'delete' OR v.version < (SELECT MAX(x.version) FROM context_versions x \
+                      WHERE x.tenant_id = $1 AND x.external_id = v.external_id)) \
+                 ORDER BY v.seq LIMIT ${})",
+                n + 1
+            ),
+            binds,
+            None,
+        );
+    }
+}
+
+/// The columns that give a [`Kept`] of `external_id_expr` (in the tenant `$1`) in a write's
+/// read, named `kept_min` and `kept_max`.
+pub(super) fn kept_columns(external_id_expr: &str) -> String {
+    format!(
+        "(SELECT MIN(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = {external_id_expr}) AS kept_min, \
+         (SELECT MAX(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = {external_id_expr}) AS kept_max"
+    )
+}
+
+/// The `versions_count` of a row read with [`count_column`].
+pub(super) fn count_from(row: &AnyRow) -> Result<Option<i64>> {
+    Ok(row.try_get("versions_count")?)
+}
+
+/// The [`Kept`] of a row read with [`kept_columns`].
+pub(super) fn kept_from(row: &AnyRow) -> Result<Kept> {
+    Ok(Kept {
+        min: row.try_get("kept_min")?,
+        max: row.try_get("kept_max")?,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads
+
+/// The columns of a [`VersionSummary`] (`v` is `context_versions`, `w` its workspace, `k` its
+/// key; both left joins).
+macro_rules! version_columns {
+    () => {
+        "v.external_id, v.version, v.seq, v.context_id, v.context_version, w.slug AS workspace, v.action, \
+         v.type, v.title, v.tags, v.size_bytes, v.api_key_id, k.key_last4, v.created_at"
+    };
+}
+
+macro_rules! from_versions {
+    () => {
+        " FROM context_versions v LEFT JOIN workspaces w ON w.id = v.workspace_id \
+         LEFT JOIN api_keys k ON k.id = v.api_key_id "
+    };
+}
+
+fn summary_from_row(row: &AnyRow) -> Result<VersionSummary> {
+    let action: String = row.try_get("action")?;
+    Ok(VersionSummary {
+        external_id: row.try_get("external_id")?,
+        version: row.try_get("version")?,
+        seq: row.try_get("seq")?,
+        context_id: row.try_get("context_id")?,
+        context_version: row.try_get("context_version")?,
+        workspace: row.try_get("workspace")?,
+        action: action
+            .parse()
+            .map_err(|e| Error::Corrupt(format!("context_versions.action: {e}")))?,
+        kind: row.try_get("type")?,
+        title: row.try_get("title")?,
+        tags: tags_from(&row.try_get::<String, _>("tags")?),
+        size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
+        key_id: row.try_get("api_key_id")?,
+        key_last4: row.try_get("key_last4")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// Whose versions to list.
+#[derive(Debug, Clone)]
+pub enum Subject {
+    /// Every version of an external id (every context that had it), in `workspace` (slug) only
+    /// when given.
+    External {
+        /// The external id.
+        external_id: String,
+        /// Only versions written in this workspace.
+        workspace: Option<String>,
+    },
+    /// The versions of one context (by id), also after its deletion.
+    Context(String),
+}
+
+/// A page cursor of versions: the version number to continue below.
+pub fn decode_version_cursor(cursor: &str) -> Result<i64> {
+    cursor
+        .strip_prefix('v')
+        .and_then(|n| n.parse::<i64>().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| Error::BadParameter("invalid cursor: pass nextCursor back unchanged".into()))
+}
+
+fn encode_version_cursor(version: i64) -> String {
+    format!("v{version}")
+}
+
+/// `$n` conditions for `subject` after `$1` (the tenant), with their binds.
+async fn subject_filter(
+    db: &Db,
+    tenant_id: &str,
+    subject: &Subject,
+    binds: &mut Vec<Bind>,
+) -> Result<String> {
+    let mut sql = String::new();
+    match subject {
+        Subject::External {
+            external_id,
+            workspace,
+        } => {
+            binds.push(Bind::Text(external_id.clone()));
+            sql.push_str(&format!(" AND v.external_id = ${}", binds.len()));
+            if let Some(slug) = workspace {
+                let id = workspaces::id_of(db, tenant_id, slug).await?;
+                binds.push(Bind::Text(id));
+                sql.push_str(&format!(" AND v.workspace_id = ${}", binds.len()));
+            }
+        }
+        Subject::Context(id) => {
+            binds.push(Bind::Text(id.clone()));
+            sql.push_str(&format!(" AND v.context_id = ${}", binds.len()));
+        }
+    }
+    Ok(sql)
+}
+
+/// A page of `subject`'s versions, newest first: at most `limit`, below version `before`.
+/// A subject without any kept version is [`Error::ContextNotFound`].
+pub async fn list(
+    db: &Db,
+    tenant_id: &str,
+    subject: &Subject,
+    limit: i64,
+    before: Option<i64>,
+) -> Result<VersionPage> {
+    let mut binds = vec![Bind::Text(tenant_id.to_string())];
+    let mut sql = String::from(concat!(
+        "SELECT ",
+        version_columns!(),
+        from_versions!(),
+        "WHERE v.tenant_id = $1"
+    ));
+    sql.push_str(&subject_filter(db, tenant_id, subject, &mut binds).await?);
+    if let Some(before) = before {
+        binds.push(Bind::Int(before));
+        sql.push_str(&format!(" AND v.version < ${}", binds.len()));
+    }
+    binds.push(Bind::Int(limit + 1));
+    sql.push_str(&format!(" ORDER BY v.version DESC LIMIT ${}", binds.len()));
+    let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+        .fetch_all(&mut *db.reader().await?)
+        .await?;
+    let mut versions: Vec<VersionSummary> =
+        rows.iter().map(summary_from_row).collect::<Result<_>>()?;
+    if versions.is_empty() && before.is_none() {
+        return Err(not_found(subject));
+    }
+    let next_cursor = if versions.len() as i64 > limit {
+        versions.truncate(limit as usize);
+        versions.last().map(|v| encode_version_cursor(v.version))
+    } else {
+        None
+    };
+    Ok(VersionPage {
+        versions,
+        next_cursor,
+    })
+}
+
+fn not_found(subject: &Subject) -> Error {
+    Error::ContextNotFound {
+        id: match subject {
+            Subject::External { external_id, .. } => external_id.clone(),
+            Subject::Context(id) => id.clone(),
+        },
+    }
+}
+
+/// One version of `subject` with its content ([`Error::VersionNotFound`] if not kept).
+pub async fn get(db: &Db, tenant_id: &str, subject: &Subject, version: i64) -> Result<Version> {
+    let mut binds = vec![Bind::Text(tenant_id.to_string())];
+    let mut sql = String::from(concat!(
+        "SELECT ",
+        version_columns!(),
+        ", v.content",
+        from_versions!(),
+        "WHERE v.tenant_id = $1"
+    ));
+    sql.push_str(&subject_filter(db, tenant_id, subject, &mut binds).await?);
+    binds.push(Bind::Int(version));
+    sql.push_str(&format!(" AND v.version = ${}", binds.len()));
+    let row = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+        .fetch_optional(&mut *db.reader().await?)
+        .await?;
+    match row {
+        Some(row) => Ok(Version {
+            summary: summary_from_row(&row)?,
+            content: row.try_get("content")?,
+        }),
+        None => Err(Error::VersionNotFound {
+            id: match subject {
+                Subject::External { external_id, .. } => external_id.clone(),
+                Subject::Context(id) => id.clone(),
+            },
+            version,
+        }),
+    }
+}
+
+/// `GET /api/history`: what external ids were at a point in time.
+#[derive(Debug, Clone)]
+pub struct AtQuery {
+    /// The point in time (RFC 3339; read as UTC with milliseconds).
+    pub at: String,
+    /// Only external ids starting with this.
+    pub prefix: Option<String>,
+    /// Only versions written in this workspace (slug).
+    pub workspace: Option<String>,
+    /// Page size (1 to 500).
+    pub limit: i64,
+    /// Start after this external id (the decoded cursor).
+    pub after: Option<String>,
+}
+
+/// Reads a point in time as the stored form (RFC 3339, UTC, milliseconds, `Z`).
+pub fn parse_time(at: &str) -> Result<String> {
+    chrono::DateTime::parse_from_rfc3339(at)
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        })
+        .map_err(|e| {
+            Error::BadParameter(format!(
+                "at must be an RFC 3339 time such as 2026-12-03T10:00:00Z, got {at:?} ({e})"
+            ))
+        })
+}
+
+/// Every external id with a kept version (in the query's workspace and prefix), what it was at
+/// `q.at` and what it is now, by external id.
+pub async fn at(db: &Db, tenant_id: &str, q: &AtQuery) -> Result<HistoryPage> {
+    let at = parse_time(&q.at)?;
+    let mut binds = vec![Bind::Text(tenant_id.to_string()), Bind::Text(at.clone())];
+    let mut filter = String::new();
+    if let Some(slug) = &q.workspace {
+        let id = workspaces::id_of(db, tenant_id, slug).await?;
+        binds.push(Bind::Text(id));
+        filter.push_str(&format!(" AND workspace_id = ${}", binds.len()));
+    }
+    let prefix = q.prefix.as_ref().filter(|p| !p.is_empty());
+    match (prefix, &q.after) {
+        (Some(p), Some(after)) if after >= p => {
+            binds.push(Bind::Text(after.clone()));
+            filter.push_str(&format!(" AND external_id > ${}", binds.len()));
+        }
+        (Some(p), _) => {
+            binds.push(Bind::Text(p.clone()));
+            filter.push_str(&format!(" AND external_id >= ${}", binds.len()));
+        }
+        (None, Some(after)) => {
+            binds.push(Bind::Text(after.clone()));
+            filter.push_str(&format!(" AND external_id > ${}", binds.len()));
+        }
+        (None, None) => {}
+    }
+    if let Some(p) = prefix {
+        binds.push(Bind::Text(format!("{p}\u{10FFFF}")));
+        filter.push_str(&format!(" AND external_id < ${}", binds.len()));
+    }
+    binds.push(Bind::Int(q.limit + 1));
+    let sql = format!(
+        "SELECT external_id, MIN(version) AS first_v, MAX(version) AS latest_v, \
+         MAX(CASE WHEN created_at <= $2 THEN version END) AS at_v \
+         FROM context_versions WHERE tenant_id = $1{filter} \
+         GROUP BY external_id ORDER BY external_id LIMIT ${}",
+        binds.len()
+    );
+    let groups = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+        .fetch_all(&mut *db.reader().await?)
+        .await?;
+    let mut groups: Vec<(String, i64, i64, Option<i64>)> = groups
+        .iter()
+        .map(|r| {
+            Ok((
+                r.try_get("external_id")?,
+                r.try_get("first_v")?,
+                r.try_get("latest_v")?,
+                r.try_get("at_v")?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    let next_cursor = if groups.len() as i64 > q.limit {
+        groups.truncate(q.limit as usize);
+        groups.last().map(|g| g.0.clone())
+    } else {
+        None
+    };
+    // The summaries of each external id's newest version and of the one in effect then.
+    let mut wanted: Vec<(String, i64)> = Vec::new();
+    for (id, first, latest, at_v) in &groups {
+        wanted.push((id.clone(), *latest));
+        match at_v {
+            Some(v) if v != latest => wanted.push((id.clone(), *v)),
+            Some(_) => {}
+            // Absent then only if its first kept version is its creation.
+            None if first != latest => wanted.push((id.clone(), *first)),
+            None => {}
+        }
+    }
+    let mut found: HashMap<(String, i64), VersionSummary> = HashMap::new();
+    for chunk in wanted.chunks(250) {
+        let mut binds = vec![Bind::Text(tenant_id.to_string())];
+        let mut ors = Vec::new();
+        for (id, v) in chunk {
+            binds.push(Bind::Text(id.clone()));
+            binds.push(Bind::Int(*v));
+            ors.push(format!(
+                "(v.external_id = ${} AND v.version = ${})",
+                binds.len() - 1,
+                binds.len()
+            ));
+        }
+        let sql = format!(
+            concat!(
+                "SELECT ",
+                version_columns!(),
+                from_versions!(),
+                "WHERE v.tenant_id = $1 AND ({})"
+            ),
+            ors.join(" OR ")
+        );
+        let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+            .fetch_all(&mut *db.reader().await?)
+            .await?;
+        for row in &rows {
+            let s = summary_from_row(row)?;
+            found.insert((s.external_id.clone(), s.version), s);
+        }
+    }
+    let mut paths = Vec::with_capacity(groups.len());
+    for (id, first, latest, at_v) in groups {
+        let take = |v: i64| {
+            found
+                .get(&(id.clone(), v))
+                .cloned()
+                .ok_or_else(|| Error::ChangedConcurrently {
+                    id: format!("{id} version {v}"),
+                })
+        };
+        let latest = take(latest)?;
+        let (state, version) = match at_v {
+            Some(v) => {
+                let s = take(v)?;
+                let state = if s.action == Action::Delete {
+                    PastState::Deleted
+                } else {
+                    PastState::Present
+                };
+                (state, Some(s))
+            }
+            None if first == 1 && take(first)?.action == Action::Create => {
+                (PastState::Absent, None)
+            }
+            None => (PastState::Unknown, None),
+        };
+        paths.push(PathAt {
+            external_id: id,
+            state,
+            version,
+            latest,
+        });
+    }
+    Ok(HistoryPage {
+        at,
+        paths,
+        next_cursor,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_and_times() {
+        assert_eq!(
+            decode_version_cursor(&encode_version_cursor(42)).unwrap(),
+            42
+        );
+        assert!(decode_version_cursor("42").is_err());
+        assert!(decode_version_cursor("v0").is_err());
+        assert_eq!(
+            parse_time("2026-12-03T11:00:00+01:00").unwrap(),
+            "2026-12-03T10:00:00.000Z"
+        );
+        assert!(parse_time("yesterday").is_err());
+    }
+
+    fn change(external_id: &str) -> Change<'_> {
+        Change {
+            action: Action::Update,
+            external_id,
+            context_id: "c",
+            context_version: 4,
+            workspace_id: "w",
+            kind: "note",
+            title: None,
+            tags: &[],
+            content: Some("x"),
+            seq: 9,
+            at: "now",
+        }
+    }
+
+    #[test]
+    fn retention_prunes_what_is_past_it() {
+        let mut v = Versions::new("t", None, None, Plan::Free, 3);
+        v.known(
+            "a",
+            Kept {
+                min: Some(1),
+                max: Some(3),
+            },
+        );
+        let mut batch = Batch::default();
+        v.push(&mut batch, change("a"));
+        // Version 4 inserted; versions below 2 pruned; no count read: no tenant bound.
+        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        assert!(sql.contains("VALUES ('t', 9, 'a', 4,"), "{sql}");
+        assert!(sql.contains("external_id = 'a' AND version < 2"), "{sql}");
+        assert_eq!(v.pruned, 1);
+        let mut batch = Batch::default();
+        v.finish(&mut batch);
+        assert!(batch.is_empty());
+    }
+
+    #[test]
+    fn the_tenant_bound_prunes_the_oldest_of_other_paths() {
+        // Free: 100 contexts x 2 versions = 200 at most; 200 counted, one more inserted.
+        let mut v = Versions::new("t", None, Some(200), Plan::Free, 2);
+        v.known("new", Kept::default());
+        let mut batch = Batch::default();
+        v.push(&mut batch, change("new"));
+        v.finish(&mut batch);
+        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        assert!(sql.contains("NOT IN ('new')"), "{sql}");
+        assert!(sql.contains("ORDER BY v.seq LIMIT 1)"), "{sql}");
+        // Unlimited: no tenant bound.
+        let mut v = Versions::new("t", None, Some(1_000_000), Plan::Unlimited, 2);
+        let mut batch = Batch::default();
+        v.push(&mut batch, change("a"));
+        v.finish(&mut batch);
+        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        assert!(!sql.contains("ORDER BY v.seq"), "{sql}");
+    }
+}

@@ -1,0 +1,373 @@
+//! The `history` extension through real HTTP on 127.0.0.1:0, on SQLite and (when
+//! CONTEXTQ_TEST_DATABASE_URL is set) PostgreSQL: every change keeps a version (deleted contexts'
+//! too), the reads by external id and by id, one version's content, paging, the state at a point
+//! in time, retention, scopes and tenant isolation.
+
+mod common;
+
+use common::{ALL, TestServer, seg};
+use contextq_server::{Backend, DbOptions, Plan, Scope, ServerConfig};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+fn actions(page: &Value) -> Vec<(i64, String)> {
+    page["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_i64().unwrap(),
+                v["action"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A moment between two changes (the stored times have milliseconds).
+async fn moment() -> String {
+    tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+    let t = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+    t
+}
+
+async fn every_change_keeps_a_version(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let ext = "mem-tool:ws/notes/a.md";
+    let versions = format!("/api/contexts/by-external/{}/versions", seg(ext));
+    assert!(
+        c.get("/health").await.headers["contextq-extensions"]
+            .to_str()
+            .unwrap()
+            .contains("history")
+    );
+    // Nothing yet: 404 in the envelope.
+    let r = c.get(&versions).await;
+    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+
+    let before_all = moment().await;
+    let r = c.upsert(ext, "one\n", &["mem-tool"]).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let id = r.body["results"][0]["id"].as_str().unwrap().to_string();
+    let after_create = moment().await;
+    let r = c
+        .put(
+            &format!("/api/contexts/{id}"),
+            json!({"content": "two\n"}),
+            Some(1),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = c
+        .edit(
+            ext,
+            json!({"edit": {"strReplace": {"oldStr": "two", "newStr": "three"}}}),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    // Unchanged upserts write no version.
+    assert_eq!(
+        c.upsert(ext, "three\n", &["mem-tool"]).await.status,
+        StatusCode::OK
+    );
+    let after_edit = moment().await;
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let after_delete = moment().await;
+    // Created again: a new context, the external id's numbering goes on.
+    let r = c.upsert(ext, "again\n", &["mem-tool"]).await;
+    let id2 = r.body["results"][0]["id"].as_str().unwrap().to_string();
+    assert_ne!(id, id2);
+    assert_eq!(r.body["results"][0]["version"], 1);
+
+    let r = c.get(&versions).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        actions(&r.body),
+        [
+            (5, "create".to_string()),
+            (4, "delete".into()),
+            (3, "update".into()),
+            (2, "update".into()),
+            (1, "create".into()),
+        ]
+    );
+    let newest = &r.body["versions"][0];
+    assert_eq!(newest["contextId"], id2.as_str());
+    assert_eq!(newest["contextVersion"], 1);
+    assert_eq!(newest["workspace"], "ws");
+    assert_eq!(newest["sizeBytes"], 6);
+    assert_eq!(newest["keyId"], t.key_id.as_str());
+    assert_eq!(
+        newest["keyLast4"].as_str().unwrap(),
+        &t.client.key[t.client.key.len() - 4..]
+    );
+    assert_eq!(r.body["versions"][1]["sizeBytes"], 0);
+    assert!(r.body["versions"][0].get("content").is_none());
+
+    // One version's content; a delete has none.
+    let r = c.get(&format!("{versions}/3")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["content"], "three\n");
+    assert_eq!(r.body["contextVersion"], 3);
+    let r = c.get(&format!("{versions}/4")).await;
+    assert_eq!(r.body["action"], "delete");
+    assert!(r.body["content"].is_null());
+    for (bad, status) in [
+        ("9", StatusCode::NOT_FOUND),
+        ("0", StatusCode::BAD_REQUEST),
+        ("x", StatusCode::BAD_REQUEST),
+    ] {
+        let r = c.get(&format!("{versions}/{bad}")).await;
+        assert_eq!(r.status, status, "{bad}: {:?}", r.body);
+        assert!(r.body["error"]["message"].is_string());
+    }
+
+    // By id: the deleted context's versions are still there.
+    let r = c.get(&format!("/api/contexts/{id}/versions")).await;
+    assert_eq!(
+        actions(&r.body),
+        [
+            (4, "delete".to_string()),
+            (3, "update".into()),
+            (2, "update".into()),
+            (1, "create".into()),
+        ]
+    );
+    let r = c.get(&format!("/api/contexts/{id}/versions/2")).await;
+    assert_eq!(r.body["content"], "two\n");
+    let r = c.get(&format!("/api/contexts/{id2}/versions/2")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    // Pages, newest first.
+    let r = c.get(&format!("{versions}?limit=2")).await;
+    assert_eq!(actions(&r.body).len(), 2);
+    let cursor = r.body["nextCursor"].as_str().unwrap().to_string();
+    let r = c.get(&format!("{versions}?limit=2&cursor={cursor}")).await;
+    assert_eq!(
+        actions(&r.body),
+        [(3, "update".to_string()), (2, "update".into())]
+    );
+    let cursor = r.body["nextCursor"].as_str().unwrap().to_string();
+    let r = c.get(&format!("{versions}?limit=2&cursor={cursor}")).await;
+    assert_eq!(actions(&r.body), [(1, "create".to_string())]);
+    assert!(r.body["nextCursor"].is_null());
+    let r = c.get(&format!("{versions}?cursor=nope")).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+
+    // Workspace filter: the versions were written in ws; another workspace has none.
+    s.workspace(&t.tenant_id, "other").await;
+    let r = c.get(&format!("{versions}?workspace=ws")).await;
+    assert_eq!(actions(&r.body).len(), 5);
+    let r = c.get(&format!("{versions}?workspace=other")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+
+    // Points in time.
+    let at = |t: &str| {
+        format!(
+            "/api/history?at={}&externalIdPrefix={}",
+            seg(t),
+            seg("mem-tool:ws/")
+        )
+    };
+    let state = |r: &common::Reply| {
+        let p = &r.body["paths"][0];
+        (
+            p["state"].as_str().unwrap().to_string(),
+            p["version"]["version"].as_i64(),
+            p["latest"]["version"].as_i64().unwrap(),
+        )
+    };
+    let r = c.get(&at(&before_all)).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(state(&r), ("absent".to_string(), None, 5));
+    assert_eq!(
+        state(&c.get(&at(&after_create)).await),
+        ("present".to_string(), Some(1), 5)
+    );
+    assert_eq!(
+        state(&c.get(&at(&after_edit)).await),
+        ("present".to_string(), Some(3), 5)
+    );
+    assert_eq!(
+        state(&c.get(&at(&after_delete)).await),
+        ("deleted".to_string(), Some(4), 5)
+    );
+    let r = c.get("/api/history").await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    let r = c.get("/api/history?at=yesterday").await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    assert!(r.message().contains("RFC 3339"), "{}", r.message());
+    s.stop().await;
+}
+
+async fn history_is_tenant_isolated_and_read_scoped(b: Backend) {
+    let s = TestServer::start(b).await;
+    let a = s.tenant(Plan::Free, ALL).await;
+    let other = s.tenant(Plan::Free, ALL).await;
+    let r = a.client.upsert("secret", "mine\n", &[]).await;
+    let id = r.body["results"][0]["id"].as_str().unwrap().to_string();
+    // The same external id in the other tenant: its own history only.
+    other.client.upsert("secret", "theirs\n", &[]).await;
+    let r = other
+        .client
+        .get("/api/contexts/by-external/secret/versions/1")
+        .await;
+    assert_eq!(r.body["content"], "theirs\n");
+    for path in [
+        format!("/api/contexts/{id}/versions"),
+        format!("/api/contexts/{id}/versions/1"),
+    ] {
+        let r = other.client.get(&path).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {:?}", r.body);
+    }
+    let r = other
+        .client
+        .get("/api/history?at=2100-01-01T00:00:00Z")
+        .await;
+    let ids: Vec<&str> = r.body["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["latest"]["contextId"].as_str().unwrap())
+        .collect();
+    assert!(!ids.contains(&id.as_str()));
+    assert_eq!(ids.len(), 1);
+    // A key without read scope.
+    let key = contextq_server::admin::create_key(&s.db, &a.tenant_id, None, &[Scope::Write])
+        .await
+        .unwrap();
+    let w = a.client.with_key(&key.api_key);
+    for path in [
+        format!("/api/contexts/{id}/versions"),
+        "/api/contexts/by-external/secret/versions/1".to_string(),
+        "/api/history?at=2100-01-01T00:00:00Z".to_string(),
+    ] {
+        let r = w.get(&path).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::FORBIDDEN, "forbidden"),
+            "{path}"
+        );
+    }
+    let r = a
+        .client
+        .with_key("sk_live_nope")
+        .get(&format!("/api/contexts/{id}/versions"))
+        .await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    s.stop().await;
+}
+
+async fn count_versions(s: &TestServer, tenant_id: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM context_versions WHERE tenant_id = $1")
+        .bind(tenant_id.to_string())
+        .fetch_one(s.db.pool())
+        .await
+        .unwrap()
+}
+
+async fn retention_per_path_and_per_tenant(b: Backend) {
+    let options = DbOptions {
+        versions_kept: 3,
+        ..DbOptions::default()
+    };
+    let s = TestServer::start_with_options(b, ServerConfig::default(), options).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let start = moment().await;
+    for i in 0..6 {
+        c.upsert("p", &format!("v{i}\n"), &[]).await;
+    }
+    let r = c.get("/api/contexts/by-external/p/versions").await;
+    assert_eq!(
+        actions(&r.body),
+        [
+            (6, "update".to_string()),
+            (5, "update".into()),
+            (4, "update".into())
+        ]
+    );
+    let r = c.get("/api/contexts/by-external/p/versions/1").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(r.message().contains("pruned"), "{}", r.message());
+    // Before its first kept version: not known.
+    let r = c.get(&format!("/api/history?at={}", seg(&start))).await;
+    assert_eq!(r.body["paths"][0]["state"], "unknown");
+
+    // Per tenant: Free (100 contexts) x 3 = 300 versions at most, checked whenever the audit
+    // sequence crosses a multiple of 16. Three rounds of 100 files created then deleted (600
+    // versions), then 100 live files.
+    let id = c.get("/api/contexts/by-external/p").await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.delete(&format!("/api/contexts/{id}"), None).await;
+    let create = |round: usize| {
+        let items: Vec<Value> = (0..100)
+            .map(|i| json!({"externalId": format!("r{round}-{i:03}"), "workspace": "ws", "type": "note", "content": format!("{round}\n")}))
+            .collect();
+        c.post("/api/contexts/bulk-upsert", json!({"contexts": items}))
+    };
+    for round in 0..3 {
+        let r = create(round).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        for item in r.body["results"].as_array().unwrap() {
+            let id = item["id"].as_str().unwrap();
+            let r = c.delete(&format!("/api/contexts/{id}"), None).await;
+            assert_eq!(r.status, StatusCode::NO_CONTENT);
+        }
+    }
+    assert_eq!(create(3).await.status, StatusCode::OK);
+    // At most the bound plus what the writes since the last count added (16 + 100).
+    let n = count_versions(&s, &t.tenant_id).await;
+    assert!((300..=300 + 116).contains(&n), "{n} versions kept");
+    // The oldest went first: p and round 0 entirely; every live file keeps its version.
+    for gone in ["p", "r0-000", "r0-099"] {
+        let r = c
+            .get(&format!("/api/contexts/by-external/{gone}/versions"))
+            .await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{gone}: {:?}", r.body);
+    }
+    for live in ["r3-000", "r3-050", "r3-099"] {
+        let r = c
+            .get(&format!("/api/contexts/by-external/{live}/versions"))
+            .await;
+        assert_eq!(actions(&r.body), [(1, "create".to_string())], "{live}");
+    }
+    // The newest deleted paths keep their history.
+    let r = c.get("/api/contexts/by-external/r2-099/versions").await;
+    assert_eq!(
+        actions(&r.body),
+        [(2, "delete".to_string()), (1, "create".into())]
+    );
+    assert!(
+        contextq_server::admin::verify_audit(&s.db, None)
+            .await
+            .unwrap()
+            .ok()
+    );
+    s.stop().await;
+}
+
+contextq_server::database_tests!(
+    every_change_keeps_a_version,
+    history_is_tenant_isolated_and_read_scoped,
+    retention_per_path_and_per_tenant,
+);
