@@ -75,6 +75,11 @@ pub struct VersionSummary {
     pub tags: Vec<String>,
     /// Bytes of content after the change (0 for a delete).
     pub size_bytes: u64,
+    /// Lowercase hex SHA-256 of the content after the change, to compare versions without
+    /// reading them (`None` for a delete, and for states kept from before the server kept
+    /// versions).
+    #[serde(default)]
+    pub content_sha256: Option<String>,
     /// The key that made the change (`None`: an operator command).
     pub key_id: Option<String>,
     /// The last four characters of that key, to show it masked (`sk_live_…abcd`).
@@ -166,6 +171,7 @@ mod tests {
                 title: None,
                 tags: vec!["mem-tool".into()],
                 size_bytes: 0,
+                content_sha256: None,
                 key_id: Some("key_1".into()),
                 key_last4: Some("abcd".into()),
                 created_at: "2026-12-03T10:00:00.000Z".into(),

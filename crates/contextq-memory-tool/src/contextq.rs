@@ -66,6 +66,12 @@ pub struct ContextQMemoryToolOptions {
     /// changing; default 10 s ([`crate::tool::DEFAULT_EDIT_BUDGET`]). Edits applied by the
     /// server (`text-edit` extension) never lose such races.
     pub edit_budget: Duration,
+    /// Read-only use: every write command is refused with an error result that tells Claude
+    /// the memory is read-only here; default off ([`MemoryTool::read_only`]).
+    pub read_only: bool,
+    /// Refuse to store credential-shaped strings (API keys, tokens, private keys); default on
+    /// ([`MemoryTool::secret_guard`], [`crate::secrets::PATTERNS`]).
+    pub secret_guard: bool,
 }
 
 impl Default for ContextQMemoryToolOptions {
@@ -81,6 +87,8 @@ impl Default for ContextQMemoryToolOptions {
             workspace: None,
             create_workspaces: false,
             edit_budget: crate::tool::DEFAULT_EDIT_BUDGET,
+            read_only: false,
+            secret_guard: true,
         }
     }
 }
@@ -101,6 +109,8 @@ impl std::fmt::Debug for ContextQMemoryToolOptions {
             .field("workspace", &self.workspace)
             .field("create_workspaces", &self.create_workspaces)
             .field("edit_budget", &self.edit_budget)
+            .field("read_only", &self.read_only)
+            .field("secret_guard", &self.secret_guard)
             .finish()
     }
 }
@@ -167,6 +177,19 @@ impl ContextQMemoryToolOptions {
         self
     }
 
+    /// Read-only use (see [`ContextQMemoryToolOptions::read_only`](#structfield.read_only)).
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+
+    /// Turns the secret guard on or off (see
+    /// [`ContextQMemoryToolOptions::secret_guard`](#structfield.secret_guard)).
+    pub fn secret_guard(mut self, on: bool) -> Self {
+        self.secret_guard = on;
+        self
+    }
+
     /// Sets the request timeout.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = t;
@@ -219,7 +242,10 @@ impl ContextQMemoryToolOptions {
 
 /// The memory tool on ContextQ (the seed's `contextQMemoryTool(options)`).
 pub fn contextq_memory_tool(options: ContextQMemoryToolOptions) -> Result<ContextQMemoryTool> {
-    Ok(MemoryTool::new(options.store()?).edit_budget(options.edit_budget))
+    Ok(MemoryTool::new(options.store()?)
+        .edit_budget(options.edit_budget)
+        .read_only(options.read_only)
+        .secret_guard(options.secret_guard))
 }
 
 #[cfg(test)]

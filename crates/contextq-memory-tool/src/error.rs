@@ -155,6 +155,40 @@ pub enum Error {
         /// The `request-id` header, for support requests.
         request_id: Option<String>,
     },
+    /// The memory is read-only here (the `read_only` option, `--read-only`): a write was
+    /// refused before it reached the store; nothing changed.
+    #[error("the memory is read-only here: {command} refused")]
+    ReadOnly {
+        /// The command refused (`create`, `str_replace`, ...).
+        command: &'static str,
+    },
+    /// The content would store a credential (the secret guard); nothing was written.
+    #[error("{path}: the content holds what looks like {kind}; not stored")]
+    SecretRefused {
+        /// The path, normalised.
+        path: String,
+        /// What it looks like (e.g. "an Anthropic API key").
+        kind: &'static str,
+        /// The 1-based line it is on.
+        line: usize,
+    },
+    /// The server keeps no versions (it does not name the `history` extension): history,
+    /// diffs and restores need contextq-server or another ContextQ with that extension.
+    #[error(
+        "the ContextQ at {url} keeps no history (its answers do not name the `history` extension): history, diffs and restores need contextq-server"
+    )]
+    HistoryUnavailable {
+        /// The server's base URL.
+        url: String,
+    },
+    /// No kept version with this number (never written, or pruned by the server's retention).
+    #[error("{path} has no version {version} (never written, or pruned by retention)")]
+    VersionNotFound {
+        /// The path, normalised.
+        path: String,
+        /// The version asked for.
+        version: i64,
+    },
     /// Wrong configuration; the message names what to change.
     #[error("invalid configuration: {message}")]
     Config {

@@ -29,6 +29,8 @@
 //!   [`LocalStore`].
 //! - [`contextq`]: the ContextQ client and options, and [`contextq::ContextQMemoryTool`]; the
 //!   wire types are the `contextq-api` crate's.
+//! - [`secrets`]: the secret guard's patterns ([`MemoryTool::secret_guard`]).
+//! - [`history`]: versions, diffs and restores of memory files on a ContextQ that keeps them.
 //! - [`retry`]: the one retry engine of both HTTP clients, and [`RetryConfig`].
 //! - [`error`]: [`Error`], the crate's one error type.
 //! - `anthropic` (feature `runner`): the Messages API client, `ToolRunner`, context management.
@@ -42,10 +44,12 @@ pub mod anthropic;
 pub mod contextq;
 pub mod error;
 pub mod handlers;
+pub mod history;
 pub mod path;
 pub mod protocol;
 pub mod render;
 pub mod retry;
+pub mod secrets;
 pub mod store;
 pub mod tool;
 

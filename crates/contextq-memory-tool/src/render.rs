@@ -565,6 +565,13 @@ impl PathError {
     }
 }
 
+/// What Claude reads when a write is refused because the memory is read-only here.
+pub fn read_only(command: &str) -> String {
+    format!(
+        "The memory is read-only here: {command} is not allowed and nothing was changed. Memory can still be viewed."
+    )
+}
+
 impl Error {
     /// A sentence Claude can act on (without the `Error: ` prefix).
     pub fn tool_message(&self) -> String {
@@ -616,7 +623,7 @@ impl Error {
                     "The memory store is full: {message}. Delete memories you no longer need, then retry."
                 ),
                 (403, _) => format!(
-                    "The memory store refused this operation: the ContextQ API key lacks the scope it needs ({message})."
+                    "The memory is read-only here: the ContextQ API key may not make this change ({message}); nothing was changed."
                 ),
                 (401, _) => {
                     "The memory store rejected its API key (401 unauthorized); the operator must fix the key.".to_string()
@@ -656,6 +663,16 @@ impl Error {
                 operation, source, ..
             } => format!("The memory store failed to {operation}: {source}"),
             Error::Config { message } => format!("The memory tool is misconfigured: {message}"),
+            Error::ReadOnly { command } => read_only(command),
+            Error::SecretRefused { path, kind, line } => format!(
+                "Nothing was written to {path}: line {line} of the content looks like {kind}. Do not store credentials (API keys, tokens, passwords, private keys) in memory; write the fact without the secret, e.g. where the credential is kept."
+            ),
+            Error::HistoryUnavailable { .. } => {
+                "This memory store keeps no history; nothing was changed.".to_string()
+            }
+            Error::VersionNotFound { path, version } => {
+                format!("{path} has no version {version}; nothing was changed.")
+            }
             Error::Anthropic { message, .. } => format!("The Anthropic API failed: {message}"),
         }
     }
@@ -897,7 +914,7 @@ mod tests {
             ),
             (
                 api(403, "forbidden", None),
-                "The memory store refused this operation: the ContextQ API key lacks the scope it needs (m).",
+                "The memory is read-only here: the ContextQ API key may not make this change (m); nothing was changed.",
             ),
             (
                 api(401, "unauthorized", None),

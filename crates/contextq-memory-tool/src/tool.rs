@@ -39,6 +39,8 @@ pub const DEFAULT_EDIT_BUDGET: Duration = Duration::from_secs(10);
 pub struct MemoryTool<S> {
     store: S,
     edit_budget: Duration,
+    read_only: bool,
+    secret_guard: bool,
 }
 
 /// The waits between attempts of a write that lost a race: exponential from 2 ms, doubling to
@@ -107,6 +109,55 @@ impl<S: Store> MemoryTool<S> {
         MemoryTool {
             store,
             edit_budget: DEFAULT_EDIT_BUDGET,
+            read_only: false,
+            secret_guard: true,
+        }
+    }
+
+    /// Read-only use (default off): `view` works as always, and every write command (`create`,
+    /// `str_replace`, `insert`, `delete`, `rename`) is refused before the store is touched,
+    /// with an error result telling Claude that the memory is read-only here and nothing
+    /// changed.
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+
+    /// Whether the tool is read-only ([`MemoryTool::read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The secret guard (default on): `create`, `str_replace` and `insert` whose text holds a
+    /// credential-shaped string ([`crate::secrets::PATTERNS`]) are refused with an error
+    /// result telling Claude not to store credentials in memory; nothing is written.
+    pub fn secret_guard(mut self, on: bool) -> Self {
+        self.secret_guard = on;
+        self
+    }
+
+    /// Refuses a write when the tool is read-only.
+    fn writable(&self, command: &'static str) -> Result<(), ToolError> {
+        if self.read_only {
+            return Err(ToolError::new(render::read_only(command)));
+        }
+        Ok(())
+    }
+
+    /// Refuses `text` (what a command would write to `path`) when the secret guard finds a
+    /// credential in it.
+    fn no_secret(&self, path: &MemoryPath, text: &str) -> Result<(), ToolError> {
+        if !self.secret_guard {
+            return Ok(());
+        }
+        match crate::secrets::find(text) {
+            Some(f) => Err(Error::SecretRefused {
+                path: path.raw().to_string(),
+                kind: f.kind,
+                line: f.line,
+            }
+            .into()),
+            None => Ok(()),
         }
     }
 
@@ -536,10 +587,12 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     }
 
     async fn create(&self, c: CreateCommand) -> Outcome {
+        self.writable("create")?;
         let path = parse(&c.path)?;
         if path.is_root() {
             return Err(ToolError::new(render::is_a_directory(path.raw())));
         }
+        self.no_secret(&path, &c.file_text)?;
         match self.store.put(&path, &c.file_text, PutMode::Create).await {
             Ok(_) => Ok(render::created(path.raw())),
             Err(Error::AlreadyExists { .. }) => {
@@ -553,7 +606,9 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     }
 
     async fn str_replace(&self, c: StrReplaceCommand) -> Outcome {
+        self.writable("str_replace")?;
         let path = parse(&c.path)?;
+        self.no_secret(&path, &c.new_str)?;
         let edit = TextEdit::StrReplace {
             old_str: c.old_str,
             new_str: c.new_str,
@@ -562,7 +617,9 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     }
 
     async fn insert(&self, c: InsertCommand) -> Outcome {
+        self.writable("insert")?;
         let path = parse(&c.path)?;
+        self.no_secret(&path, &c.insert_text)?;
         let edit = TextEdit::Insert {
             line: c.insert_line,
             text: c.insert_text,
@@ -571,6 +628,7 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     }
 
     async fn delete(&self, c: DeleteCommand) -> Outcome {
+        self.writable("delete")?;
         let path = parse(&c.path)?;
         if path.is_root() {
             return Err(ToolError::new(render::cannot_delete_root()));
@@ -601,6 +659,7 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     }
 
     async fn rename(&self, c: RenameCommand) -> Outcome {
+        self.writable("rename")?;
         let old = parse(&c.old_path)?;
         let new = parse(&c.new_path)?;
         if old.is_root() {

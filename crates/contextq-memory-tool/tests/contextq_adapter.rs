@@ -633,7 +633,9 @@ async fn contextq_refusals_become_actionable_tool_errors(b: Backend) {
     let tool = contextq_memory_tool(options(&server.url, &ro.api_key).workspace("ws")).unwrap();
     let r = run(&tool, create("/memories/a.md", "x")).await;
     assert!(
-        r.is_error && r.content.contains("lacks the scope"),
+        r.is_error
+            && r.content.starts_with("Error: The memory is read-only here")
+            && r.content.contains("nothing was changed"),
         "{}",
         r.content
     );

@@ -23,6 +23,10 @@ pub use contextq_api::{
     Workspace,
 };
 
+pub use contextq_api::history::{
+    Action, HistoryPage, PastState, PathAt, Version as HistoryVersion, VersionPage, VersionSummary,
+};
+
 use crate::error::{Error, Result};
 use crate::retry::{self, Attempt, Failure, Idempotency, RetryConfig};
 use contextq_api::ErrorEnvelope;
@@ -519,6 +523,121 @@ impl Client {
         self.request(Method::DELETE, &path, None, if_match, Idempotency::Unsafe)
             .await?;
         Ok(())
+    }
+
+    /// [`Error::HistoryUnavailable`] unless the server has the `history` extension.
+    async fn require_history(&self) -> Result<()> {
+        if self.extensions().await?.history {
+            Ok(())
+        } else {
+            Err(Error::HistoryUnavailable {
+                url: self.base_url.clone(),
+            })
+        }
+    }
+
+    /// `GET /api/contexts/by-external/:externalId/versions` (extension `history`): one page,
+    /// newest first, of the versions written in `workspace` when given; `None` on 404 (no
+    /// version kept).
+    pub async fn versions(
+        &self,
+        external_id: &str,
+        workspace: Option<&str>,
+        limit: Option<u32>,
+        cursor: Option<&str>,
+    ) -> Result<Option<VersionPage>> {
+        self.require_history().await?;
+        let mut query = Vec::new();
+        if let Some(w) = workspace {
+            query.push(format!("workspace={}", segment(w)));
+        }
+        if let Some(l) = limit {
+            query.push(format!("limit={l}"));
+        }
+        if let Some(c) = cursor {
+            query.push(format!("cursor={}", segment(c)));
+        }
+        let mut path = format!(
+            "/api/contexts/by-external/{}/versions",
+            segment(external_id)
+        );
+        if !query.is_empty() {
+            path = format!("{path}?{}", query.join("&"));
+        }
+        match self
+            .request(Method::GET, &path, None, None, Idempotency::Read)
+            .await
+        {
+            Ok(a) => Ok(Some(self.decode(&path, &a.body)?)),
+            Err(Error::Api { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `GET /api/contexts/by-external/:externalId/versions/:n` (extension `history`): the
+    /// version with its content; `None` on 404.
+    pub async fn version(
+        &self,
+        external_id: &str,
+        version: i64,
+        workspace: Option<&str>,
+    ) -> Result<Option<HistoryVersion>> {
+        self.require_history().await?;
+        let mut path = format!(
+            "/api/contexts/by-external/{}/versions/{version}",
+            segment(external_id)
+        );
+        if let Some(w) = workspace {
+            path = format!("{path}?workspace={}", segment(w));
+        }
+        match self
+            .request(Method::GET, &path, None, None, Idempotency::Read)
+            .await
+        {
+            Ok(a) => Ok(Some(self.decode(&path, &a.body)?)),
+            Err(Error::Api { status: 404, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every page of `GET /api/history` (extension `history`): each external id under
+    /// `prefix` with a kept version written in `workspace`, what it was at `at` (RFC 3339) and
+    /// its newest version; with the point in time as the server read it.
+    pub async fn history_at(
+        &self,
+        at: &str,
+        prefix: &str,
+        workspace: Option<&str>,
+    ) -> Result<(String, Vec<PathAt>)> {
+        self.require_history().await?;
+        let mut paths = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..10_000 {
+            let mut path = format!(
+                "/api/history?at={}&externalIdPrefix={}&limit=500",
+                segment(at),
+                segment(prefix)
+            );
+            if let Some(w) = workspace {
+                path.push_str(&format!("&workspace={}", segment(w)));
+            }
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={}", segment(c)));
+            }
+            let a = self
+                .request(Method::GET, &path, None, None, Idempotency::Read)
+                .await?;
+            let page: HistoryPage = self.decode(&path, &a.body)?;
+            paths.extend(page.paths);
+            match page.next_cursor {
+                Some(c) if cursor.as_ref() != Some(&c) => cursor = Some(c),
+                _ => return Ok((page.at, paths)),
+            }
+        }
+        Err(Error::Protocol {
+            url: format!("{}/api/history", self.base_url),
+            message: "more than 10,000 pages: the cursor never ends".into(),
+        })
     }
 }
 

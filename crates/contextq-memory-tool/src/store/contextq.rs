@@ -162,6 +162,37 @@ impl ContextQStore {
             .map(|t| format!("{}:{}/{}", self.tag, t.workspace, t.rel)))
     }
 
+    /// Where the history of `path` lives: its workspace, and its external id (a file) or the
+    /// prefix of the external ids beneath it (a directory). `None`: the root in per-workspace
+    /// mode, which spans workspaces.
+    pub(crate) fn history_key(
+        &self,
+        path: &MemoryPath,
+        dir: bool,
+    ) -> Result<Option<(String, String)>> {
+        Ok(self.target(path)?.map(|t| {
+            let key = match (dir, t.rel.is_empty()) {
+                (true, true) => format!("{}:{}/", self.tag, t.workspace),
+                (true, false) => format!("{}:{}/{}/", self.tag, t.workspace, t.rel),
+                (false, _) => format!("{}:{}/{}", self.tag, t.workspace, t.rel),
+            };
+            (t.workspace, key)
+        }))
+    }
+
+    /// The memory path of one of this store's external ids (`None` if it is not one).
+    pub(crate) fn path_of(&self, external_id: &str) -> Option<MemoryPath> {
+        let rest = external_id
+            .strip_prefix(self.tag.as_str())?
+            .strip_prefix(':')?;
+        let (ws, rel) = rest.split_once('/')?;
+        match &self.workspace {
+            Some(pinned) if pinned == ws => MemoryPath::root().join(rel).ok(),
+            Some(_) => None,
+            None => MemoryPath::root().join(&format!("{ws}/{rel}")).ok(),
+        }
+    }
+
     fn target(&self, path: &MemoryPath) -> Result<Option<Target>> {
         let segs = path.segments();
         Ok(match &self.workspace {
@@ -199,7 +230,7 @@ impl ContextQStore {
     /// another client, or by anyone with the tenant's key); it is treated as absent on every
     /// path (read, listing, edit, rename, delete), or a tool pinned to one workspace would read
     /// and change another's rows.
-    fn owns(&self, external_id: &str, workspace: &str, tags: &[String]) -> bool {
+    pub(crate) fn owns(&self, external_id: &str, workspace: &str, tags: &[String]) -> bool {
         let named = external_id
             .strip_prefix(self.tag.as_str())
             .and_then(|rest| rest.strip_prefix(':'))

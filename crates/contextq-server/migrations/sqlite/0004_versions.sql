@@ -17,6 +17,7 @@ CREATE TABLE context_versions (
     title         TEXT,
     tags          TEXT NOT NULL,
     content       TEXT,
+    content_sha256 TEXT,
     size_bytes    BIGINT NOT NULL,
     api_key_id    TEXT,
     created_at    TEXT NOT NULL,

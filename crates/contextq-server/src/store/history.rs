@@ -117,8 +117,8 @@ impl<'a> Versions<'a> {
         let version = kept.max.unwrap_or(0) + 1;
         let min = kept.min.unwrap_or(version);
         batch.push(
-            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
             vec![
                 Bind::Text(self.tenant_id.to_string()),
                 Bind::Int(change.seq),
@@ -135,6 +135,7 @@ impl<'a> Versions<'a> {
                 Bind::Int(change.content.map_or(0, |c| c.len() as i64)),
                 Bind::OptText(self.key_id.map(str::to_string)),
                 Bind::Text(change.at.to_string()),
+                Bind::OptText(change.content.map(sha256_hex)),
             ],
             Some(1),
         );
@@ -196,6 +197,12 @@ impl<'a> Versions<'a> {
     }
 }
 
+/// Lowercase hex SHA-256 of `content`, to compare versions without their content.
+pub fn sha256_hex(content: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(content.as_bytes()))
+}
+
 /// The columns that give a [`Kept`] of `external_id_expr` (in the tenant `$1`) in a write's
 /// read, named `kept_min` and `kept_max`.
 pub(super) fn kept_columns(external_id_expr: &str) -> String {
@@ -226,7 +233,7 @@ pub(super) fn kept_from(row: &AnyRow) -> Result<Kept> {
 macro_rules! version_columns {
     () => {
         "v.external_id, v.version, v.seq, v.context_id, v.context_version, w.slug AS workspace, v.action, \
-         v.type, v.title, v.tags, v.size_bytes, v.api_key_id, k.key_last4, v.created_at"
+         v.type, v.title, v.tags, v.size_bytes, v.content_sha256, v.api_key_id, k.key_last4, v.created_at"
     };
 }
 
@@ -253,6 +260,7 @@ fn summary_from_row(row: &AnyRow) -> Result<VersionSummary> {
         title: row.try_get("title")?,
         tags: tags_from(&row.try_get::<String, _>("tags")?),
         size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
+        content_sha256: row.try_get("content_sha256")?,
         key_id: row.try_get("api_key_id")?,
         key_last4: row.try_get("key_last4")?,
         created_at: row.try_get("created_at")?,
