@@ -9,6 +9,7 @@ mod demo;
 mod e2e;
 mod embedded;
 mod exec;
+mod history;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod stores;
@@ -35,6 +36,14 @@ struct Cli {
     /// Pin /memories to this workspace (embedded default: `default`).
     #[arg(long, global = true)]
     workspace: Option<String>,
+    /// Read-only memory: Claude can view it, and every write (create, str_replace, insert,
+    /// delete, rename; restore) is refused with a message that nothing changed.
+    #[arg(long, global = true)]
+    read_only: bool,
+    /// Let Claude store credential-shaped strings (API keys, tokens, private keys), refused by
+    /// default.
+    #[arg(long, global = true)]
+    allow_secrets: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -99,6 +108,45 @@ enum Command {
         #[arg(long)]
         overwrite: bool,
     },
+    /// The versions of a memory file: number, time, action, size, key (masked).
+    History {
+        /// The file, e.g. /memories/notes.md.
+        path: String,
+    },
+    /// Print one version of a memory file.
+    Show {
+        /// The file.
+        path: String,
+        /// The version (a number from `history`).
+        #[arg(long)]
+        version: i64,
+    },
+    /// A unified diff between two versions of a file [default: the newest and the one before;
+    /// with one version: that one and the newest].
+    Diff {
+        /// The file.
+        path: String,
+        /// The older version.
+        a: Option<i64>,
+        /// The newer version.
+        b: Option<i64>,
+    },
+    /// Restore a file to a version (--version N), or a directory to a point in time
+    /// (--at TIME): shows the plan, then does it, each write conditional on what was planned.
+    Restore {
+        /// The file (with --version) or directory (with --at).
+        path: String,
+        /// The version to restore the file to.
+        #[arg(long, conflicts_with = "at", required_unless_present = "at")]
+        version: Option<i64>,
+        /// The point in time (RFC 3339, e.g. 2026-12-03T10:00:00Z, as `history` shows) to
+        /// restore the directory to.
+        #[arg(long)]
+        at: Option<String>,
+        /// Show the plan only; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Serve the embedded store over HTTP so other processes can share it.
     Serve {
         /// Address to listen on.
@@ -157,6 +205,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let settings = Settings {
         data_dir: cli.data_dir.unwrap_or_else(embedded::default_data_dir),
         workspace: cli.workspace,
+        read_only: cli.read_only,
+        secret_guard: !cli.allow_secrets,
     };
     match cli.command {
         Command::Exec { store, timing } => {
@@ -226,6 +276,38 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let result = transfer::import(opened.store.as_ref(), &dir, overwrite).await;
             opened.close().await;
             return finish(result?, "imported");
+        }
+        Command::History { path } => {
+            return history::command(&settings, history::Command::History { path }).await;
+        }
+        Command::Show { path, version } => {
+            return history::command(&settings, history::Command::Show { path, version }).await;
+        }
+        Command::Diff { path, a, b } => {
+            return history::command(&settings, history::Command::Diff { path, a, b }).await;
+        }
+        Command::Restore {
+            path,
+            version,
+            at,
+            dry_run,
+        } => {
+            let command = match (version, at) {
+                (Some(version), _) => history::Command::RestoreFile {
+                    path,
+                    version,
+                    dry_run,
+                },
+                (None, Some(at)) => history::Command::RestoreTree {
+                    dir: path,
+                    at,
+                    dry_run,
+                },
+                (None, None) => {
+                    anyhow::bail!("restore needs --version N (a file) or --at TIME (a directory)")
+                }
+            };
+            return history::command(&settings, command).await;
         }
         Command::Serve { listen } => {
             let server = embedded::Embedded::start(&settings.data_dir, &listen).await?;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use contextq_memory_tool::contextq::ContextQMemoryToolOptions;
+use contextq_memory_tool::contextq::{ContextQMemoryTool, ContextQMemoryToolOptions};
 use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers, Store};
 
 use crate::embedded::Embedded;
@@ -44,6 +44,10 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// Pin the tree to this workspace.
     pub workspace: Option<String>,
+    /// Refuse every write command (`--read-only`).
+    pub read_only: bool,
+    /// Refuse credential-shaped content (default; `--allow-secrets` turns it off).
+    pub secret_guard: bool,
 }
 
 /// Where ContextQ is, for messages.
@@ -69,6 +73,9 @@ pub struct Opened {
     pub contextq: Option<ContextQInfo>,
     /// The embedded server, when used.
     pub embedded: Option<Embedded>,
+    /// The same memory as a typed ContextQ tool (history, versions, restores), when on
+    /// ContextQ.
+    pub history: Option<ContextQMemoryTool>,
 }
 
 impl Opened {
@@ -103,11 +110,17 @@ impl Opened {
 /// Opens `choice`.
 pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
     match choice {
-        StoreChoice::Memory => Ok(opened(Arc::new(MemoryStore::new()), None, None, None)),
+        StoreChoice::Memory => Ok(opened(
+            Arc::new(MemoryStore::new()),
+            settings,
+            None,
+            None,
+            None,
+        )),
         StoreChoice::Local(dir) => {
             let store =
                 LocalStore::new(dir).with_context(|| format!("cannot use {}", dir.display()))?;
-            Ok(opened(Arc::new(store), None, None, None))
+            Ok(opened(Arc::new(store), settings, None, None, None))
         }
         StoreChoice::ContextQ => open_contextq(settings).await,
     }
@@ -115,19 +128,31 @@ pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
 
 fn opened(
     store: Arc<dyn Store>,
-    edit_budget: Option<std::time::Duration>,
+    settings: &Settings,
+    options: Option<&ContextQMemoryToolOptions>,
     contextq: Option<ContextQInfo>,
     embedded: Option<Embedded>,
 ) -> Opened {
-    let mut tool = MemoryTool::new(store.clone());
-    if let Some(budget) = edit_budget {
-        tool = tool.edit_budget(budget);
+    let mut tool = MemoryTool::new(store.clone())
+        .read_only(settings.read_only)
+        .secret_guard(settings.secret_guard);
+    if let Some(o) = options {
+        tool = tool.edit_budget(o.edit_budget);
     }
+    let history = options.and_then(|o| {
+        contextq_memory_tool::contextq_memory_tool(
+            o.clone()
+                .read_only(settings.read_only)
+                .secret_guard(settings.secret_guard),
+        )
+        .ok()
+    });
     Opened {
         tool: Arc::new(tool),
         store,
         contextq,
         embedded,
+        history,
     }
 }
 
@@ -149,7 +174,8 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
         };
         return Ok(opened(
             Arc::new(options.store()?),
-            Some(options.edit_budget),
+            settings,
+            Some(&options),
             Some(info),
             None,
         ));
@@ -171,7 +197,8 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
     };
     Ok(opened(
         Arc::new(options.store()?),
-        Some(options.edit_budget),
+        settings,
+        Some(&options),
         Some(info),
         Some(embedded),
     ))

@@ -1,0 +1,377 @@
+//! `contextq-memory history | show | diff | restore`: what a memory file was, how it changed, and
+//! putting it (or a whole directory) back, on a ContextQ that keeps versions (the embedded
+//! default does; `contextq_memory_tool::history` does the work).
+//!
+//! Output is for people: tables and a unified diff (coloured on a terminal, plain when piped or
+//! when `NO_COLOR` is set), a restore's plan before it runs, and a report of exactly what it did.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use contextq_api::history::Action;
+use contextq_memory_tool::contextq::ContextQMemoryTool;
+use contextq_memory_tool::history::{FileVersion, RestorePlan, Restored, StepAction, StepOutcome};
+
+use crate::stores::{self, Settings, StoreChoice};
+
+/// One of the history commands.
+pub enum Command {
+    History {
+        path: String,
+    },
+    Show {
+        path: String,
+        version: i64,
+    },
+    Diff {
+        path: String,
+        a: Option<i64>,
+        b: Option<i64>,
+    },
+    RestoreFile {
+        path: String,
+        version: i64,
+        dry_run: bool,
+    },
+    RestoreTree {
+        dir: String,
+        at: String,
+        dry_run: bool,
+    },
+}
+
+/// Runs `command` on the ContextQ the settings name (embedded unless `CONTEXT_API_URL`).
+pub async fn command(settings: &Settings, command: Command) -> Result<ExitCode> {
+    let opened = stores::open(&StoreChoice::ContextQ, settings).await?;
+    let result = match &opened.history {
+        Some(tool) => run(tool, settings, command).await,
+        None => Err(anyhow::anyhow!("history needs a ContextQ store")),
+    };
+    opened.close().await;
+    result
+}
+
+async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::History { path } => {
+            let versions = tool.history(&path).await?;
+            writeln!(out, "{}", history_table(&versions))?;
+        }
+        Command::Show { path, version } => {
+            let v = tool.version(&path, version).await?;
+            match v.content {
+                Some(text) => out.write_all(text.as_bytes())?,
+                None => bail!(
+                    "version {version} of {path} is its deletion ({}): it has no content; `history {path}` lists the others",
+                    v.at
+                ),
+            }
+        }
+        Command::Diff { path, a, b } => {
+            let (a, b) = match (a, b) {
+                (Some(a), Some(b)) => (a, b),
+                (Some(a), None) => (a, newest(tool, &path).await?),
+                (None, _) => {
+                    let newest = newest(tool, &path).await?;
+                    if newest < 2 {
+                        bail!("{path} has one version only: nothing to compare");
+                    }
+                    (newest - 1, newest)
+                }
+            };
+            let old = tool.version(&path, a).await?;
+            let new = tool.version(&path, b).await?;
+            let colour = out.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            out.write_all(unified_diff(&path, &old, &new, colour).as_bytes())?;
+        }
+        Command::RestoreFile {
+            path,
+            version,
+            dry_run,
+        } => {
+            let versions = tool.history(&path).await?;
+            let latest = versions[0].version;
+            let target = tool.version(&path, version).await?;
+            let what = match target.action {
+                Action::Delete => "deleted".to_string(),
+                _ => format!("{} bytes", target.size),
+            };
+            writeln!(
+                out,
+                "Restore {path} to version {version} ({}, {what}); its newest version is {latest}.",
+                target.at
+            )?;
+            if dry_run {
+                writeln!(out, "Dry run: nothing was changed.")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            refuse_read_only(settings)?;
+            let done = match tool.restore(&path, version, Some(latest)).await {
+                Ok(done) => done,
+                Err(contextq_memory_tool::Error::Precondition { .. }) => bail!(
+                    "{path} changed after it was read (its newest version is no longer {latest}); nothing was changed: run `history {path}` and restore again"
+                ),
+                Err(e) => return Err(e.into()),
+            };
+            let said = match done {
+                Restored::Rewrote => format!("Restored {path} to version {version}"),
+                Restored::Recreated => format!("Recreated {path} as of version {version}"),
+                Restored::Deleted => format!("Deleted {path}, as at version {version}"),
+                Restored::Unchanged => {
+                    format!("{path} already is as at version {version}: nothing was changed")
+                }
+            };
+            let now = tool.history(&path).await.ok().map(|h| h[0].version);
+            match (done, now) {
+                (Restored::Unchanged, _) | (_, None) => writeln!(out, "{said}.")?,
+                (_, Some(n)) => writeln!(out, "{said} (now version {n}).")?,
+            }
+        }
+        Command::RestoreTree { dir, at, dry_run } => {
+            let plan = tool.restore_plan(&dir, &at).await?;
+            write!(out, "{}", plan_text(&plan))?;
+            if dry_run || plan.changes().next().is_none() {
+                if dry_run {
+                    writeln!(out, "Dry run: nothing was changed.")?;
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            refuse_read_only(settings)?;
+            drop(out);
+            let total = plan.changes().count() as u64;
+            let bar = if std::io::stderr().is_terminal() && total >= 20 {
+                indicatif::ProgressBar::new(total)
+            } else {
+                indicatif::ProgressBar::hidden()
+            };
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} files {eta}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let report = tool
+                .restore_tree(&plan, |done, _| bar.set_position(done as u64))
+                .await?;
+            bar.finish_and_clear();
+            let mut out = std::io::stdout().lock();
+            writeln!(
+                out,
+                "Done: {} reverted, {} recreated, {} removed.",
+                report.done(StepAction::Revert),
+                report.done(StepAction::Recreate),
+                report.done(StepAction::Remove)
+            )?;
+            for step in report.conflicts() {
+                writeln!(
+                    out,
+                    "Skipped {}: it changed after the plan was made (nothing was written to it).",
+                    step.path.normalized()
+                )?;
+            }
+            for (step, e) in report.failures() {
+                writeln!(out, "Failed {}: {e}", step.path.normalized())?;
+            }
+            for (step, outcome) in &report.steps {
+                if let StepOutcome::Failed(contextq_memory_tool::Error::OutcomeUnknown { .. }) =
+                    outcome
+                {
+                    writeln!(
+                        out,
+                        "{} may or may not have been written: check it with `history`.",
+                        step.path.normalized()
+                    )?;
+                }
+            }
+            if !report.complete() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn refuse_read_only(settings: &Settings) -> Result<()> {
+    if settings.read_only {
+        bail!(
+            "the memory is read-only here (--read-only): a restore would change it; nothing was changed"
+        );
+    }
+    Ok(())
+}
+
+async fn newest(tool: &ContextQMemoryTool, path: &str) -> Result<i64> {
+    Ok(tool.history(path).await?[0].version)
+}
+
+/// `history`'s table, newest first.
+pub fn history_table(versions: &[FileVersion]) -> String {
+    let mut rows = vec![[
+        "VERSION".to_string(),
+        "TIME".to_string(),
+        "ACTION".to_string(),
+        "SIZE".to_string(),
+        "KEY".to_string(),
+    ]];
+    for v in versions {
+        rows.push([
+            v.version.to_string(),
+            v.at.clone(),
+            v.action.to_string(),
+            if v.action == Action::Delete {
+                "-".to_string()
+            } else {
+                v.size.to_string()
+            },
+            v.key.clone().unwrap_or_else(|| "(operator)".into()),
+        ]);
+    }
+    let widths: Vec<usize> = (0..5)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:<w$}"))
+                .collect();
+            cells.join("  ").trim_end().to_string()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A unified diff of two versions (a delete is empty content), with ANSI colour when `colour`.
+pub fn unified_diff(path: &str, old: &FileVersion, new: &FileVersion, colour: bool) -> String {
+    let a = old.content.as_deref().unwrap_or("");
+    let b = new.content.as_deref().unwrap_or("");
+    let diff = similar::TextDiff::from_lines(a, b);
+    let text = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(
+            &format!("{path}@{} ({}, {})", old.version, old.action, old.at),
+            &format!("{path}@{} ({}, {})", new.version, new.action, new.at),
+        )
+        .to_string();
+    if text.is_empty() {
+        return format!(
+            "versions {} and {} of {path} have the same content\n",
+            old.version, new.version
+        );
+    }
+    if !colour {
+        return text;
+    }
+    text.lines()
+        .map(|line| {
+            let code = if line.starts_with("+++") || line.starts_with("---") {
+                "1"
+            } else if line.starts_with('+') {
+                "32"
+            } else if line.starts_with('-') {
+                "31"
+            } else if line.starts_with("@@") {
+                "36"
+            } else {
+                ""
+            };
+            if code.is_empty() {
+                format!("{line}\n")
+            } else {
+                format!("\x1b[{code}m{line}\x1b[0m\n")
+            }
+        })
+        .collect()
+}
+
+/// A restore plan as people read it.
+pub fn plan_text(plan: &RestorePlan) -> String {
+    let mut text = format!("Restore {} to {}:\n", plan.dir.normalized(), plan.at);
+    let width = plan
+        .steps
+        .iter()
+        .filter(|s| s.action != StepAction::Unchanged)
+        .map(|s| s.path.normalized().chars().count())
+        .max()
+        .unwrap_or(0);
+    for step in &plan.steps {
+        let (verb, note) = match step.action {
+            StepAction::Revert => ("revert", format!("to version {}", step.target.unwrap_or(0))),
+            StepAction::Recreate => (
+                "recreate",
+                format!("as at version {}", step.target.unwrap_or(0)),
+            ),
+            StepAction::Remove => ("remove", "created since".to_string()),
+            StepAction::Unchanged => continue,
+            StepAction::Unknown => (
+                "unknown",
+                "what it was then is not kept; left as it is".to_string(),
+            ),
+        };
+        text.push_str(&format!(
+            "  {verb:<9} {:<width$}  ({note})\n",
+            step.path.normalized()
+        ));
+    }
+    let changes = plan.changes().count();
+    text.push_str(&format!(
+        "{changes} change{}, {} unchanged, {} unknown.\n",
+        if changes == 1 { "" } else { "s" },
+        plan.count(StepAction::Unchanged),
+        plan.count(StepAction::Unknown)
+    ));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(n: i64, action: Action, content: Option<&str>) -> FileVersion {
+        FileVersion {
+            version: n,
+            action,
+            at: format!("2026-12-03T10:00:0{n}.000Z"),
+            size: content.map_or(0, |c| c.len() as u64),
+            key: Some("sk_live_…abcd".into()),
+            content: content.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_table_lines_up() {
+        let t = history_table(&[
+            v(2, Action::Delete, None),
+            v(1, Action::Create, Some("hello\n")),
+        ]);
+        assert_eq!(
+            t,
+            "VERSION  TIME                      ACTION  SIZE  KEY\n\
+             2        2026-12-03T10:00:02.000Z  delete  -     sk_live_…abcd\n\
+             1        2026-12-03T10:00:01.000Z  create  6     sk_live_…abcd"
+        );
+    }
+
+    #[test]
+    fn diffs_are_unified_and_coloured_only_when_asked() {
+        let a = v(1, Action::Create, Some("keep\nold\n"));
+        let b = v(2, Action::Update, Some("keep\nnew\n"));
+        let plain = unified_diff("/memories/a.md", &a, &b, false);
+        assert!(
+            plain.starts_with("--- /memories/a.md@1 (create, "),
+            "{plain}"
+        );
+        assert!(plain.contains("\n-old\n+new\n"), "{plain}");
+        assert!(!plain.contains('\x1b'));
+        let coloured = unified_diff("/memories/a.md", &a, &b, true);
+        assert!(coloured.contains("\x1b[31m-old\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[32m+new\x1b[0m"), "{coloured}");
+        let same = unified_diff("/memories/a.md", &a, &a, false);
+        assert!(same.contains("same content"));
+        // A delete compares as empty content.
+        let gone = unified_diff("/memories/a.md", &b, &v(3, Action::Delete, None), false);
+        assert!(gone.contains("-keep\n-new\n"), "{gone}");
+    }
+}
