@@ -91,6 +91,19 @@ enum Cmd {
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
     },
+    /// Versions: writes of one file with many versions, reading its history and one version,
+    /// planning and carrying out the restore of a tree to a point in time.
+    History {
+        /// Versions of the one file (also the server's --versions-kept).
+        #[arg(long, default_value_t = 1000)]
+        versions: usize,
+        /// Files in the tree restored.
+        #[arg(long, default_value_t = 1000)]
+        files: usize,
+        /// Also run on PostgreSQL.
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
     /// Writes the deterministic command trace (JSON lines).
     Trace {
         #[arg(long, default_value_t = 10_000)]
@@ -103,6 +116,7 @@ enum Cmd {
 }
 
 mod burst;
+mod history;
 mod scaleout;
 
 /// A `contextq-server serve` process on `127.0.0.1:0`, killed when dropped.
@@ -708,6 +722,11 @@ async fn main() -> Result<()> {
             rounds,
             postgres_url,
         } => burst::run(concurrency, rounds, postgres_url).await,
+        Cmd::History {
+            versions,
+            files,
+            postgres_url,
+        } => history::run(versions, files, postgres_url).await,
         Cmd::Trace {
             commands,
             seed,
