@@ -318,6 +318,44 @@ async fn read_only_through_mcp(b: Backend) {
     .await;
     assert!(error && text.contains("read-only"), "{text}");
     client.cancel().await.unwrap();
+
+    // Writable, the secret guard refuses a credential through MCP too.
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(["--workspace", "ws", "mcp"])
+        .env("CONTEXT_API_URL", &cli.url)
+        .env("CONTEXT_API_KEY", &cli.key);
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let r = client
+        .call_tool(CallToolRequestParams::new("memory").with_arguments(
+            json!({"command": "create", "path": "/memories/aws.md", "file_text": "id AKIAIOSFODNN7EXAMPLE\n"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        ))
+        .await
+        .unwrap();
+    let text = r.content[0].as_text().unwrap().text.clone();
+    assert!(r.is_error.unwrap_or(false));
+    assert!(text.contains("looks like an AWS access key id"), "{text}");
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("memory").with_arguments(
+                json!({"command": "view", "path": "/memories/aws.md"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(
+        r.content[0]
+            .as_text()
+            .unwrap()
+            .text
+            .contains("does not exist")
+    );
+    client.cancel().await.unwrap();
     server.stop().await;
 }
 
