@@ -22,15 +22,18 @@ pub struct Extensions {
     /// Versions of every context, kept across deletion, and the endpoints that read them
     /// (`/versions`, `GET /api/history`; token `history`).
     pub history: bool,
+    /// `GET /api/audit`: the tenant's own activity log, paged and filtered (token `audit-log`).
+    pub audit_log: bool,
 }
 
-const TOKENS: [&str; 6] = [
+const TOKENS: [&str; 7] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
     "size-bytes",
     "text-edit",
     "history",
+    "audit-log",
 ];
 
 impl Extensions {
@@ -42,9 +45,10 @@ impl Extensions {
         size_bytes: true,
         text_edit: true,
         history: true,
+        audit_log: true,
     };
 
-    fn flags(&self) -> [bool; 6] {
+    fn flags(&self) -> [bool; 7] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -52,6 +56,7 @@ impl Extensions {
             self.size_bytes,
             self.text_edit,
             self.history,
+            self.audit_log,
         ]
     }
 
@@ -65,6 +70,7 @@ impl Extensions {
             size_bytes: has(TOKENS[3]),
             text_edit: has(TOKENS[4]),
             history: has(TOKENS[5]),
+            audit_log: has(TOKENS[6]),
         }
     }
 
@@ -89,7 +95,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

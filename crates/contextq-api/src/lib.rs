@@ -18,8 +18,10 @@
 //! - [`error`]: the error envelope and its codes; [`Error`], this crate's own error.
 //! - [`extensions`]: [`Extensions`] and the `ContextQ-Extensions` header.
 //! - [`history`]: versions of contexts (extension `history`).
+//! - [`audit`]: a tenant's own activity log (extension `audit-log`).
 //! - [`edit`]: text edits (`str_replace`, `insert`) defined once, for the tool and the server.
 
+pub mod audit;
 pub mod bodies;
 pub mod edit;
 pub mod error;

@@ -149,6 +149,7 @@ pub fn app(state: AppState) -> Router {
             get(history::one_by_id),
         )
         .route("/api/history", get(history::at))
+        .route("/api/audit", get(history::audit))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .layer(axum::middleware::map_response(advertise_extensions))
         // Bodies are read by `JsonBody`, within each route's own limit.

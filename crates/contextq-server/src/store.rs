@@ -16,6 +16,7 @@
 //!
 //! - [`workspaces`]: list, create, archive, delete.
 //! - [`contexts`]: read, list, bulk upsert, update, delete.
+//! - [`activity`]: a tenant's own audit rows, read (`GET /api/audit`).
 //! - [`history`]: versions of contexts (written by every change to one) and their reads.
 //! - [`tenants`]: tenants, users and API keys (operator commands and authentication).
 
@@ -26,6 +27,7 @@ use crate::audit::{Head, Record};
 use crate::db::{Backend, Batch, BatchError, Bind, Db, has_nul};
 pub use crate::db::{new_id, now};
 
+pub mod activity;
 pub mod contexts;
 pub mod history;
 pub mod tenants;

@@ -366,7 +366,124 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
     s.stop().await;
 }
 
+async fn the_audit_trail_is_the_tenants_paged_and_filtered(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let other = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let second =
+        contextq_server::admin::create_key(&s.db, &t.tenant_id, None, &[Scope::Read, Scope::Write])
+            .await
+            .unwrap();
+    let c2 = c.with_key(&second.api_key);
+    c.upsert("mem-tool:ws/a.md", "1\n", &["mem-tool"]).await;
+    c.upsert("mem-tool:ws/a.md", "2\n", &["mem-tool"]).await;
+    c2.upsert("mem-tool:ws/b/c.md", "x\n", &["mem-tool"]).await;
+    c.upsert("notes/other", "y\n", &[]).await;
+    other
+        .client
+        .upsert("mem-tool:ws/a.md", "theirs\n", &[])
+        .await;
+
+    let entries = |r: &common::Reply| -> Vec<(String, String)> {
+        r.body["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["action"].as_str().unwrap().to_string(),
+                    e["externalId"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    let r = c.get("/api/audit").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        entries(&r),
+        [
+            ("context.create".to_string(), "notes/other".to_string()),
+            ("context.create".into(), "mem-tool:ws/b/c.md".into()),
+            ("context.update".into(), "mem-tool:ws/a.md".into()),
+            ("context.create".into(), "mem-tool:ws/a.md".into()),
+            ("workspace.create".into(), "".into()),
+        ]
+    );
+    assert_eq!(r.body["entries"][4]["slug"], "ws");
+    assert!(
+        r.body["entries"][4]["keyId"].is_null(),
+        "an operator command"
+    );
+    let newest = &r.body["entries"][1];
+    assert_eq!(newest["keyId"], second.key_id.as_str());
+    assert_eq!(newest["version"], 1);
+    assert_eq!(
+        newest["keyLast4"].as_str().unwrap(),
+        &second.api_key[second.api_key.len() - 4..]
+    );
+    // By path (external id prefix), by key, by action.
+    let r = c
+        .get(&format!(
+            "/api/audit?externalIdPrefix={}",
+            seg("mem-tool:ws/")
+        ))
+        .await;
+    assert_eq!(entries(&r).len(), 3);
+    let r = c
+        .get(&format!(
+            "/api/audit?externalIdPrefix={}",
+            seg("mem-tool:ws/a.md")
+        ))
+        .await;
+    assert_eq!(entries(&r).len(), 2);
+    let r = c.get(&format!("/api/audit?keyId={}", second.key_id)).await;
+    assert_eq!(
+        entries(&r),
+        [(
+            "context.create".to_string(),
+            "mem-tool:ws/b/c.md".to_string()
+        )]
+    );
+    let r = c.get("/api/audit?action=context.update").await;
+    assert_eq!(entries(&r).len(), 1);
+    // Pages, newest first.
+    let r = c.get("/api/audit?limit=3").await;
+    assert_eq!(entries(&r).len(), 3);
+    let cursor = r.body["nextCursor"].as_str().unwrap().to_string();
+    let r = c.get(&format!("/api/audit?limit=3&cursor={cursor}")).await;
+    assert_eq!(
+        entries(&r),
+        [
+            ("context.create".to_string(), "mem-tool:ws/a.md".to_string()),
+            ("workspace.create".into(), "".into())
+        ]
+    );
+    assert!(r.body["nextCursor"].is_null());
+    let r = c.get("/api/audit?cursor=x").await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    // Another tenant sees only its own; a key without read scope sees nothing.
+    let r = other.client.get("/api/audit").await;
+    assert_eq!(
+        entries(&r),
+        [
+            ("context.create".to_string(), "mem-tool:ws/a.md".to_string()),
+            ("workspace.create".into(), "".into())
+        ]
+    );
+    let w = contextq_server::admin::create_key(&s.db, &t.tenant_id, None, &[Scope::Write])
+        .await
+        .unwrap();
+    let r = c.with_key(&w.api_key).get("/api/audit").await;
+    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    s.stop().await;
+}
+
 contextq_server::database_tests!(
+    the_audit_trail_is_the_tenants_paged_and_filtered,
     every_change_keeps_a_version,
     history_is_tenant_isolated_and_read_scoped,
     retention_per_path_and_per_tenant,

@@ -1,13 +1,15 @@
 //! The read endpoints of the `history` extension (docs/contextq-api.md, "Versions"): a context's
 //! versions by external id (every context that had it, deleted ones included) or by id, one
 //! version with its content, and what every external id under a prefix was at a point in time.
-//! Read scope, tenant-scoped like every other read, paged.
+//! And the tenant's audit trail (extension `audit-log`). Read scope, tenant-scoped like every
+//! other read, paged.
 
 use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use contextq_api::Scope;
+use contextq_api::audit::AuditPage;
 use contextq_api::history::{HistoryPage, Version, VersionPage};
 
 use super::{ApiError, AppState, Caller, decode_cursor, encode_cursor};
@@ -122,4 +124,26 @@ pub(super) async fn at(
     let mut page = history::at(&s.db, &caller.tenant_id, &q).await?;
     page.next_cursor = page.next_cursor.map(|n| encode_cursor(&n));
     Ok(Json(page))
+}
+
+/// `GET /api/audit?externalIdPrefix=&keyId=&action=&limit=&cursor=`: the tenant's activity
+/// log, newest first.
+pub(super) async fn audit(
+    State(s): State<AppState>,
+    caller: Caller,
+    Query(params): Params,
+) -> Result<Json<AuditPage>, ApiError> {
+    caller.require(Scope::Read)?;
+    let q = crate::store::activity::AuditQuery {
+        limit: page_limit(params.get("limit").map(String::as_str))?,
+        before: nonempty(&params, "cursor")
+            .map(|c| crate::store::activity::decode_cursor(&c))
+            .transpose()?,
+        external_id_prefix: nonempty(&params, "externalIdPrefix"),
+        key_id: nonempty(&params, "keyId"),
+        action: nonempty(&params, "action"),
+    };
+    Ok(Json(
+        crate::store::activity::list(&s.db, &caller.tenant_id, &q).await?,
+    ))
 }
