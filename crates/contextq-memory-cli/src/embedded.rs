@@ -45,6 +45,8 @@ pub struct Embedded {
     pub credentials: Credentials,
     /// The database (for admin operations).
     pub db: Db,
+    /// The inspector's one-time sign-in tokens.
+    sign_in: std::sync::Arc<contextq_server::ui::SignInTokens>,
     server: RunningServer,
 }
 
@@ -79,13 +81,26 @@ impl Embedded {
             connections: ConnectionLimits::default().for_this_process(),
             ..ServerConfig::default()
         };
-        let server = RunningServer::bind(listen, AppState::new(db.clone(), config)).await?;
+        let state = AppState::new(db.clone(), config);
+        let sign_in = state.sign_in.clone();
+        let server = RunningServer::bind(listen, state).await?;
         Ok(Embedded {
             url: server.url().to_string(),
             credentials,
             db,
+            sign_in,
             server,
         })
+    }
+
+    /// A one-time sign-in link of the inspector for the local tenant's key: the token is in the
+    /// fragment, which browsers never send to the server.
+    pub fn inspector_link(&self) -> String {
+        format!(
+            "{}/ui/#token={}",
+            self.url,
+            self.sign_in.issue(&self.credentials.api_key)
+        )
     }
 
     /// Makes sure workspace `slug` exists for the local tenant.

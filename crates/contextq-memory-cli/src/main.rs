@@ -147,7 +147,8 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Serve the embedded store over HTTP so other processes can share it.
+    /// Serve the embedded store over HTTP so other processes can share it, with the memory
+    /// inspector at /ui/ (prints a one-time sign-in link).
     Serve {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:38200")]
@@ -312,6 +313,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve { listen } => {
             let server = embedded::Embedded::start(&settings.data_dir, &listen).await?;
             println!("{}", server.url);
+            eprintln!(
+                "inspector: open {} (a one-time sign-in link, valid 10 minutes)",
+                server.inspector_link()
+            );
             eprintln!(
                 "serving {} ; use CONTEXT_API_URL={} and the apiKey in {}",
                 settings.data_dir.join("contextq.db").display(),

@@ -98,6 +98,8 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// Room for request bodies in flight ([`ServerConfig::body_budget_bytes`]).
     pub body_budget: Arc<BodyBudget>,
+    /// One-time sign-in tokens of the inspector ([`crate::ui`]).
+    pub sign_in: Arc<crate::ui::SignInTokens>,
 }
 
 impl AppState {
@@ -112,6 +114,7 @@ impl AppState {
             key_cache,
             body_budget: Arc::new(BodyBudget::new(config.body_budget_bytes)),
             config: Arc::new(config),
+            sign_in: Arc::default(),
         }
     }
 }
@@ -150,8 +153,10 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/history", get(history::at))
         .route("/api/audit", get(history::audit))
+        .merge(crate::ui::routes())
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .layer(axum::middleware::map_response(advertise_extensions))
+        .layer(axum::middleware::from_fn(crate::ui::secure_headers))
         // Bodies are read by `JsonBody`, within each route's own limit.
         .layer(axum::extract::DefaultBodyLimit::max(
             config.max_body_bytes.max(config.max_bulk_body_bytes),

@@ -21,6 +21,8 @@
 //!   data layer's errors become HTTP answers.
 //! - [`listen`]: the accept loop: header read and idle timeouts, the connection cap, the
 //!   descriptor limit ([`ConnectionLimits`]).
+//! - [`ui`]: the memory inspector at `/ui/` (assets compiled in, strict CSP, one-time sign-in
+//!   tokens).
 //! - [`embed`]: [`RunningServer`], a server inside another program (start, URL, graceful stop).
 //! - [`store`]: the data layer, every operation scoped to a tenant, with its own error type.
 //! - [`audit`]: the hash chain of the activity log and its verifier.
@@ -45,6 +47,7 @@ pub mod listen;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
+pub mod ui;
 
 pub use api::{ApiError, AppState, Caller, ServerConfig, app, serve};
 pub use contextq_api::{Plan, Scope};

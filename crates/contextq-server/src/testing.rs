@@ -84,6 +84,7 @@ pub struct TestServer {
     pub db: Db,
     /// Its database (kept alive as long as the server).
     pub database: TestDatabase,
+    sign_in: std::sync::Arc<crate::ui::SignInTokens>,
 }
 
 /// A tenant made by [`TestServer::tenant`].
@@ -118,19 +119,27 @@ impl TestServer {
         let db = Db::connect(&database.url, &options)
             .await
             .unwrap_or_else(|e| panic!("cannot open the test database: {e}"));
-        let server = RunningServer::bind("127.0.0.1:0", AppState::new(db.clone(), config))
+        let state = AppState::new(db.clone(), config);
+        let sign_in = state.sign_in.clone();
+        let server = RunningServer::bind("127.0.0.1:0", state)
             .await
             .unwrap_or_else(|e| panic!("cannot start the test server: {e}"));
         TestServer {
             server,
             db,
             database,
+            sign_in,
         }
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
         self.server.url()
+    }
+
+    /// The inspector's one-time sign-in tokens of this server.
+    pub fn sign_in(&self) -> &crate::ui::SignInTokens {
+        &self.sign_in
     }
 
     /// Which database it runs on.

@@ -50,6 +50,13 @@ async fn serve_bootstrap_and_logs_without_keys(b: Backend) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Trace logs can outgrow a pipe's buffer: read them while the server runs.
+    let mut stderr = child.stderr.take().unwrap();
+    let logs = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stderr, &mut text).unwrap();
+        text
+    });
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut addr = String::new();
     stdout.read_line(&mut addr).unwrap();
@@ -81,7 +88,7 @@ async fn serve_bootstrap_and_logs_without_keys(b: Backend) {
         .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
-    let logs = String::from_utf8_lossy(&out.stderr);
+    let logs = logs.join().unwrap();
     assert!(logs.contains("listening"), "{logs}");
     assert!(
         logs.contains("/api/contexts/bulk-upsert"),

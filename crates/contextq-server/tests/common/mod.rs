@@ -55,6 +55,11 @@ impl TestServer {
         self.inner.workspace(tenant_id, slug).await;
     }
 
+    /// The running server's one-time sign-in tokens.
+    pub fn sign_in(&self) -> &contextq_server::ui::SignInTokens {
+        self.inner.sign_in()
+    }
+
     pub async fn stop(self) {
         self.inner.stop().await;
     }

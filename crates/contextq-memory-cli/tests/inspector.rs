@@ -1,0 +1,304 @@
+//! The memory inspector in a real browser: headless Chromium driven over WebDriver
+//! (chromedriver, fantoccini) against `contextq-memory serve` on the embedded default. Signs in
+//! with the one-time link `serve` prints, opens a file and reads its lines, opens its history,
+//! sees a diff, restores, sees the restored content; and stores files whose names and contents
+//! are XSS payloads and proves no script of theirs runs. Screenshots go to
+//! `target/tmp/inspector-*.png`.
+//!
+//! Needs `chromium` and `chromium-driver` (Debian's packages; `.ci/run` installs them). Without a
+//! chromedriver the test says so and passes, unless `CONTEXTQ_BROWSER_TESTS=required` (CI), when
+//! it fails.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn chromedriver() -> Option<String> {
+    let candidates = [
+        std::env::var("CHROMEDRIVER").ok(),
+        Some("/usr/bin/chromedriver".into()),
+        Some("/usr/lib/chromium/chromedriver".into()),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| std::path::Path::new(p).exists())
+}
+
+fn exec(data: &std::path::Path, inputs: &[Value]) {
+    let mut child = Command::new(BIN)
+        .args(["exec"])
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data)
+        .env_remove("CONTEXT_API_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text: String = inputs.iter().map(|i| format!("{i}\n")).collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let r: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(r["is_error"], false, "{r}");
+    }
+}
+
+async fn shot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    let path =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("inspector-{name}.png"));
+    std::fs::write(&path, png).unwrap();
+}
+
+async fn click(c: &Client, locator: Locator<'_>) {
+    c.wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(locator)
+        .await
+        .unwrap_or_else(|e| panic!("{locator:?}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Waits until `css`'s text contains `needle`.
+async fn until_text(c: &Client, css: &str, needle: &str) -> String {
+    for _ in 0..100 {
+        if let Ok(e) = c.find(Locator::Css(css)).await
+            && let Ok(t) = e.text().await
+            && t.contains(needle)
+        {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shot(c, "failed").await;
+    let status = match c.find(Locator::Id("status")).await {
+        Ok(e) => e.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    let logs = c
+        .execute(
+            "return document.body ? document.body.innerText : '';",
+            vec![],
+        )
+        .await
+        .ok();
+    panic!("{css} never showed {needle:?}; status {status:?}; page {logs:?}");
+}
+
+async fn no_script_ran(c: &Client) {
+    let ran = c
+        .execute("return [window.__xss === undefined, document.querySelectorAll('#view img, #view script, #view svg').length];", vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        ran,
+        json!([true, 0]),
+        "a payload's script ran or its markup was parsed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspector_in_a_real_browser() {
+    let Some(driver) = chromedriver() else {
+        assert_ne!(
+            std::env::var("CONTEXTQ_BROWSER_TESTS").as_deref(),
+            Ok("required"),
+            "no chromedriver: install chromium and chromium-driver"
+        );
+        eprintln!("skipped: no chromedriver (apt-get install chromium chromium-driver)");
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    exec(
+        data.path(),
+        &[
+            json!({"command": "create", "path": "/memories/user.md", "file_text": "Name: Ada\nTimezone: Europe/London\n"}),
+            json!({"command": "str_replace", "path": "/memories/user.md", "old_str": "Europe/London", "new_str": "America/New_York"}),
+            json!({"command": "create", "path": "/memories/<img src=x onerror=window.__xss=1>.md", "file_text": "<script>window.__xss=2</script>\n<img src=x onerror=\"window.__xss=3\">\n"}),
+            json!({"command": "create", "path": "/memories/x\"><svg onload=window.__xss=4>/y.md", "file_text": "</pre><script>window.__xss=5</script>\n"}),
+        ],
+    );
+    // The server, and its one-time sign-in link (stderr).
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env_remove("CONTEXT_API_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = serve.stderr.take().unwrap();
+    let serve = Killed(serve);
+    // Read stderr to its end in the background (a closed pipe would end the server).
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.strip_prefix("inspector: open ") {
+                let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+            }
+        }
+    });
+    let link = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("serve prints the link");
+    assert!(link.contains("/ui/#token="), "{link}");
+    let _ = &serve;
+
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let _driver = Killed(
+        Command::new(&driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let profile = tempfile::tempdir().unwrap();
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"args": [
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run",
+            "--window-size=1280,900",
+            format!("--user-data-dir={}", profile.path().display()),
+        ]}),
+    );
+    let mut client = None;
+    for _ in 0..50 {
+        match ClientBuilder::rustls()
+            .unwrap()
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(c) => {
+                client = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let c = client.expect("chromedriver answers");
+
+    // Sign in with the link: the key never appears in the URL, and the link works once.
+    c.goto(&link).await.unwrap();
+    until_text(&c, "#view h2", "Workspaces").await;
+    let url = c.current_url().await.unwrap();
+    assert!(!url.as_str().contains("token"), "{url}");
+    shot(&c, "1-workspaces").await;
+    click(&c, Locator::XPath("//button[text()='default']")).await;
+    until_text(&c, "#tree", "/memories/user.md").await;
+    no_script_ran(&c).await;
+    shot(&c, "2-tree").await;
+
+    // A file as Claude sees it, with line numbers.
+    click(&c, Locator::XPath("//button[text()='/memories/user.md']")).await;
+    let content = until_text(&c, "#content", "America/New_York").await;
+    assert!(
+        content.contains("1\tName: Ada") || content.contains("1 Name: Ada"),
+        "{content:?}"
+    );
+    shot(&c, "3-file").await;
+
+    // Its history and a diff of the two versions.
+    click(&c, Locator::Id("open-history")).await;
+    until_text(&c, "#versions", "create").await;
+    click(&c, Locator::Id("show-diff")).await;
+    let diff = until_text(&c, "#diff", "America/New_York").await;
+    assert!(diff.contains("- Timezone: Europe/London"), "{diff}");
+    assert!(diff.contains("+ Timezone: America/New_York"), "{diff}");
+    shot(&c, "4-history-diff").await;
+
+    // Restore version 1 (conditional): the file shows it, and history gained a version.
+    click(&c, Locator::Css("button.restore[data-version='1']")).await;
+    until_text(&c, "#status", "Restored /memories/user.md to version 1").await;
+    let content = until_text(&c, "#content", "Europe/London").await;
+    assert!(!content.contains("America/New_York"), "{content}");
+    shot(&c, "5-restored").await;
+
+    // Hostile names and contents are shown as text; none of their scripts runs.
+    click(&c, Locator::Id("nav-workspaces")).await;
+    click(&c, Locator::XPath("//button[text()='default']")).await;
+    let tree = until_text(&c, "#tree", "onerror").await;
+    assert!(
+        tree.contains("/memories/<img src=x onerror=window.__xss=1>.md"),
+        "{tree}"
+    );
+    click(
+        &c,
+        Locator::XPath("//button[contains(text(), '<img src=x')]"),
+    )
+    .await;
+    let content = until_text(&c, "#content", "<script>").await;
+    assert!(
+        content.contains("<script>window.__xss=2</script>"),
+        "{content}"
+    );
+    no_script_ran(&c).await;
+    click(&c, Locator::Id("open-history")).await;
+    until_text(&c, "#versions", "create").await;
+    no_script_ran(&c).await;
+    click(&c, Locator::Id("nav-workspaces")).await;
+    click(&c, Locator::XPath("//button[text()='default']")).await;
+    click(
+        &c,
+        Locator::XPath("//button[contains(text(), 'svg onload')]"),
+    )
+    .await;
+    until_text(&c, "#content", "</pre>").await;
+    no_script_ran(&c).await;
+    shot(&c, "6-hostile").await;
+
+    // The audit trail, filtered by path.
+    click(&c, Locator::Id("nav-audit")).await;
+    until_text(&c, "#audit", "context.update").await;
+    let path = c.find(Locator::Id("audit-path")).await.unwrap();
+    path.send_keys("mem-tool:default/user.md").await.unwrap();
+    click(&c, Locator::Css("#audit-filter button")).await;
+    let audit = until_text(&c, "#audit", "context.create").await;
+    assert!(!audit.contains("onerror"), "filtered to one path: {audit}");
+    let page = c
+        .find(Locator::Id("view"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        !page.contains("null") && !page.contains("undefined"),
+        "{page}"
+    );
+    no_script_ran(&c).await;
+    shot(&c, "7-audit").await;
+
+    // The link was used: opening it again does not sign in.
+    c.execute("sessionStorage.clear();", vec![]).await.unwrap();
+    c.goto("about:blank").await.unwrap();
+    c.goto(&link).await.unwrap();
+    until_text(&c, "#status", "already used").await;
+    c.close().await.unwrap();
+}
