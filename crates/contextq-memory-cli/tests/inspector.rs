@@ -300,5 +300,24 @@ async fn the_inspector_in_a_real_browser() {
     c.goto("about:blank").await.unwrap();
     c.goto(&link).await.unwrap();
     until_text(&c, "#status", "already used").await;
+
+    // Signing in with an API key typed into the form (how a person uses a multi-tenant
+    // server); a wrong key is refused.
+    let embedded: Value =
+        serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
+    let key = embedded["apiKey"].as_str().unwrap();
+    let field = c.find(Locator::Id("api-key")).await.unwrap();
+    field
+        .send_keys("sk_live_0000000000000000000000000000000000000000")
+        .await
+        .unwrap();
+    click(&c, Locator::Css("#sign-in button")).await;
+    until_text(&c, "#status", "refused").await;
+    let field = c.find(Locator::Id("api-key")).await.unwrap();
+    field.send_keys(key).await.unwrap();
+    click(&c, Locator::Css("#sign-in button")).await;
+    until_text(&c, "#view h2", "Workspaces").await;
+    let url = c.current_url().await.unwrap();
+    assert!(!url.as_str().contains(&key[8..]), "{url}");
     c.close().await.unwrap();
 }

@@ -46,8 +46,11 @@ async function api(path, options = {}) {
   let body = null;
   try { body = await response.json(); } catch (_) { body = null; }
   if (!response.ok) {
-    if (response.status === 401) signOut("The key was refused (401): sign in again.");
-    const message = body && body.error ? body.error.message : response.statusText;
+    let message = body && body.error ? body.error.message : response.statusText;
+    if (response.status === 401) {
+      signOut();
+      message = `The key was refused (${message}): sign in again.`;
+    }
     const err = new Error(message);
     err.status = response.status;
     throw err;
