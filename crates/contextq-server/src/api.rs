@@ -312,6 +312,11 @@ async fn delete_workspace(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// A query parameter, `None` when absent or empty.
+fn nonempty(params: &HashMap<String, String>, k: &str) -> Option<String> {
+    params.get(k).filter(|v| !v.is_empty()).cloned()
+}
+
 fn encode_cursor(external_id: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(external_id)
 }
@@ -335,7 +340,7 @@ async fn list_contexts(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Json<ContextPage>, ApiError> {
     caller.require(Scope::Read)?;
-    let nonempty = |k: &str| params.get(k).filter(|v| !v.is_empty()).cloned();
+    let nonempty = |k: &str| nonempty(&params, k);
     let query = contexts::ListQuery {
         workspace: nonempty("workspace"),
         tag: nonempty("tag"),

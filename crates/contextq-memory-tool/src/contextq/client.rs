@@ -419,14 +419,22 @@ impl Client {
     }
 
     async fn fetch(&self, path: &str) -> Result<Option<Fetched>> {
+        let Some(a) = self.read_optional(path).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Fetched {
+            context: self.decode(path, &a.body)?,
+            etag: a.etag,
+        }))
+    }
+
+    /// A `GET` of `path`; `None` on 404.
+    async fn read_optional(&self, path: &str) -> Result<Option<Reply>> {
         match self
             .request(Method::GET, path, None, None, Idempotency::Read)
             .await
         {
-            Ok(a) => Ok(Some(Fetched {
-                context: self.decode(path, &a.body)?,
-                etag: a.etag,
-            })),
+            Ok(a) => Ok(Some(a)),
             Err(Error::Api { status: 404, .. }) => Ok(None),
             Err(e) => Err(e),
         }
@@ -564,14 +572,10 @@ impl Client {
         if !query.is_empty() {
             path = format!("{path}?{}", query.join("&"));
         }
-        match self
-            .request(Method::GET, &path, None, None, Idempotency::Read)
-            .await
-        {
-            Ok(a) => Ok(Some(self.decode(&path, &a.body)?)),
-            Err(Error::Api { status: 404, .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.read_optional(&path)
+            .await?
+            .map(|a| self.decode(&path, &a.body))
+            .transpose()
     }
 
     /// `GET /api/contexts/by-external/:externalId/versions/:n` (extension `history`): the
@@ -590,14 +594,10 @@ impl Client {
         if let Some(w) = workspace {
             path = format!("{path}?workspace={}", segment(w));
         }
-        match self
-            .request(Method::GET, &path, None, None, Idempotency::Read)
-            .await
-        {
-            Ok(a) => Ok(Some(self.decode(&path, &a.body)?)),
-            Err(Error::Api { status: 404, .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.read_optional(&path)
+            .await?
+            .map(|a| self.decode(&path, &a.body))
+            .transpose()
     }
 
     /// Every page of `GET /api/history` (extension `history`): each external id under

@@ -12,15 +12,11 @@ use contextq_api::Scope;
 use contextq_api::audit::AuditPage;
 use contextq_api::history::{HistoryPage, Version, VersionPage};
 
-use super::{ApiError, AppState, Caller, decode_cursor, encode_cursor};
+use super::{ApiError, AppState, Caller, decode_cursor, encode_cursor, nonempty};
 use crate::store::contexts::page_limit;
 use crate::store::history::{self, AtQuery, Subject};
 
 type Params = Query<HashMap<String, String>>;
-
-fn nonempty(params: &HashMap<String, String>, k: &str) -> Option<String> {
-    params.get(k).filter(|v| !v.is_empty()).cloned()
-}
 
 fn version_number(text: &str) -> Result<i64, ApiError> {
     text.parse::<i64>().ok().filter(|n| *n >= 1).ok_or_else(|| {

@@ -6,7 +6,7 @@
 use contextq_api::audit::{AuditEntry, AuditPage};
 use sqlx::Row;
 
-use super::{Error, Result};
+use super::Result;
 use crate::db::{Backend, Bind, Db};
 
 /// Filters and page of `GET /api/audit`.
@@ -26,11 +26,7 @@ pub struct AuditQuery {
 
 /// A page cursor of the audit log: the sequence number to continue below.
 pub fn decode_cursor(cursor: &str) -> Result<i64> {
-    cursor
-        .strip_prefix('s')
-        .and_then(|n| n.parse::<i64>().ok())
-        .filter(|n| *n > 0)
-        .ok_or_else(|| Error::BadParameter("invalid cursor: pass nextCursor back unchanged".into()))
+    super::history::decode_number_cursor('s', cursor)
 }
 
 /// The tenant's audit rows matching `q`, newest first.

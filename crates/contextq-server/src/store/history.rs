@@ -284,8 +284,13 @@ pub enum Subject {
 
 /// A page cursor of versions: the version number to continue below.
 pub fn decode_version_cursor(cursor: &str) -> Result<i64> {
+    decode_number_cursor('v', cursor)
+}
+
+/// A cursor that is `tag` followed by a positive number (versions: `v`, audit rows: `s`).
+pub(super) fn decode_number_cursor(tag: char, cursor: &str) -> Result<i64> {
     cursor
-        .strip_prefix('v')
+        .strip_prefix(tag)
         .and_then(|n| n.parse::<i64>().ok())
         .filter(|n| *n > 0)
         .ok_or_else(|| Error::BadParameter("invalid cursor: pass nextCursor back unchanged".into()))
@@ -353,7 +358,9 @@ pub async fn list(
     let mut versions: Vec<VersionSummary> =
         rows.iter().map(summary_from_row).collect::<Result<_>>()?;
     if versions.is_empty() && before.is_none() {
-        return Err(not_found(subject));
+        return Err(Error::ContextNotFound {
+            id: subject.id().to_string(),
+        });
     }
     let next_cursor = if versions.len() as i64 > limit {
         versions.truncate(limit as usize);
@@ -367,12 +374,13 @@ pub async fn list(
     })
 }
 
-fn not_found(subject: &Subject) -> Error {
-    Error::ContextNotFound {
-        id: match subject {
-            Subject::External { external_id, .. } => external_id.clone(),
-            Subject::Context(id) => id.clone(),
-        },
+impl Subject {
+    /// The external id or context id asked for.
+    fn id(&self) -> &str {
+        match self {
+            Subject::External { external_id, .. } => external_id,
+            Subject::Context(id) => id,
+        }
     }
 }
 
@@ -398,10 +406,7 @@ pub async fn get(db: &Db, tenant_id: &str, subject: &Subject, version: i64) -> R
             content: row.try_get("content")?,
         }),
         None => Err(Error::VersionNotFound {
-            id: match subject {
-                Subject::External { external_id, .. } => external_id.clone(),
-                Subject::Context(id) => id.clone(),
-            },
+            id: subject.id().to_string(),
             version,
         }),
     }
@@ -447,25 +452,9 @@ pub async fn at(db: &Db, tenant_id: &str, q: &AtQuery) -> Result<HistoryPage> {
         binds.push(Bind::Text(id));
         filter.push_str(&format!(" AND workspace_id = ${}", binds.len()));
     }
-    let prefix = q.prefix.as_ref().filter(|p| !p.is_empty());
-    match (prefix, &q.after) {
-        (Some(p), Some(after)) if after >= p => {
-            binds.push(Bind::Text(after.clone()));
-            filter.push_str(&format!(" AND external_id > ${}", binds.len()));
-        }
-        (Some(p), _) => {
-            binds.push(Bind::Text(p.clone()));
-            filter.push_str(&format!(" AND external_id >= ${}", binds.len()));
-        }
-        (None, Some(after)) => {
-            binds.push(Bind::Text(after.clone()));
-            filter.push_str(&format!(" AND external_id > ${}", binds.len()));
-        }
-        (None, None) => {}
-    }
-    if let Some(p) = prefix {
-        binds.push(Bind::Text(format!("{p}\u{10FFFF}")));
-        filter.push_str(&format!(" AND external_id < ${}", binds.len()));
+    for (op, bound) in super::contexts::external_id_range(q.prefix.as_deref(), q.after.as_deref()) {
+        binds.push(Bind::Text(bound));
+        filter.push_str(&format!(" AND external_id {op} ${}", binds.len()));
     }
     binds.push(Bind::Int(q.limit + 1));
     let sql = format!(
