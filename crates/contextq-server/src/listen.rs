@@ -12,30 +12,48 @@
 //! - **idle timeout**: a connection on which no byte moves in either direction for this long is
 //!   closed, whatever it is doing (a body upload that stalls, a client that stops reading its
 //!   answer).
-//! - **connection cap**: at most this many connections at once; one past the cap is closed as
-//!   soon as it is accepted (the client sees the connection reset and may retry), so the
-//!   process never runs out of file descriptors. [`raise_fd_limit`] lifts the soft descriptor
-//!   limit to the hard one at start, and [`ConnectionLimits::fit_fd_limit`] lowers the cap if the
-//!   limit is still too small for it.
+//! - **connection cap**: at most this many connections at once, so the process never runs out
+//!   of file descriptors. [`raise_fd_limit`] lifts the soft descriptor limit to the hard one at
+//!   start, and [`ConnectionLimits::fit_fd_limit`] lowers the cap if the limit is still too
+//!   small for it.
+//!
+//! **A full table makes room instead of locking clients out.** When a connection arrives and
+//! every slot is taken, the server closes one connection that is not being served (it has not
+//! sent a complete request head, or it sits idle between requests) and serves the new one in
+//! its place. Which one, in this order of preference:
+//!
+//! 1. a connection that has never sent a complete request head, the oldest first (what a flood
+//!    of idle or slowloris connections is made of);
+//! 2. a kept-alive connection idle between requests, the one idle the longest first (a real
+//!    client's pooled connection, which reconnects when it needs to).
+//!
+//! A connection whose request is being served (from its complete head until the last byte of
+//! its answer is written) is never closed to make room. Only when every slot serves a request
+//! is the new connection closed at once (the client sees the connection reset and may retry).
+//! So an attacker who holds the table with idle connections only pushes out its own oldest
+//! ones, and a client that sends its request at once is served.
 //!
 //! The request timeout (`ServerConfig::request_timeout`) bounds the rest: reading the body and
 //! computing the answer. The server speaks HTTP/1.1 (what every ContextQ client uses).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::body::{Body, Bytes};
+use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
+use tower::ServiceExt;
 
 /// How long and how many connections the server keeps, with documented defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +63,8 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// A connection with no byte moving either way for this long is closed (default 60 s).
     pub idle_timeout: Duration,
-    /// Most connections open at once (default 4,096); one more is closed when accepted.
+    /// Most connections open at once (default 4,096). One more takes the place of a connection
+    /// that is not being served, or is closed when accepted if every slot serves a request.
     pub max_connections: usize,
 }
 
@@ -142,6 +161,7 @@ pub async fn serve_connections(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let table = Arc::new(Table::default());
     let graceful = GracefulShutdown::new();
     let mut refused = RefusalLog::default();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -166,10 +186,16 @@ pub async fn serve_connections(
             },
             () = &mut shutdown => break,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refused.refuse(limits.max_connections);
-            drop(stream);
-            continue;
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => match make_room(&table, &slots).await {
+                Some(slot) => slot,
+                None => {
+                    refused.refuse(limits.max_connections);
+                    drop(stream);
+                    continue;
+                }
+            },
         };
         let _ = stream.set_nodelay(true);
         let activity = Arc::new(Activity::new());
@@ -177,10 +203,27 @@ pub async fn serve_connections(
             inner: stream,
             activity: activity.clone(),
         });
-        let service = TowerToHyperService::new(router.clone());
+        let conn_state = table.open();
+        let router = router.clone();
+        let served_by = conn_state.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let serving = Serving::begin(&served_by);
+            let router = router.clone();
+            async move {
+                let response = router.oneshot(request.map(Body::new)).await?;
+                // The connection counts as being served until its answer's last byte is written.
+                Ok::<_, std::convert::Infallible>(response.map(|body| {
+                    Body::new(ServedBody {
+                        inner: body,
+                        _serving: serving,
+                    })
+                }))
+            }
+        });
         let conn = builder.serve_connection(io, service);
         let conn = graceful.watch(conn);
         let idle_timeout = limits.idle_timeout;
+        let table = table.clone();
         tokio::spawn(async move {
             tokio::select! {
                 result = conn => {
@@ -191,13 +234,182 @@ pub async fn serve_connections(
                 () = activity.idle_for(idle_timeout) => {
                     tracing::debug!(%peer, "connection closed: idle");
                 }
+                () = conn_state.evicted.notified() => {
+                    tracing::debug!(%peer, "connection closed: its slot was given to a new connection");
+                }
             }
+            table.close(conn_state.id);
             drop(slot);
         });
     }
     drop(listener);
     graceful.shutdown().await;
     Ok(())
+}
+
+/// Closes the connection [`Table::evict`] picks and waits for its slot (it is given back as
+/// soon as the connection's task sees the notice); `None` when every slot serves a request.
+async fn make_room(
+    table: &Table,
+    slots: &Arc<Semaphore>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    table.evict()?;
+    tokio::time::timeout(Duration::from_secs(1), slots.clone().acquire_owned())
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Marker in [`ConnState::serving`]: the connection was chosen to make room, so no request
+/// may start on it.
+const EVICTED: usize = usize::MAX;
+
+/// The open connections and what each is doing, so that a full table can make room.
+struct Table {
+    next_id: AtomicU64,
+    epoch: Instant,
+    open: Mutex<HashMap<u64, Arc<ConnState>>>,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table {
+            next_id: AtomicU64::new(0),
+            epoch: Instant::now(),
+            open: Mutex::default(),
+        }
+    }
+}
+
+/// One connection's state, shared by its task, its requests and the table.
+struct ConnState {
+    id: u64,
+    /// The table's epoch, which `waiting_since` counts from.
+    epoch: Instant,
+    /// Requests being served (head complete, answer not yet fully written), or [`EVICTED`].
+    serving: AtomicUsize,
+    /// Requests begun on this connection.
+    requests: AtomicU64,
+    /// When the connection last started to wait for a request head (ms since the epoch).
+    waiting_since: AtomicU64,
+    evicted: Notify,
+}
+
+impl ConnState {
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+impl Table {
+    fn open(&self) -> Arc<ConnState> {
+        let state = Arc::new(ConnState {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            epoch: self.epoch,
+            serving: AtomicUsize::new(0),
+            requests: AtomicU64::new(0),
+            waiting_since: AtomicU64::new(self.epoch.elapsed().as_millis() as u64),
+            evicted: Notify::new(),
+        });
+        self.open
+            .lock()
+            .expect("connection table poisoned")
+            .insert(state.id, state.clone());
+        state
+    }
+
+    fn close(&self, id: u64) {
+        self.open
+            .lock()
+            .expect("connection table poisoned")
+            .remove(&id);
+    }
+
+    /// Picks the connection to close (module docs: never served first, oldest first; then the
+    /// longest idle), marks it so that no request starts on it, and tells its task to close it.
+    /// `None` when every connection is serving a request.
+    fn evict(&self) -> Option<()> {
+        let open = self.open.lock().expect("connection table poisoned");
+        // A linear pass over the table, only when it is full (at most the cap's entries). A
+        // request may begin between the pass and the exchange: then the exchange fails and the
+        // next pass skips that connection.
+        loop {
+            let victim = open
+                .values()
+                .filter(|c| c.serving.load(Ordering::Acquire) == 0)
+                .min_by_key(|c| {
+                    (
+                        c.requests.load(Ordering::Relaxed) > 0,
+                        c.waiting_since.load(Ordering::Relaxed),
+                        c.id,
+                    )
+                })?;
+            if victim
+                .serving
+                .compare_exchange(0, EVICTED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                victim.evicted.notify_one();
+                return Some(());
+            }
+        }
+    }
+}
+
+/// Held while one request is served: from its complete head to its answer's last byte.
+struct Serving(Arc<ConnState>);
+
+impl Serving {
+    /// Counts a request as being served; on a connection already chosen to make room the count
+    /// stays [`EVICTED`] (the connection is closing and the request is not answered).
+    fn begin(conn: &Arc<ConnState>) -> Serving {
+        let _ = conn
+            .serving
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n != EVICTED).then_some(n + 1)
+            });
+        conn.requests.fetch_add(1, Ordering::Relaxed);
+        Serving(conn.clone())
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let conn = &self.0;
+        conn.waiting_since.store(conn.now(), Ordering::Relaxed);
+        let _ = conn
+            .serving
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n != EVICTED && n > 0).then(|| n - 1)
+            });
+    }
+}
+
+/// An answer's body that keeps its connection counted as being served until it is dropped
+/// (hyper drops it once the last byte is written, or when the connection ends).
+struct ServedBody {
+    inner: Body,
+    _serving: Serving,
+}
+
+impl HttpBody for ServedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// Warns about refused connections at most once a second, with how many were refused.

@@ -1,6 +1,7 @@
 //! Unauthenticated denial of service at the connection level: hundreds of connections that
 //! send nothing, or a header byte now and then (slowloris), must neither lock a legitimate
-//! client out nor be kept forever; past the connection cap a new connection is closed at once.
+//! client out nor be kept forever; past the connection cap a new connection takes the place of
+//! one that is not being served, and is closed at once only when every slot serves a request.
 //! Timeouts are shortened so that the test runs in seconds; the defaults are documented in
 //! `contextq_server::listen`.
 
@@ -124,29 +125,118 @@ async fn idle_and_slowloris_connections_neither_lock_out_nor_stay() {
     server.stop().await;
 }
 
+/// Sends `GET /health` on `stream` and reads the answer's status line.
+async fn health_on(stream: &mut TcpStream) -> Option<String> {
+    stream
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .ok()?;
+    let mut buf = [0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+    text.lines().next().map(str::to_string)
+}
+
 #[tokio::test]
-async fn past_the_cap_a_new_connection_is_closed_at_once_and_the_slots_come_back() {
-    let server = server(Duration::from_secs(2), Duration::from_secs(30), 50).await;
+async fn past_the_cap_a_new_connection_takes_the_place_of_the_oldest_idle_one() {
+    let server = server(Duration::from_secs(20), Duration::from_secs(60), 50).await;
     let addr = addr(&server);
+    // One kept-alive connection that has been served, then 49 that never send a byte.
+    let mut pooled = TcpStream::connect(&addr).await.unwrap();
+    assert_eq!(
+        health_on(&mut pooled).await.as_deref(),
+        Some("HTTP/1.1 200 OK")
+    );
     let mut held = Vec::new();
-    for _ in 0..50 {
+    for _ in 0..49 {
         held.push(TcpStream::connect(&addr).await.unwrap());
     }
     // Let the server accept all 50 before the 51st arrives.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut extra = TcpStream::connect(&addr).await.unwrap();
-    assert!(
-        closed_by_server(&mut extra, Duration::from_secs(1)).await,
-        "a connection past the cap of 50 was kept"
+    assert_eq!(
+        health_on(&mut extra).await.as_deref(),
+        Some("HTTP/1.1 200 OK"),
+        "a connection past the cap was not served"
     );
-    // The held ones are cut by the header read timeout; then the slots serve again.
-    for s in &mut held {
-        assert!(closed_by_server(s, Duration::from_secs(10)).await);
+    // The oldest connection that never sent a request made room; the others, and the
+    // served keep-alive connection, are still open.
+    assert!(closed_by_server(&mut held[0], Duration::from_secs(1)).await);
+    for s in &mut held[1..] {
+        assert!(!closed_by_server(s, Duration::from_millis(10)).await);
     }
-    assert!(
-        served(server.url(), Duration::from_secs(5)).await,
-        "the slots of closed connections were not given back"
+    assert_eq!(
+        health_on(&mut pooled).await.as_deref(),
+        Some("HTTP/1.1 200 OK")
     );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_served_idle_connection_makes_room_only_after_every_unserved_one() {
+    let server = server(Duration::from_secs(20), Duration::from_secs(60), 3).await;
+    let addr = addr(&server);
+    let mut pooled = TcpStream::connect(&addr).await.unwrap();
+    assert!(health_on(&mut pooled).await.is_some());
+    let mut a = TcpStream::connect(&addr).await.unwrap();
+    let mut b = TcpStream::connect(&addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Two newcomers: each takes the place of an unserved connection, oldest first.
+    let mut c = TcpStream::connect(&addr).await.unwrap();
+    assert!(health_on(&mut c).await.is_some());
+    assert!(closed_by_server(&mut a, Duration::from_secs(1)).await);
+    let mut d = TcpStream::connect(&addr).await.unwrap();
+    assert!(health_on(&mut d).await.is_some());
+    assert!(closed_by_server(&mut b, Duration::from_secs(1)).await);
+    // Now every connection has been served: the one idle the longest makes room.
+    let mut e = TcpStream::connect(&addr).await.unwrap();
+    assert!(health_on(&mut e).await.is_some());
+    assert!(closed_by_server(&mut pooled, Duration::from_secs(1)).await);
+    assert!(!closed_by_server(&mut c, Duration::from_millis(10)).await);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn when_every_slot_serves_a_request_a_new_connection_is_closed_at_once() {
+    let server = server(Duration::from_secs(20), Duration::from_secs(60), 20).await;
+    let tenant = server
+        .tenant(Plan::Free, &[Scope::Read, Scope::Write], "ws")
+        .await;
+    let addr = addr(&server);
+    // 20 requests being served: complete heads, bodies still coming.
+    let mut uploading = Vec::new();
+    for i in 0..20 {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "PUT /api/contexts/x{i} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"con",
+            tenant.api_key
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        uploading.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut extra = TcpStream::connect(&addr).await.unwrap();
+    assert!(
+        closed_by_server(&mut extra, Duration::from_secs(2)).await,
+        "a connection past a cap of requests being served was kept"
+    );
+    // None of the requests in flight was cut to make room.
+    for s in &mut uploading {
+        assert!(!closed_by_server(s, Duration::from_millis(10)).await);
+    }
+    drop(uploading);
+    // Their slots come back.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !served(server.url(), Duration::from_secs(1)).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "slots not given back"
+        );
+    }
     server.stop().await;
 }
 
