@@ -274,7 +274,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             overwrite,
         } => {
             let opened = stores::open(&store, &settings).await?;
-            let result = transfer::import(opened.store.as_ref(), &dir, overwrite).await;
+            let result = transfer::import(opened.tool.as_ref(), &dir, overwrite).await;
             opened.close().await;
             return finish(result?, "imported");
         }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, ContextQMemoryToolOptions};
-use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers, Store};
+use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, Store};
 
 use crate::embedded::Embedded;
 
@@ -66,7 +66,7 @@ pub struct ContextQInfo {
 /// An opened store: the tool over it, the store itself, and the embedded server to stop.
 pub struct Opened {
     /// The memory tool.
-    pub tool: Arc<dyn MemoryToolHandlers>,
+    pub tool: Arc<MemoryTool<Arc<dyn Store>>>,
     /// The store under the tool (for resources, export and import).
     pub store: Arc<dyn Store>,
     /// ContextQ details, when on ContextQ.

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use contextq_memory_tool::render::human_size;
-use contextq_memory_tool::{Error, MemoryPath, PutMode, Store};
+use contextq_memory_tool::{Error, MemoryPath, MemoryTool, PutMode, Store};
 
 /// What a transfer did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -160,8 +160,18 @@ fn collect(
     Ok(())
 }
 
-/// Imports the files under `dir` (or `dir/memories`) into `store`.
-pub async fn import(store: &dyn Store, dir: &Path, overwrite: bool) -> Result<Summary> {
+/// Imports the files under `dir` (or `dir/memories`) through `tool`, so under its write policy:
+/// a read-only tool refuses the import before anything is read, and a file the secret guard
+/// refuses fails (named on stderr) while the others go on.
+pub async fn import<S: Store>(
+    tool: &MemoryTool<S>,
+    dir: &Path,
+    overwrite: bool,
+) -> Result<Summary> {
+    if tool.is_read_only() {
+        anyhow::bail!(Error::ReadOnly { command: "import" }.tool_message());
+    }
+    let store = tool.store();
     let root = import_root(dir);
     let mut files = Vec::new();
     collect(&root, &mut Vec::new(), &mut files)
@@ -190,7 +200,7 @@ pub async fn import(store: &dyn Store, dir: &Path, overwrite: bool) -> Result<Su
                 Some(existing) if existing.content == content => Ok(false),
                 Some(existing) if overwrite => {
                     let mode = existing.version.map_or(PutMode::Overwrite, PutMode::Update);
-                    store.put(&path, &content, mode).await?;
+                    tool.put("import", &path, &content, mode).await?;
                     summary.bytes += content.len() as u64;
                     Ok(true)
                 }
@@ -204,7 +214,7 @@ pub async fn import(store: &dyn Store, dir: &Path, overwrite: bool) -> Result<Su
                     Ok(false)
                 }
                 None => {
-                    store.put(&path, &content, PutMode::Create).await?;
+                    tool.put("import", &path, &content, PutMode::Create).await?;
                     summary.bytes += content.len() as u64;
                     Ok(true)
                 }

@@ -194,7 +194,53 @@ async fn import_over_quota_stops_with_a_clear_error(b: Backend) {
     );
 }
 
+async fn import_obeys_read_only_and_the_secret_guard(b: Backend) {
+    let served = Served::start(b, Plan::Pro).await;
+    let s = Some(&served);
+    let data = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let memories = src.path().join("memories");
+    std::fs::create_dir_all(&memories).unwrap();
+    std::fs::write(memories.join("clean.md"), b"fine\n").unwrap();
+    std::fs::write(
+        memories.join("key.md"),
+        b"key:\nsk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n",
+    )
+    .unwrap();
+    let src_arg = src.path().to_str().unwrap();
+
+    // Read-only: refused before anything is read, exit 1, nothing stored.
+    let o = run(data.path(), s, &["--read-only", "import", src_arg]).await;
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("read-only here: import is not allowed"),
+        "{err}"
+    );
+    assert_eq!(served.content("mem-tool:ws/clean.md").await, None);
+
+    // The secret guard: that file fails (named), the others are imported, exit 1.
+    let o = run(data.path(), s, &["import", src_arg]).await;
+    assert!(!o.status.success());
+    assert_eq!(stdout(&o), "imported 1 files (5B), skipped 0, failed 1");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("key.md") && err.contains("Anthropic API key"),
+        "{err}"
+    );
+    assert_eq!(served.content("mem-tool:ws/key.md").await, None);
+    assert_eq!(
+        served.content("mem-tool:ws/clean.md").await.as_deref(),
+        Some("fine\n")
+    );
+    // --allow-secrets turns it off.
+    let o = run(data.path(), s, &["--allow-secrets", "import", src_arg]).await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o), "imported 1 files (55B), skipped 1, failed 0");
+}
+
 contextq_server::database_tests!(
     round_trip_is_byte_identical_and_idempotent,
     import_over_quota_stops_with_a_clear_error,
+    import_obeys_read_only_and_the_secret_guard,
 );

@@ -588,12 +588,12 @@ pub async fn store_contract<S: Store>(store: S, profile: Profile) {
     assert_eq!(entry.version, v1);
     if let Some(v1) = v1 {
         let v2 = store
-            .put(&p, "two", PutMode::Update(v1))
+            .put(&p, "two", PutMode::Update(v1.clone()))
             .await
             .expect("update");
-        assert_ne!(v2, Some(v1));
+        assert_ne!(v2, Some(v1.clone()));
         assert!(matches!(
-            store.put(&p, "three", PutMode::Update(v1)).await,
+            store.put(&p, "three", PutMode::Update(v1.clone())).await,
             Err(Error::Precondition { .. })
         ));
         assert!(matches!(

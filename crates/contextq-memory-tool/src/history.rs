@@ -98,9 +98,9 @@ pub struct RestoreStep {
     pub target: Option<i64>,
     /// Its newest version when the plan was made (`None`: it has no kept version).
     pub latest: Option<i64>,
-    /// The ContextQ version (`ETag`) of the file when the plan was made, if it exists then:
-    /// the steps are conditional on it.
-    current: Option<i64>,
+    /// The file's row and version (`ETag`) when the plan was made, if it exists then: the steps
+    /// are conditional on it (never on another row at the same path).
+    current: Option<Version>,
     /// Its external id.
     external_id: String,
     /// Its workspace.
@@ -283,33 +283,50 @@ impl MemoryTool<ContextQStore> {
         let changed = || Error::Precondition {
             path: path.normalized(),
         };
+        // The file as it is now, first: the write below is conditional on exactly this state
+        // (its row and version), so when the caller names the newest version it saw, that
+        // version must be this state. Check and write are then one condition the server
+        // enforces: a change after this read fails the write, one before it fails the check.
+        if self.is_read_only() {
+            return Err(Error::ReadOnly { command: "restore" });
+        }
+        let current = self.store().get(&path).await?;
         if let Some(seen) = seen_latest {
             let latest = self
                 .store()
                 .client()
                 .versions(&external_id, Some(&workspace), Some(1), None)
                 .await?
-                .and_then(|p| p.versions.into_iter().next())
-                .map(|v| v.version);
-            if latest != Some(seen) {
+                .and_then(|p| p.versions.into_iter().next());
+            let agrees = match (&latest, &current) {
+                (Some(v), Some(now)) => {
+                    v.version == seen
+                        && v.action != Action::Delete
+                        && now.version.as_ref().is_some_and(|n| {
+                            n.row() == Some(v.context_id.as_str())
+                                && n.number() == v.context_version as u64
+                        })
+                }
+                (Some(v), None) => v.version == seen && v.action == Action::Delete,
+                (None, _) => false,
+            };
+            if !agrees {
                 return Err(changed());
             }
         }
         let target = self
             .fetch_version(&path, &external_id, &workspace, version)
             .await?;
-        let current = self.store().get(&path).await?;
         let result = match (target.content, current) {
             (None, None) => Ok(Restored::Unchanged),
             (None, Some(now)) => self
-                .store()
-                .delete(&path, Some(now.version.ok_or_else(changed)?))
+                .delete("restore", &path, Some(now.version.ok_or_else(changed)?))
                 .await
                 .map(|()| Restored::Deleted),
             (Some(content), Some(now)) if now.content == content => Ok(Restored::Unchanged),
             (Some(content), Some(now)) => self
-                .store()
                 .put(
+                    "restore",
                     &path,
                     &content,
                     PutMode::Update(now.version.ok_or_else(changed)?),
@@ -317,8 +334,7 @@ impl MemoryTool<ContextQStore> {
                 .await
                 .map(|_| Restored::Rewrote),
             (Some(content), None) => self
-                .store()
-                .put(&path, &content, PutMode::Create)
+                .put("restore", &path, &content, PutMode::Create)
                 .await
                 .map(|_| Restored::Recreated),
         };
@@ -378,7 +394,9 @@ impl MemoryTool<ContextQStore> {
                 action,
                 target,
                 latest: Some(past.latest.version),
-                current: exists.then_some(past.latest.context_version),
+                current: exists.then(|| {
+                    Version::of_row(&past.latest.context_id, past.latest.context_version as u64)
+                }),
                 external_id: past.external_id,
                 workspace: workspace.clone(),
             });
@@ -395,7 +413,7 @@ impl MemoryTool<ContextQStore> {
                     action: StepAction::Unknown,
                     target: None,
                     latest: None,
-                    current: file.version.map(|v| v.0 as i64),
+                    current: file.version,
                     external_id,
                     workspace: workspace.clone(),
                 });
@@ -414,6 +432,9 @@ impl MemoryTool<ContextQStore> {
         plan: &RestorePlan,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<RestoreReport> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly { command: "restore" });
+        }
         let changes: Vec<&RestoreStep> = plan.changes().collect();
         let total = changes.len();
         let mut report = RestoreReport::default();
@@ -449,24 +470,22 @@ impl MemoryTool<ContextQStore> {
                 })
         };
         let current = || {
-            step.current
-                .map(|v| Version(v as u64))
-                .ok_or_else(|| Error::Precondition {
-                    path: step.path.normalized(),
-                })
+            step.current.clone().ok_or_else(|| Error::Precondition {
+                path: step.path.normalized(),
+            })
         };
         match step.action {
             StepAction::Revert => {
                 let text = content().await?;
-                store
-                    .put(&step.path, &text, PutMode::Update(current()?))
+                self.put("restore", &step.path, &text, PutMode::Update(current()?))
                     .await?;
             }
             StepAction::Recreate => {
                 let text = content().await?;
-                store.put(&step.path, &text, PutMode::Create).await?;
+                self.put("restore", &step.path, &text, PutMode::Create)
+                    .await?;
             }
-            StepAction::Remove => store.delete(&step.path, Some(current()?)).await?,
+            StepAction::Remove => self.delete("restore", &step.path, Some(current()?)).await?,
             StepAction::Unchanged | StepAction::Unknown => {}
         }
         Ok(())

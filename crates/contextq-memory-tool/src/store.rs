@@ -40,6 +40,8 @@
 //! The shared conformance suite (`conformance`, feature `test-util`) checks all of this on every
 //! backend.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use crate::error::Result;
@@ -54,9 +56,39 @@ pub use contextq::ContextQStore;
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 
-/// An opaque version of a file; it changes whenever the content does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Version(pub u64);
+/// An opaque version of a file: it changes whenever the content does. On a store whose files
+/// live in rows that can be deleted and created again under one path (ContextQ), it also names
+/// the row it was read from, so that a precondition never matches another row at that path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Version {
+    number: u64,
+    row: Option<Arc<str>>,
+}
+
+impl Version {
+    /// A version that is a number alone (a counter or a content hash).
+    pub fn new(number: u64) -> Self {
+        Version { number, row: None }
+    }
+
+    /// Version `number` of the row `row`: matches no other row, whatever its number.
+    pub fn of_row(row: &str, number: u64) -> Self {
+        Version {
+            number,
+            row: Some(Arc::from(row)),
+        }
+    }
+
+    /// The number (ContextQ: the row's own `version`).
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The row it was read from, on stores that have rows.
+    pub fn row(&self) -> Option<&str> {
+        self.row.as_deref()
+    }
+}
 
 /// A file as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +102,7 @@ pub struct Entry {
 }
 
 /// How [`Store::put`] may treat an existing file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PutMode {
     /// Only if nothing is there.
     Create,
@@ -204,5 +236,5 @@ pub(crate) fn content_version(content: &[u8]) -> Version {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    Version(h)
+    Version::new(h)
 }

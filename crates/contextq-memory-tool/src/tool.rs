@@ -136,7 +136,35 @@ impl<S: Store> MemoryTool<S> {
         self
     }
 
-    /// Refuses a write when the tool is read-only.
+    /// The write policy, in one place: refuses a write by `command` when the tool is read-only
+    /// ([`Error::ReadOnly`]), and `text` (what it would write) when the secret guard finds a
+    /// credential in it ([`Error::SecretRefused`]). The six commands, [`MemoryTool::put`],
+    /// [`MemoryTool::delete`] and the restores all ask it first.
+    fn may_write(
+        &self,
+        command: &'static str,
+        path: &MemoryPath,
+        text: Option<&str>,
+    ) -> Result<(), Error> {
+        if self.read_only {
+            return Err(Error::ReadOnly { command });
+        }
+        text.map_or(Ok(()), |text| self.secret_in(path, text))
+    }
+
+    /// The secret guard alone: [`Error::SecretRefused`] when it finds a credential in `text`.
+    fn secret_in(&self, path: &MemoryPath, text: &str) -> Result<(), Error> {
+        match crate::secrets::find(text).filter(|_| self.secret_guard) {
+            Some(f) => Err(Error::SecretRefused {
+                path: path.raw().to_string(),
+                kind: f.kind,
+                line: f.line,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses a write command when the tool is read-only.
     fn writable(&self, command: &'static str) -> Result<(), ToolError> {
         if self.read_only {
             return Err(ToolError::new(render::read_only(command)));
@@ -147,18 +175,32 @@ impl<S: Store> MemoryTool<S> {
     /// Refuses `text` (what a command would write to `path`) when the secret guard finds a
     /// credential in it.
     fn no_secret(&self, path: &MemoryPath, text: &str) -> Result<(), ToolError> {
-        if !self.secret_guard {
-            return Ok(());
-        }
-        match crate::secrets::find(text) {
-            Some(f) => Err(Error::SecretRefused {
-                path: path.raw().to_string(),
-                kind: f.kind,
-                line: f.line,
-            }
-            .into()),
-            None => Ok(()),
-        }
+        Ok(self.secret_in(path, text)?)
+    }
+
+    /// [`Store::put`] through this tool's write policy (read-only, the secret guard): what every
+    /// write outside the six commands should call (restores do; the CLI's `import` does).
+    /// `command` names the write in a refusal. Refused writes change nothing.
+    pub async fn put(
+        &self,
+        command: &'static str,
+        path: &MemoryPath,
+        content: &str,
+        mode: PutMode,
+    ) -> Result<Option<Version>, Error> {
+        self.may_write(command, path, Some(content))?;
+        self.store.put(path, content, mode).await
+    }
+
+    /// [`Store::delete`] through this tool's write policy (read-only).
+    pub async fn delete(
+        &self,
+        command: &'static str,
+        path: &MemoryPath,
+        expected: Option<Version>,
+    ) -> Result<(), Error> {
+        self.may_write(command, path, None)?;
+        self.store.delete(path, expected).await
     }
 
     /// How long a conditional edit, delete or rename that keeps losing races to other writers
@@ -444,7 +486,7 @@ impl<S: Store> MemoryTool<S> {
                 }
                 for c in &copied {
                     effects.add(&c.src, Applied::No);
-                    match self.store.delete(&c.dst, c.dst_version).await {
+                    match self.store.delete(&c.dst, c.dst_version.clone()).await {
                         Ok(()) | Err(Error::NotFound { .. }) => effects.add(&c.dst, Applied::No),
                         Err(Error::OutcomeUnknown { .. }) => {
                             effects.add(&c.dst, Applied::Unknown);
@@ -467,7 +509,7 @@ impl<S: Store> MemoryTool<S> {
             }
             // Phase 2: delete the sources.
             for (i, c) in copied.iter().enumerate() {
-                let e = match self.store.delete(&c.src, c.src_version).await {
+                let e = match self.store.delete(&c.src, c.src_version.clone()).await {
                     Ok(()) | Err(Error::NotFound { .. }) => {
                         effects.add(&c.src, Applied::Yes);
                         effects.add(&c.dst, Applied::Yes);

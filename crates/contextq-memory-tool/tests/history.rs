@@ -9,7 +9,7 @@ use common::proxy::Proxy;
 use common::{ALL, Server, content, options, seed_rows};
 use contextq_api::history::Action;
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
-use contextq_memory_tool::history::{Restored, StepAction};
+use contextq_memory_tool::history::{Restored, StepAction, StepOutcome};
 use contextq_memory_tool::{Error, MemoryToolHandlers};
 use contextq_server::{Backend, Plan, Scope};
 use serde_json::{Value, json};
@@ -485,6 +485,42 @@ async fn read_only_and_the_secret_guard(b: Backend) {
         json!({"command": "create", "path": "/memories/k.md", "file_text": secret}),
     )
     .await;
+
+    // Restores go through the same policy: read-only refuses them, and the guard refuses to
+    // bring a credential back. Nothing changes.
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tokio::time::sleep(std::time::Duration::from_millis(15)).await;
+    ok(&unguarded, json!({"command": "str_replace", "path": "/memories/k.md", "old_str": secret, "new_str": "gone"})).await;
+    let latest = tool.history("/memories/k.md").await.unwrap()[0].version;
+    assert!(matches!(
+        ro.restore("/memories/k.md", 1, Some(latest)).await,
+        Err(Error::ReadOnly { command: "restore" })
+    ));
+    let plan = ro.restore_plan("/memories", &at).await.unwrap();
+    assert!(matches!(
+        ro.restore_tree(&plan, |_, _| {}).await,
+        Err(Error::ReadOnly { command: "restore" })
+    ));
+    assert!(matches!(
+        tool.restore("/memories/k.md", 1, Some(latest)).await,
+        Err(Error::SecretRefused { .. })
+    ));
+    let plan = tool.restore_plan("/memories", &at).await.unwrap();
+    let report = tool.restore_tree(&plan, |_, _| {}).await.unwrap();
+    assert!(
+        report
+            .steps
+            .iter()
+            .any(|(_, o)| matches!(o, StepOutcome::Failed(Error::SecretRefused { .. }))),
+        "{:?}",
+        report.steps
+    );
+    assert_eq!(
+        content(&server.url, &key, "mem-tool:ws/k.md")
+            .await
+            .as_deref(),
+        Some("gone")
+    );
 }
 
 contextq_server::database_tests!(

@@ -121,6 +121,11 @@ const SQLITE_MIGRATIONS: &[Migration] = &[
         description: "context versions",
         sql: include_str!("../migrations/sqlite/0004_versions.sql"),
     },
+    Migration {
+        version: 5,
+        description: "version counters, idempotency keys bound to their request",
+        sql: include_str!("../migrations/sqlite/0005_version_counters.sql"),
+    },
 ];
 
 const POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -143,6 +148,11 @@ const POSTGRES_MIGRATIONS: &[Migration] = &[
         version: 4,
         description: "context versions",
         sql: include_str!("../migrations/postgres/0004_versions.sql"),
+    },
+    Migration {
+        version: 5,
+        description: "version counters, idempotency keys bound to their request",
+        sql: include_str!("../migrations/postgres/0005_version_counters.sql"),
     },
 ];
 

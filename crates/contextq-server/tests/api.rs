@@ -1032,8 +1032,8 @@ async fn text_edit_extension(b: Backend) {
     assert_eq!(r.body["changedLine"], 2);
     assert_eq!(r.body["replayed"], false);
     assert_eq!(r.etag.as_deref(), Some("\"2\""));
-    // The same key again: the first outcome, nothing applied twice (even a different edit).
-    let r = c.edit(ext, sr("c", "C"), None, Some("k1")).await;
+    // The same key with the same request again: the first outcome, nothing applied twice.
+    let r = c.edit(ext, sr("b", "B"), None, Some("k1")).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     assert_eq!(
         (
@@ -1044,6 +1044,54 @@ async fn text_edit_extension(b: Backend) {
         (&json!(true), &json!(2), &json!(2))
     );
     assert_eq!(r.body["context"]["content"], "a\nB\nc\n");
+    // The key is bound to its request: another edit, another file or another condition with
+    // it is refused (422 naming the key), and nothing is applied or said to be.
+    let other = "mem-tool:ws/b.md";
+    c.upsert(other, "b\n", &["mem-tool"]).await;
+    for (id, body, if_match) in [
+        (ext, sr("c", "C"), None),
+        (other, sr("b", "B"), None),
+        (ext, sr("b", "B"), Some(2)),
+    ] {
+        let r = c.edit(id, body, if_match, Some("k1")).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
+            "{id}: {:?}",
+            r.body
+        );
+        assert!(r.message().contains("\"k1\""), "{}", r.message());
+    }
+    assert_eq!(
+        c.get(&format!("/api/contexts/by-external/{}", seg(other)))
+            .await
+            .body["content"],
+        "b\n"
+    );
+    assert_eq!(
+        c.get(&format!("/api/contexts/by-external/{}", seg(ext)))
+            .await
+            .body["version"],
+        2
+    );
+    // A key past its hour never replays: the same request is applied again.
+    let top = json!({"edit": {"insert": {"line": 0, "text": "top\n"}}});
+    let r = c.edit(other, top.clone(), None, Some("k2")).await;
+    assert_eq!(r.body["context"]["version"], 2, "{:?}", r.body);
+    let two_hours_ago = (chrono::Utc::now() - chrono::Duration::hours(2))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    sqlx::query("UPDATE idempotency_keys SET created_at = $1 WHERE key = 'k2'")
+        .bind(two_hours_ago)
+        .execute(s.db.pool())
+        .await
+        .unwrap();
+    let r = c.edit(other, top, None, Some("k2")).await;
+    assert_eq!(
+        (r.status, &r.body["replayed"], &r.body["context"]["content"]),
+        (StatusCode::OK, &json!(false), &json!("top\ntop\nb\n")),
+        "{:?}",
+        r.body
+    );
 
     // Edits that cannot apply: 409 edit_failed, with the reason; nothing changed.
     let failed = |r: &common::Reply| {

@@ -325,9 +325,13 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
             .collect();
         c.post("/api/contexts/bulk-upsert", json!({"contexts": items}))
     };
+    let mut inside_round_0 = String::new();
     for round in 0..3 {
         let r = create(round).await;
         assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        if round == 0 {
+            inside_round_0 = moment().await;
+        }
         for item in r.body["results"].as_array().unwrap() {
             let id = item["id"].as_str().unwrap();
             let r = c.delete(&format!("/api/contexts/{id}"), None).await;
@@ -357,6 +361,43 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
         actions(&r.body),
         [(2, "delete".to_string()), (1, "create".into())]
     );
+    // Created again after every version was pruned: the numbers go on (p had 1 to 7, r0-000 1
+    // and 2), and a time inside the pruned life is "unknown", never "absent". (Two files of
+    // round 3 make room under the plan's cap.)
+    for path in ["r3-098", "r3-099"] {
+        let id = c
+            .get(&format!("/api/contexts/by-external/{path}"))
+            .await
+            .body["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        c.delete(&format!("/api/contexts/{id}"), None).await;
+    }
+    for (path, next) in [("p", 8), ("r0-000", 3)] {
+        assert_eq!(c.upsert(path, "again\n", &[]).await.status, StatusCode::OK);
+        let r = c
+            .get(&format!("/api/contexts/by-external/{path}/versions"))
+            .await;
+        assert_eq!(actions(&r.body), [(next, "create".to_string())], "{path}");
+    }
+    for (at, path) in [(&start, "p"), (&inside_round_0, "r0-000")] {
+        let r = c
+            .get(&format!("/api/history?at={}&prefix={path}", seg(at)))
+            .await;
+        let state = r.body["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["externalId"] == path)
+            .map(|p| p["state"].clone());
+        assert_eq!(
+            state,
+            Some(json!("unknown")),
+            "{path} at {at}: {:?}",
+            r.body
+        );
+    }
     assert!(
         contextq_server::admin::verify_audit(&s.db, None)
             .await

@@ -227,21 +227,32 @@ async function diff(externalId, workspace, a, b) {
     el("pre", { class: "diff", tabindex: "0" }, lines.map(([kind, text]) => el("span", { class: kind }, sign[kind] + text))));
 }
 
-/** Puts the file back to version `n`, only if its newest version is still `seen` (and, for the
- * write itself, with If-Match on the version read just before): it never clobbers a change made
- * after the user looked. */
+/** Puts the file back to version `n`, by the library's rules (docs/history.md): the file is read
+ * first, only a row of this workspace carrying the tool's tag counts as the file, its newest
+ * version must still be `seen` and be exactly that row at that version, and the write is
+ * conditional on that same state (If-Match on the row read, or create-only). Check and write are
+ * one condition the server enforces: a change after the user looked is never clobbered. */
 async function restore(workspace, externalId, n, seen) {
   const path = memoryPath(workspace, externalId);
-  const { body: latest } = await api(`/api/contexts/by-external/${seg(externalId)}/versions?workspace=${seg(workspace)}&limit=1`);
-  if (!latest.versions.length || latest.versions[0].version !== seen) {
+  const changed = () => {
     status(`${path} changed after you looked (its newest version is no longer ${seen}); nothing was changed. Look again.`, true);
     return history(workspace, externalId);
-  }
-  const target = await version(externalId, workspace, n);
+  };
   let current = null;
   try {
     ({ body: current } = await api(`/api/contexts/by-external/${seg(externalId)}`));
   } catch (e) { if (e.status !== 404) throw e; }
+  if (current && (current.workspace !== workspace || !(current.tags || []).includes(TAG))) {
+    status(`${path}: its id is held by a row that is not this memory file (another workspace or without the tag ${TAG}); nothing was changed.`, true);
+    return history(workspace, externalId);
+  }
+  const { body: latest } = await api(`/api/contexts/by-external/${seg(externalId)}/versions?workspace=${seg(workspace)}&limit=1`);
+  const newest = latest.versions[0];
+  const agrees = newest && newest.version === seen && (current
+    ? newest.action !== "delete" && newest.contextId === current.id && newest.contextVersion === current.version
+    : newest.action === "delete");
+  if (!agrees) return changed();
+  const target = await version(externalId, workspace, n);
   try {
     if (target.action === "delete") {
       if (current) await api(`/api/contexts/${seg(current.id)}`, { method: "DELETE", headers: { "if-match": `"${current.version}"` } });
@@ -258,7 +269,7 @@ async function restore(workspace, externalId, n, seen) {
       });
     }
   } catch (e) {
-    if (e.status === 412 || e.status === 409) {
+    if (e.status === 412 || e.status === 409 || e.status === 404) {
       status(`${path} changed while restoring; nothing was changed. Look again.`, true);
       return history(workspace, externalId);
     }

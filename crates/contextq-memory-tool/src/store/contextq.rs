@@ -280,8 +280,9 @@ impl ContextQStore {
         }
     }
 
-    /// Upserts one row; creates a missing workspace when allowed.
-    async fn upsert(&self, target: &Target, input: ContextInput) -> Result<i64> {
+    /// Upserts one row; creates a missing workspace when allowed. Returns the row's id and
+    /// version.
+    async fn upsert(&self, target: &Target, input: ContextInput) -> Result<(String, i64)> {
         for attempt in 0..2 {
             match self.client.bulk_upsert(std::slice::from_ref(&input)).await {
                 Ok(results) => {
@@ -290,7 +291,7 @@ impl ContextQStore {
                         message: "no result for the one item sent".into(),
                     })?;
                     self.remember(&input.external_id, &r.id);
-                    return Ok(r.version);
+                    return Ok((r.id, r.version));
                 }
                 Err(Error::Api { status: 404, .. }) if attempt == 0 => {
                     if !self.create_workspaces {
@@ -349,7 +350,7 @@ impl ContextQStore {
         let input = self.input(target, external_id, path, content, true);
         for attempt in 0..2 {
             match self.upsert(target, input.clone()).await {
-                Ok(v) => return Ok(Some(Version(v as u64))),
+                Ok((id, v)) => return Ok(Some(Version::of_row(&id, v as u64))),
                 Err(e @ Error::Api { status: 409, .. }) => {
                     // Exists, or refused for another reason (archived workspace, ...).
                     return match self.client.get_by_external(external_id).await? {
@@ -362,7 +363,7 @@ impl ContextQStore {
                     match self.client.get_by_external(external_id).await {
                         Ok(Some(f)) if f.context.content == content && f.context.version == 1 => {
                             self.remember(external_id, &f.context.id);
-                            return Ok(Some(Version(1)));
+                            return Ok(Some(Version::of_row(&f.context.id, 1)));
                         }
                         Ok(None) if attempt == 0 => continue, // not applied: once more
                         Ok(None) => return Err(e),            // not applied
@@ -376,44 +377,38 @@ impl ContextQStore {
         unreachable!("the loop returns on its second attempt")
     }
 
-    /// `PUT` with `If-Match: expected` (a version comes only from a server's `ETag`).
+    /// `PUT` with `If-Match: expected` to the row `expected` was read from (a version comes only
+    /// from a server's `ETag`). A precondition is never carried to another row: when that row is
+    /// gone the file changed (deleted, perhaps created again) and the write is refused.
     async fn update(
         &self,
         external_id: &str,
         path: &MemoryPath,
         content: &str,
-        expected: Version,
+        expected: &Version,
     ) -> Result<Option<Version>> {
-        let not_found = || Error::NotFound {
-            path: path.normalized(),
-        };
         let precondition = || Error::Precondition {
             path: path.normalized(),
         };
-        let Some(mut id) = self.id_of(external_id).await? else {
-            return Err(not_found());
+        // A version that names no row was not read from this store: it matches nothing here.
+        let Some(id) = expected.row() else {
+            return Err(precondition());
         };
-        let expected = expected.0 as i64;
+        let expected = expected.number() as i64;
         for attempt in 0..2 {
             match self
                 .client
-                .update(&id, content, None, None, Some(expected))
+                .update(id, content, None, None, Some(expected))
                 .await
             {
-                Ok(f) => return Ok(f.etag.map(|v| Version(v as u64))),
+                Ok(f) => return Ok(f.etag.map(|v| Version::of_row(id, v as u64))),
                 Err(Error::Api { status: 412, .. }) => return Err(precondition()),
-                Err(Error::Api { status: 404, .. }) if attempt == 0 => {
-                    // The cached id is stale (deleted, perhaps recreated): look again.
-                    self.forget(external_id);
-                    match self.fetch(external_id).await? {
-                        None => return Err(not_found()),
-                        Some(f) if f.etag != Some(expected) => return Err(precondition()),
-                        Some(f) => id = f.context.id,
-                    }
+                Err(Error::Api { status: 404, .. }) => {
+                    return Err(self.row_gone(external_id, path).await?);
                 }
                 Err(e) if is_ambiguous(&e) => {
                     // Unknown outcome: read back.
-                    let back = match self.client.get(&id).await {
+                    let back = match self.client.get(id).await {
                         Ok(back) => back,
                         Err(_) => return Err(unknown(path, "write", e)),
                     };
@@ -422,7 +417,7 @@ impl ContextQStore {
                             if f.context.content == content
                                 && f.context.version == expected + 1 =>
                         {
-                            return Ok(Some(Version(f.context.version as u64)));
+                            return Ok(Some(Version::of_row(id, f.context.version as u64)));
                         }
                         // Still at the version we wrote against: not applied.
                         Some(f) if f.context.version == expected && attempt == 0 => continue,
@@ -434,7 +429,21 @@ impl ContextQStore {
                 Err(e) => return Err(e),
             }
         }
-        Err(not_found())
+        unreachable!("the loop returns on its second attempt")
+    }
+
+    /// What a conditional write says when the row it was read from is gone: the file is not
+    /// found if nothing is at its path now, else it changed (another row holds the path).
+    async fn row_gone(&self, external_id: &str, path: &MemoryPath) -> Result<Error> {
+        self.forget(external_id);
+        Ok(match self.fetch(external_id).await? {
+            None => Error::NotFound {
+                path: path.normalized(),
+            },
+            Some(_) => Error::Precondition {
+                path: path.normalized(),
+            },
+        })
     }
 
     /// A plain upsert: writes whatever is there.
@@ -447,15 +456,15 @@ impl ContextQStore {
     ) -> Result<Option<Version>> {
         let input = self.input(target, external_id, path, content, false);
         match self.upsert(target, input).await {
-            Ok(v) => Ok(self
+            Ok((id, v)) => Ok(self
                 .client
                 .known_extensions()
                 .filter(|e| e.conditional_requests)
-                .map(|_| Version(v as u64))),
+                .map(|_| Version::of_row(&id, v as u64))),
             Err(e) if is_ambiguous(&e) => match self.client.get_by_external(external_id).await {
-                Ok(Some(f)) if f.context.content == content => {
-                    Ok(f.etag.map(|_| Version(f.context.version as u64)))
-                }
+                Ok(Some(f)) if f.context.content == content => Ok(f
+                    .etag
+                    .map(|_| Version::of_row(&f.context.id, f.context.version as u64))),
                 _ => Err(unknown(path, "write", e)),
             },
             Err(e) => Err(e),
@@ -470,7 +479,7 @@ impl Store for ContextQStore {
             return Ok(None);
         };
         Ok(self.fetch(&external_id).await?.map(|f| Entry {
-            version: f.etag.map(|v| Version(v as u64)),
+            version: f.etag.map(|v| Version::of_row(&f.context.id, v as u64)),
             content: f.context.content,
             id: Some(f.context.id),
         }))
@@ -536,7 +545,7 @@ impl Store for ContextQStore {
             listing.files.push(FileMeta {
                 path,
                 size: row.size_bytes,
-                version: versions.then_some(Version(row.version as u64)),
+                version: versions.then(|| Version::of_row(&row.id, row.version as u64)),
                 modified: Some(row.updated_at),
             });
         }
@@ -570,7 +579,7 @@ impl Store for ContextQStore {
         match mode {
             PutMode::Create => self.create(&target, &external_id, path, content).await,
             PutMode::Overwrite => self.overwrite(&target, &external_id, path, content).await,
-            PutMode::Update(expected) => self.update(&external_id, path, content, expected).await,
+            PutMode::Update(expected) => self.update(&external_id, path, content, &expected).await,
         }
     }
 
@@ -600,9 +609,9 @@ impl Store for ContextQStore {
             Ok(edited) => {
                 self.remember(&external_id, &edited.context.id);
                 Ok(Edited {
-                    version: extensions
-                        .conditional_requests
-                        .then_some(Version(edited.context.version as u64)),
+                    version: extensions.conditional_requests.then(|| {
+                        Version::of_row(&edited.context.id, edited.context.version as u64)
+                    }),
                     content: edited.context.content,
                     changed_line: edited.changed_line,
                 })
@@ -625,12 +634,25 @@ impl Store for ContextQStore {
         let Some(external_id) = self.external_id(path)? else {
             return Err(not_found());
         };
-        let Some(id) = self.id_of(&external_id).await? else {
-            return Err(not_found());
+        // With a precondition, the row it was read from (never another row at this path);
+        // without, whatever row holds the path.
+        let id = match &expected {
+            Some(v) => match v.row() {
+                Some(row) => row.to_string(),
+                None => {
+                    return Err(Error::Precondition {
+                        path: path.normalized(),
+                    });
+                }
+            },
+            None => match self.id_of(&external_id).await? {
+                Some(id) => id,
+                None => return Err(not_found()),
+            },
         };
         // A version comes only from a server's `ETag`, so If-Match is only sent to one that has
         // conditional requests.
-        let if_match = expected.map(|v| v.0 as i64);
+        let if_match = expected.as_ref().map(|v| v.number() as i64);
         let mut attempt = 0;
         let result = loop {
             attempt += 1;
@@ -638,6 +660,9 @@ impl Store for ContextQStore {
                 Err(Error::Api { status: 412, .. }) => Err(Error::Precondition {
                     path: path.normalized(),
                 }),
+                Err(Error::Api { status: 404, .. }) if expected.is_some() => {
+                    Err(self.row_gone(&external_id, path).await?)
+                }
                 Err(Error::Api { status: 404, .. }) => Err(not_found()),
                 // Unknown outcome: read back. Gone: done. Still there (ids are never reused): not
                 // applied, and trying once more is safe when it is unchanged. A read-back that

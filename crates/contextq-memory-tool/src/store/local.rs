@@ -244,14 +244,14 @@ impl Store for LocalStore {
                     operation: "create",
                 })?;
             }
-            if let PutMode::Update(want) = mode {
+            if let PutMode::Update(want) = &mode {
                 match read_text(&fs_path)? {
                     None => {
                         return Err(Error::NotFound {
                             path: path.normalized(),
                         });
                     }
-                    Some(old) if content_version(old.as_bytes()) != want => {
+                    Some(old) if content_version(old.as_bytes()) != *want => {
                         return Err(Error::Precondition {
                             path: path.normalized(),
                         });

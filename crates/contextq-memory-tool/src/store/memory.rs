@@ -50,7 +50,7 @@ impl Store for MemoryStore {
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
         Ok(self.lock().files.get(path).map(|(content, v)| Entry {
             content: content.clone(),
-            version: Some(Version(*v)),
+            version: Some(Version::new(*v)),
             id: None,
         }))
     }
@@ -65,7 +65,7 @@ impl Store for MemoryStore {
             .map(|(p, (content, v))| FileMeta {
                 path: p.clone(),
                 size: Some(content.len() as u64),
-                version: Some(Version(*v)),
+                version: Some(Version::new(*v)),
                 modified: None,
             })
             .collect();
@@ -97,7 +97,7 @@ impl Store for MemoryStore {
                     path: path.normalized(),
                 });
             }
-            (PutMode::Update(Version(want)), Some(have)) if want != have => {
+            (PutMode::Update(want), Some(have)) if want.number() != have => {
                 return Err(Error::Precondition {
                     path: path.normalized(),
                 });
@@ -119,7 +119,7 @@ impl Store for MemoryStore {
         }
         let v = inner.bump();
         inner.files.insert(path.clone(), (content.to_string(), v));
-        Ok(Some(Version(v)))
+        Ok(Some(Version::new(v)))
     }
 
     async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
@@ -128,7 +128,7 @@ impl Store for MemoryStore {
             (None, _) => Err(Error::NotFound {
                 path: path.normalized(),
             }),
-            (Some((_, have)), Some(Version(want))) if *have != want => Err(Error::Precondition {
+            (Some((_, have)), Some(want)) if *have != want.number() => Err(Error::Precondition {
                 path: path.normalized(),
             }),
             _ => {

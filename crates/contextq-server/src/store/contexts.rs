@@ -413,7 +413,7 @@ pub async fn bulk_upsert(
     );
     let kept_json = json_rows(
         db,
-        &[("externalId", "v.e"), ("min", "v.mn"), ("max", "v.mx")],
+        &[("externalId", "v.e"), ("min", "v.mn"), ("last", "v.lv")],
     );
     let ids = placeholders(2 + slugs.len(), items.len());
     let count = count_column(items.len());
@@ -423,8 +423,9 @@ pub async fn bulk_upsert(
          (SELECT COUNT(*) FROM contexts x WHERE x.tenant_id = $1) AS context_count, \
          (SELECT {workspaces_json} FROM workspaces w WHERE w.tenant_id = $1 AND w.slug IN ({})) AS workspaces, \
          (SELECT {existing_json} FROM contexts c WHERE c.tenant_id = $1 AND c.external_id IN ({ids})) AS existing, \
-         (SELECT {kept_json} FROM (SELECT external_id AS e, MIN(version) AS mn, MAX(version) AS mx \
-            FROM context_versions WHERE tenant_id = $1 AND external_id IN ({ids}) GROUP BY external_id) v) AS kept \
+         (SELECT {kept_json} FROM (SELECT n.external_id AS e, n.last_version AS lv, \
+            (SELECT MIN(x.version) FROM context_versions x WHERE x.tenant_id = $1 AND x.external_id = n.external_id) AS mn \
+            FROM version_counters n WHERE n.tenant_id = $1 AND n.external_id IN ({ids})) v) AS kept \
          FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id WHERE h.tenant_id = $1",
         placeholders(2, slugs.len()),
     );
@@ -650,7 +651,7 @@ pub async fn bulk_upsert(
 /// outcome (version, changed line).
 struct Locked {
     context: Option<(Context, bool)>,
-    replay: Option<(i64, Option<i64>)>,
+    replay: Option<Replay>,
     /// The context's workspace id.
     workspace_id: Option<String>,
     /// The context's external id's kept versions.
@@ -658,6 +659,41 @@ struct Locked {
     /// The tenant's count of versions (when this write counted them) and plan.
     versions_count: Option<i64>,
     plan: Plan,
+}
+
+/// An idempotency key's earlier outcome and what it was bound to.
+struct Replay {
+    version: i64,
+    changed_line: Option<i64>,
+    /// The external id the key edited and the digest of its request ([`request_digest`]).
+    external_id: String,
+    request_sha256: String,
+    created_at: String,
+}
+
+/// How long an `Idempotency-Key` is kept (and replays): one hour.
+fn idempotency_cutoff() -> String {
+    (chrono::Utc::now() - chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The digest an `Idempotency-Key` is bound to: every part of the edit request that decides
+/// what it does (external id, edit, tag and workspace conditions, `If-Match`).
+fn request_digest(
+    external_id: &str,
+    edit: &TextEdit,
+    require_tag: Option<&str>,
+    workspace: Option<&str>,
+    if_match: Option<i64>,
+) -> String {
+    let request = serde_json::json!({
+        "externalId": external_id,
+        "edit": edit,
+        "requireTag": require_tag,
+        "workspace": workspace,
+        "ifMatch": if_match,
+    });
+    super::history::sha256_hex(&request.to_string())
 }
 
 /// The read of a write on one context (under the head lock): the head, the context (by `c.id` or
@@ -672,7 +708,8 @@ fn lock_context(
         concat!(
             "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, w.archived AS ws_archived, ",
             "{}, t.plan AS plan, c.workspace_id AS workspace_id, {}, ",
-            "k.version AS replay_version, k.changed_line AS replay_line, ",
+            "k.version AS replay_version, k.changed_line AS replay_line, k.external_id AS replay_external_id, ",
+            "k.request_sha256 AS replay_sha256, k.created_at AS replay_at, ",
             summary_columns!(),
             ", c.content FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id ",
             "LEFT JOIN contexts c ON c.tenant_id = h.tenant_id AND {} = $2 ",
@@ -703,7 +740,19 @@ impl Locked {
             None => None,
         };
         let replay = match row.try_get::<Option<i64>, _>("replay_version")? {
-            Some(v) => Some((v, row.try_get::<Option<i64>, _>("replay_line")?)),
+            Some(version) => Some(Replay {
+                version,
+                changed_line: row.try_get("replay_line")?,
+                external_id: row
+                    .try_get::<Option<String>, _>("replay_external_id")?
+                    .unwrap_or_default(),
+                request_sha256: row
+                    .try_get::<Option<String>, _>("replay_sha256")?
+                    .unwrap_or_default(),
+                created_at: row
+                    .try_get::<Option<String>, _>("replay_at")?
+                    .unwrap_or_default(),
+            }),
             None => None,
         };
         let plan: String = row.try_get("plan")?;
@@ -886,6 +935,7 @@ pub async fn edit(
         external_id,
         idempotency_key,
     );
+    let digest = request_digest(external_id, edit, require_tag, workspace, if_match);
     write(db, actor.tenant_id, external_id, read, |mut head, row| {
         let locked = Locked::from_row(row)?;
         let versions = locked.versions(db, actor);
@@ -897,14 +947,23 @@ pub async fn edit(
             require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
                 && workspace.is_none_or(|w| c.workspace == w)
         });
-        if let Some((version, line)) = replay {
+        // An expired key never replays (the batch below deletes it before storing this one).
+        let cutoff = idempotency_cutoff();
+        if let Some(replay) = replay.filter(|r| r.created_at >= cutoff) {
+            if replay.external_id != external_id || replay.request_sha256 != digest {
+                return Err(Error::Invalid(format!(
+                    "Idempotency-Key {:?} was used within the last hour for another request \
+                     (another external id or another edit); send a new key with each edit",
+                    idempotency_key.unwrap_or_default()
+                )));
+            }
             let (current, _) = context.ok_or_else(|| Error::ContextNotFound {
                 id: external_id.to_string(),
             })?;
-            tracing::debug!(version, "replayed an idempotent edit");
+            tracing::debug!(version = replay.version, "replayed an idempotent edit");
             return Ok(Outcome::Unchanged(EditedContext {
                 context: current,
-                changed_line: line.map(|l| l as usize),
+                changed_line: replay.changed_line.map(|l| l as usize),
                 replayed: true,
             }));
         }
@@ -920,15 +979,22 @@ pub async fn edit(
         let mut batch = Batch::default();
         rewrite(&mut batch, actor.tenant_id, &old, &new);
         if let Some(key) = idempotency_key {
-            let cutoff = (chrono::Utc::now() - chrono::Duration::hours(1))
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
             batch.push(
-                "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < $2",
-                vec![Bind::Text(actor.tenant_id.to_string()), Bind::Text(cutoff)],
+                // This key, if it was there, has expired: the upsert below replaces it (one
+                // statement on PostgreSQL may not change a row twice).
+                "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < $2 AND key <> $3",
+                vec![
+                    Bind::Text(actor.tenant_id.to_string()),
+                    Bind::Text(cutoff),
+                    Bind::Text(key.to_string()),
+                ],
                 None,
             );
             batch.push(
-                "INSERT INTO idempotency_keys (tenant_id, key, context_id, version, changed_line, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO idempotency_keys (tenant_id, key, context_id, version, changed_line, created_at, external_id, request_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (tenant_id, key) DO UPDATE SET context_id = excluded.context_id, version = excluded.version, \
+                 changed_line = excluded.changed_line, created_at = excluded.created_at, external_id = excluded.external_id, \
+                 request_sha256 = excluded.request_sha256",
                 vec![
                     Bind::Text(actor.tenant_id.to_string()),
                     Bind::Text(key.to_string()),
@@ -936,6 +1002,8 @@ pub async fn edit(
                     Bind::Int(new.version),
                     Bind::OptInt(applied.changed_line.map(|l| l as i64)),
                     Bind::Text(new.updated_at.clone()),
+                    Bind::Text(external_id.to_string()),
+                    Bind::Text(digest.clone()),
                 ],
                 Some(1),
             );

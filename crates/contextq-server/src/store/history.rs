@@ -26,12 +26,13 @@ use sqlx::any::AnyRow;
 use super::{Error, Result, tags_from, tags_text, workspaces};
 use crate::db::{Batch, Bind, Db, placeholders};
 
-/// An external id's kept versions, as a write reads them under the lock: the oldest and newest
-/// numbers (`None`: none kept).
+/// An external id's versions, as a write reads them under the lock: the oldest kept number
+/// (`None`: none kept) and the last number ever given (`version_counters`; `None`: never had
+/// one), which stays when its versions are pruned so that numbers never restart.
 #[derive(Debug, Clone, Copy, Default, serde::Deserialize)]
 pub(super) struct Kept {
     pub min: Option<i64>,
-    pub max: Option<i64>,
+    pub last: Option<i64>,
 }
 
 /// The state of a context a change wrote (what a version keeps).
@@ -114,8 +115,18 @@ impl<'a> Versions<'a> {
             .paths
             .entry(change.external_id.to_string())
             .or_default();
-        let version = kept.max.unwrap_or(0) + 1;
+        let version = kept.last.unwrap_or(0) + 1;
         let min = kept.min.unwrap_or(version);
+        batch.push(
+            "INSERT INTO version_counters (tenant_id, external_id, last_version) VALUES ($1, $2, $3) \
+             ON CONFLICT (tenant_id, external_id) DO UPDATE SET last_version = excluded.last_version",
+            vec![
+                Bind::Text(self.tenant_id.to_string()),
+                Bind::Text(change.external_id.to_string()),
+                Bind::Int(version),
+            ],
+            Some(1),
+        );
         batch.push(
             "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
@@ -158,7 +169,7 @@ impl<'a> Versions<'a> {
         }
         *kept = Kept {
             min: Some(new_min),
-            max: Some(version),
+            last: Some(version),
         };
     }
 
@@ -204,11 +215,11 @@ pub fn sha256_hex(content: &str) -> String {
 }
 
 /// The columns that give a [`Kept`] of `external_id_expr` (in the tenant `$1`) in a write's
-/// read, named `kept_min` and `kept_max`.
+/// read, named `kept_min` and `kept_last`.
 pub(super) fn kept_columns(external_id_expr: &str) -> String {
     format!(
         "(SELECT MIN(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = {external_id_expr}) AS kept_min, \
-         (SELECT MAX(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = {external_id_expr}) AS kept_max"
+         (SELECT n.last_version FROM version_counters n WHERE n.tenant_id = $1 AND n.external_id = {external_id_expr}) AS kept_last"
     )
 }
 
@@ -221,7 +232,7 @@ pub(super) fn count_from(row: &AnyRow) -> Result<Option<i64>> {
 pub(super) fn kept_from(row: &AnyRow) -> Result<Kept> {
     Ok(Kept {
         min: row.try_get("kept_min")?,
-        max: row.try_get("kept_max")?,
+        last: row.try_get("kept_last")?,
     })
 }
 
@@ -608,7 +619,7 @@ mod tests {
             "a",
             Kept {
                 min: Some(1),
-                max: Some(3),
+                last: Some(3),
             },
         );
         let mut batch = Batch::default();
@@ -621,6 +632,24 @@ mod tests {
         let mut batch = Batch::default();
         v.finish(&mut batch);
         assert!(batch.is_empty());
+    }
+
+    #[test]
+    fn numbers_go_on_from_the_counter_when_every_version_was_pruned() {
+        let mut v = Versions::new("t", None, None, Plan::Free, 3);
+        v.known(
+            "a",
+            Kept {
+                min: None,
+                last: Some(7),
+            },
+        );
+        let mut batch = Batch::default();
+        v.push(&mut batch, change("a"));
+        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        assert!(sql.contains("VALUES ('t', 9, 'a', 8,"), "{sql}");
+        assert!(sql.contains("version_counters"), "{sql}");
+        assert!(!sql.contains("DELETE"), "{sql}");
     }
 
     #[test]

@@ -258,6 +258,7 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
     for sql in [
         "DELETE FROM context_tags WHERE tenant_id = $1",
         "DELETE FROM context_versions WHERE tenant_id = $1",
+        "DELETE FROM version_counters WHERE tenant_id = $1",
         "DELETE FROM contexts WHERE tenant_id = $1",
         "DELETE FROM workspaces WHERE tenant_id = $1",
         "DELETE FROM api_keys WHERE tenant_id = $1",

@@ -1,0 +1,18 @@
+-- Version numbers never restart (docs/history.md): the last number given to each external id,
+-- kept when its versions are pruned, so that a context created again after every version of
+-- its external id was pruned goes on counting (and a time inside the pruned life reads as
+-- "unknown", never "absent"). Written in the same batch as each version.
+CREATE TABLE version_counters (
+    tenant_id     TEXT NOT NULL,
+    external_id   TEXT COLLATE "C" NOT NULL,
+    last_version  BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, external_id)
+);
+INSERT INTO version_counters (tenant_id, external_id, last_version)
+SELECT tenant_id, external_id, MAX(version) FROM context_versions GROUP BY tenant_id, external_id;
+
+-- An Idempotency-Key is bound to its request: the external id it edited and a digest of the
+-- request (method, external id, body, If-Match). Keys stored before this migration carry
+-- neither and are never replayed (reuse is refused, 422).
+ALTER TABLE idempotency_keys ADD COLUMN external_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE idempotency_keys ADD COLUMN request_sha256 TEXT NOT NULL DEFAULT '';
