@@ -178,11 +178,33 @@ pub async fn import<S: Store>(
         .with_context(|| format!("cannot read {}", root.display()))?;
     let bar = progress(files.len());
     let mut summary = Summary::default();
+    // Files that the store keeps as one (Store::key): the first is imported, each later one
+    // fails, named with the one it collides with, instead of silently overwriting it.
+    let mut keys: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for (segments, fs_path) in files {
         let shown = fs_path.display().to_string();
         bar.set_message(segments.join("/"));
         let outcome: Result<bool, Error> = async {
             let path = MemoryPath::from_segments(&segments)?;
+            match keys.entry(store.key(&path)) {
+                std::collections::hash_map::Entry::Occupied(first) => {
+                    return Err(Error::Io {
+                        operation: "import",
+                        path: shown.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::AlreadyExists,
+                            format!(
+                                "{} and {} are one file in this store (its names are not case-sensitive here); not imported, rename one of them",
+                                path.normalized(),
+                                first.get()
+                            ),
+                        ),
+                    });
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(path.normalized());
+                }
+            }
             let bytes = std::fs::read(&fs_path).map_err(|source| Error::Io {
                 operation: "read",
                 path: shown.clone(),

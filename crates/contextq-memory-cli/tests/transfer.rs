@@ -239,7 +239,57 @@ async fn import_obeys_read_only_and_the_secret_guard(b: Backend) {
     assert_eq!(stdout(&o), "imported 1 files (55B), skipped 1, failed 0");
 }
 
+async fn import_reports_case_collisions_per_file(b: Backend) {
+    let served = Served::start(b, Plan::Pro).await;
+    let data = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    for (dir, text) in [("Acme", "upper\n"), ("acme", "lower\n")] {
+        let d = src.path().join("memories").join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("x.md"), text).unwrap();
+    }
+    let r = reqwest::Client::new()
+        .post(format!("{}/api/workspaces", served.url))
+        .bearer_auth(&served.key)
+        .json(&serde_json::json!({"slug": "acme", "name": "acme"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    // Per-workspace mode (no --workspace): the first folder is the workspace, its slug
+    // lowercased, so both files are the row mem-tool:acme/x.md.
+    for overwrite in [false, true] {
+        let mut cmd = tokio::process::Command::new(BIN);
+        cmd.env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env("CONTEXT_API_URL", &served.url)
+            .env("CONTEXT_API_KEY", &served.key)
+            .args(["import", src.path().to_str().unwrap()]);
+        if overwrite {
+            cmd.arg("--overwrite");
+        }
+        let o = cmd.output().await.unwrap();
+        assert!(!o.status.success(), "overwrite {overwrite}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("/memories/acme/x.md and /memories/Acme/x.md are one file"),
+            "{err}"
+        );
+        let expected = if overwrite {
+            "imported 0 files (0B), skipped 1, failed 1"
+        } else {
+            "imported 1 files (6B), skipped 0, failed 1"
+        };
+        assert_eq!(stdout(&o), expected, "overwrite {overwrite}: {err}");
+        assert_eq!(
+            served.content("mem-tool:acme/x.md").await.as_deref(),
+            Some("upper\n"),
+            "the first file is kept, the second never overwrote it"
+        );
+    }
+}
+
 contextq_server::database_tests!(
+    import_reports_case_collisions_per_file,
     round_trip_is_byte_identical_and_idempotent,
     import_over_quota_stops_with_a_clear_error,
     import_obeys_read_only_and_the_secret_guard,

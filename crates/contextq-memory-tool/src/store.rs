@@ -196,6 +196,14 @@ pub trait Store: Send + Sync + 'static {
         let _ = dir;
         Ok(())
     }
+
+    /// The name the store keeps the file at `path` under: two paths with one key are one file
+    /// (ContextQ lowercases a workspace folder's name into its slug, so `/memories/Acme/x.md`
+    /// and `/memories/acme/x.md` are one row in per-workspace mode). Default: the normalized
+    /// path.
+    fn key(&self, path: &MemoryPath) -> String {
+        path.normalized()
+    }
 }
 
 #[async_trait]
@@ -226,6 +234,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
         (**self).remove_dir(dir).await
+    }
+
+    fn key(&self, path: &MemoryPath) -> String {
+        (**self).key(path)
     }
 }
 

@@ -627,6 +627,13 @@ impl Store for ContextQStore {
         }
     }
 
+    fn key(&self, path: &MemoryPath) -> String {
+        match self.external_id(path) {
+            Ok(Some(id)) => id,
+            _ => path.normalized(),
+        }
+    }
+
     async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
         let not_found = || Error::NotFound {
             path: path.normalized(),
