@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::proxy::{Fault, Gate, Proxy};
+use common::proxy::{Fault, Gate, Late, Proxy};
 use common::{ALL, Server, content, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::history::{StepAction, StepOutcome};
@@ -174,7 +174,83 @@ async fn a_file_restore_checks_and_writes_in_one_condition(b: Backend) {
     );
 }
 
+/// Runs `input` through `tool` while the proxy loses the answer to its first `method` request
+/// to `path` and holds the adapter's repeat of it; the lost request then commits (after the
+/// adapter's read-back said "not applied"), and only then does the repeat go on.
+async fn late_commit(
+    proxy: &Proxy,
+    tool: &std::sync::Arc<ContextQMemoryTool>,
+    method: Method,
+    path: &str,
+    input: Value,
+) -> contextq_memory_tool::ToolResult {
+    let late = Late::default();
+    let repeat = Gate::default();
+    proxy.fault(method.clone(), path, Fault::LostThenLate(late.clone()), 1);
+    proxy.fault(method, path, Fault::Hold(repeat.clone()), 1);
+    let run = {
+        let tool = tool.clone();
+        tokio::spawn(async move { tool.execute(input).await })
+    };
+    repeat.arrived().await;
+    late.commit().await;
+    repeat.open();
+    let result = run.await.unwrap();
+    proxy.clear_faults();
+    result
+}
+
+async fn a_write_that_commits_after_the_client_gave_up_is_its_own(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    // Conditional requests without text-edit: edits read, apply and PUT with If-Match.
+    let proxy = Proxy::hiding(&server.url, &["text-edit"]).await;
+    let tool = std::sync::Arc::new(
+        contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap(),
+    );
+    ok(&tool, json!({"command": "view", "path": "/memories"})).await;
+
+    // create: its own late create is not "already exists".
+    let r = late_commit(
+        &proxy,
+        &tool,
+        Method::POST,
+        "/api/contexts/bulk-upsert",
+        json!({"command": "create", "path": "/memories/c.md", "file_text": "mine\n"}),
+    )
+    .await;
+    assert!(!r.is_error, "create: {}", r.content);
+    // insert (read, apply, PUT If-Match): applied once, not twice.
+    let r = late_commit(
+        &proxy,
+        &tool,
+        Method::PUT,
+        "/api/contexts/",
+        json!({"command": "insert", "path": "/memories/c.md", "insert_line": 0, "insert_text": "top\n"}),
+    )
+    .await;
+    assert!(!r.is_error, "insert: {}", r.content);
+    assert_eq!(
+        content(&server.url, &key, "mem-tool:ws/c.md")
+            .await
+            .as_deref(),
+        Some("top\nmine\n")
+    );
+    // delete: its own late delete is not "not found".
+    let r = late_commit(
+        &proxy,
+        &tool,
+        Method::DELETE,
+        "/api/contexts/",
+        json!({"command": "delete", "path": "/memories/c.md"}),
+    )
+    .await;
+    assert!(!r.is_error, "delete: {}", r.content);
+    assert_eq!(content(&server.url, &key, "mem-tool:ws/c.md").await, None);
+}
+
 contextq_server::database_tests!(
+    a_write_that_commits_after_the_client_gave_up_is_its_own,
     a_version_read_from_one_row_never_matches_the_next,
     a_tree_restore_never_writes_to_a_recreated_row,
     a_file_restore_checks_and_writes_in_one_condition,

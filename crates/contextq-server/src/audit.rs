@@ -422,6 +422,27 @@ pub async fn verify(db: &Db, tenant: Option<&str>) -> Result<Verification> {
             return Ok(v);
         }
     }
+    // Chains number their rows from 1: a row numbered 0 or below was inserted beside a chain,
+    // where no link or MAC covers it.
+    let stray = sqlx::query(
+        "SELECT tenant_id, MIN(tenant_seq) AS s FROM activity_logs \
+         WHERE tenant_seq IS NOT NULL AND tenant_seq < 1 AND ($1 = '' OR tenant_id = $1) \
+         GROUP BY tenant_id ORDER BY tenant_id",
+    )
+    .bind(tenant.unwrap_or("").to_string())
+    .fetch_optional(db.pool())
+    .await?;
+    if let Some(row) = stray {
+        let seq: i64 = row.try_get("s")?;
+        v.first_bad = Some(BadRow {
+            tenant_id: Some(row.try_get("tenant_id")?),
+            seq,
+            why: format!(
+                "a row numbered {seq} lies outside the chain (rows are numbered from 1): it was inserted"
+            ),
+        });
+        return Ok(v);
+    }
     let heads = match tenant {
         Some(t) => {
             sqlx::query("SELECT tenant_id, seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1")

@@ -437,7 +437,113 @@ async fn removed_and_appended_rows_are_detected(b: Backend) {
     broken(&k.verify().await, &k.b, "MAC does not verify");
 }
 
+/// The tenant's audit listing as `GET /api/audit` reads it: (tenant_seq or -seq, entity id).
+async fn listing(k: &Keyed, tenant: &str) -> Vec<String> {
+    let q = contextq_server::store::activity::AuditQuery {
+        limit: 500,
+        ..Default::default()
+    };
+    contextq_server::store::activity::list(&k.db, tenant, &q)
+        .await
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.entity_id)
+        .collect()
+}
+
+/// A row planted beside a chain (numbered 0 or below, in another tenant's name, without a
+/// MAC) is detected, and never listed.
+async fn a_row_outside_the_chain_is_detected_and_never_listed(b: Backend) {
+    for planted_seq in [0i64, -5] {
+        let k = keyed(b, 2).await;
+        let c = checkpoint::take(&k.db).await.unwrap();
+        let before = listing(&k, &k.a).await;
+        let sql = match b {
+            Backend::Sqlite => {
+                "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+                 VALUES ((SELECT MAX(seq) + 1 FROM activity_logs), $1, $2, NULL, 'workspace.delete', 'workspace', 'ws_planted', '{}', '2026-12-03T00:00:00.000Z', NULL, 'x', NULL)"
+            }
+            Backend::Postgres => {
+                "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+                 VALUES ($1, $2, NULL, 'workspace.delete', 'workspace', 'ws_planted', '{}', '2026-12-03T00:00:00.000Z', NULL, 'x', NULL)"
+            }
+        };
+        sqlx::query(sql)
+            .bind(k.a.clone())
+            .bind(planted_seq)
+            .execute(k.db.pool())
+            .await
+            .unwrap();
+        broken(&k.verify().await, &k.a, "outside the chain");
+        broken(&k.against(&c).await, &k.a, "outside the chain");
+        assert_eq!(listing(&k, &k.a).await, before, "seq {planted_seq}");
+    }
+}
+
+/// The listing follows the chain, which the hashes and MACs cover, not the global `seq`, which
+/// nothing covers: rows renumbered in `seq` keep their order.
+async fn the_listing_follows_the_chain_not_the_global_seq(b: Backend) {
+    let k = keyed(b, 3).await;
+    let before = listing(&k, &k.a).await;
+    assert_eq!(before.len(), 3);
+    // Reverse the global numbers of tenant a's rows (moved far up to keep them unique).
+    sqlx::query(
+        "UPDATE activity_logs SET seq = 1000000 - seq WHERE tenant_id = $1 AND tenant_seq IS NOT NULL",
+    )
+    .bind(k.a.clone())
+    .execute(k.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(listing(&k, &k.a).await, before);
+    // Paging goes through the chain too.
+    let q = contextq_server::store::activity::AuditQuery {
+        limit: 2,
+        ..Default::default()
+    };
+    let page = contextq_server::store::activity::list(&k.db, &k.a, &q)
+        .await
+        .unwrap();
+    let cursor = page.next_cursor.unwrap();
+    let q = contextq_server::store::activity::AuditQuery {
+        limit: 2,
+        before: Some(contextq_server::store::activity::decode_cursor(&cursor).unwrap()),
+        ..Default::default()
+    };
+    let rest = contextq_server::store::activity::list(&k.db, &k.a, &q)
+        .await
+        .unwrap();
+    let paged: Vec<String> = page
+        .entries
+        .into_iter()
+        .chain(rest.entries)
+        .map(|e| e.entity_id)
+        .collect();
+    assert_eq!(paged, before);
+}
+
+/// A tenant whose rows and head were both removed is not deleted (which would launder the
+/// tampering that verify-audit reports).
+async fn a_tenant_without_its_head_is_not_deleted(b: Backend) {
+    let k = keyed(b, 2).await;
+    k.exec("DELETE FROM activity_logs WHERE tenant_id = $1", &k.b)
+        .await;
+    k.exec("DELETE FROM audit_heads WHERE tenant_id = $1", &k.b)
+        .await;
+    assert!(!k.verify().await.ok());
+    let refused = admin::delete_tenant(&k.db, &k.b).await;
+    let e = refused.expect_err("a tenant without its head was deleted");
+    assert!(e.to_string().contains("no audit chain head"), "{e}");
+    assert!(
+        admin::tenant_by_name(&k.db, "b").await.unwrap().is_some(),
+        "nothing was deleted"
+    );
+}
+
 contextq_server::database_tests!(
+    a_row_outside_the_chain_is_detected_and_never_listed,
+    the_listing_follows_the_chain_not_the_global_seq,
+    a_tenant_without_its_head_is_not_deleted,
     removed_and_appended_rows_are_detected,
     an_untouched_keyed_log_verifies_with_and_against_a_checkpoint,
     an_edited_and_rechained_row_is_detected,

@@ -348,30 +348,36 @@ impl ContextQStore {
             };
         }
         let input = self.input(target, external_id, path, content, true);
+        // An attempt whose answer was lost and that read back as "not applied" may still commit
+        // after the read-back (a request the server got late): a refusal of the repeat is then
+        // read back too, and a row with our content at version 1 is ours.
+        let mut lost: Option<Error> = None;
         for attempt in 0..2 {
-            match self.upsert(target, input.clone()).await {
+            let e = match self.upsert(target, input.clone()).await {
                 Ok((id, v)) => return Ok(Some(Version::of_row(&id, v as u64))),
-                Err(e @ Error::Api { status: 409, .. }) => {
+                Err(e @ Error::Api { status: 409, .. }) if lost.is_none() => {
                     // Exists, or refused for another reason (archived workspace, ...).
                     return match self.client.get_by_external(external_id).await? {
                         Some(_) => Err(exists()),
                         None => Err(e),
                     };
                 }
-                Err(e) if is_ambiguous(&e) => {
-                    // Unknown outcome: read back.
-                    match self.client.get_by_external(external_id).await {
-                        Ok(Some(f)) if f.context.content == content && f.context.version == 1 => {
-                            self.remember(external_id, &f.context.id);
-                            return Ok(Some(Version::of_row(&f.context.id, 1)));
-                        }
-                        Ok(None) if attempt == 0 => continue, // not applied: once more
-                        Ok(None) => return Err(e),            // not applied
-                        // Another row is there: ours may have been applied and changed since.
-                        Ok(Some(_)) | Err(_) => return Err(unknown(path, "write", e)),
-                    }
-                }
+                Err(e @ Error::Api { status: 409, .. }) => e,
+                Err(e) if is_ambiguous(&e) => e,
                 Err(e) => return Err(e),
+            };
+            // Unknown outcome: read back.
+            match self.client.get_by_external(external_id).await {
+                Ok(Some(f)) if f.context.content == content && f.context.version == 1 => {
+                    self.remember(external_id, &f.context.id);
+                    return Ok(Some(Version::of_row(&f.context.id, 1)));
+                }
+                // Not applied: once more.
+                Ok(None) if attempt == 0 => lost = Some(e),
+                // Not applied, unless the lost attempt still commits.
+                Ok(None) => return Err(lost.map_or(e, |l| unknown(path, "write", l))),
+                // Another row is there: ours may have been applied and changed since.
+                Ok(Some(_)) | Err(_) => return Err(unknown(path, "write", lost.unwrap_or(e))),
             }
         }
         unreachable!("the loop returns on its second attempt")
@@ -395,6 +401,9 @@ impl ContextQStore {
             return Err(precondition());
         };
         let expected = expected.number() as i64;
+        // As for create: an attempt read back as "not applied" may commit late, so after one a
+        // 412 is read back, and the row at `expected + 1` with our content is our write.
+        let mut lost = false;
         for attempt in 0..2 {
             match self
                 .client
@@ -402,6 +411,18 @@ impl ContextQStore {
                 .await
             {
                 Ok(f) => return Ok(f.etag.map(|v| Version::of_row(id, v as u64))),
+                Err(e @ Error::Api { status: 412, .. }) if lost => {
+                    return match self.client.get(id).await {
+                        Ok(Some(f))
+                            if f.context.content == content
+                                && f.context.version == expected + 1 =>
+                        {
+                            Ok(Some(Version::of_row(id, f.context.version as u64)))
+                        }
+                        // Changed by someone, perhaps after ours: not known.
+                        _ => Err(unknown(path, "write", e)),
+                    };
+                }
                 Err(Error::Api { status: 412, .. }) => return Err(precondition()),
                 Err(Error::Api { status: 404, .. }) => {
                     return Err(self.row_gone(external_id, path).await?);
@@ -419,8 +440,11 @@ impl ContextQStore {
                         {
                             return Ok(Some(Version::of_row(id, f.context.version as u64)));
                         }
-                        // Still at the version we wrote against: not applied.
-                        Some(f) if f.context.version == expected && attempt == 0 => continue,
+                        // Still at the version we wrote against: not applied (yet).
+                        Some(f) if f.context.version == expected && attempt == 0 => {
+                            lost = true;
+                            continue;
+                        }
                         Some(f) if f.context.version == expected => return Err(e),
                         // Changed by someone (ours may be among the changes) or gone.
                         _ => return Err(unknown(path, "write", e)),
@@ -667,6 +691,8 @@ impl Store for ContextQStore {
                 Err(Error::Api { status: 412, .. }) => Err(Error::Precondition {
                     path: path.normalized(),
                 }),
+                // After a lost attempt that read back as not applied: it committed late.
+                Err(Error::Api { status: 404, .. }) if attempt > 1 => Ok(()),
                 Err(Error::Api { status: 404, .. }) if expected.is_some() => {
                     Err(self.row_gone(&external_id, path).await?)
                 }

@@ -25,6 +25,25 @@ pub enum Fault {
     ForwardThenDrop,
     /// Hold the request until the gate is opened, then forward it.
     Hold(Gate),
+    /// Drop the connection at once (the client sees a lost answer), and forward the request
+    /// later, when the test releases it: a write that commits after the client gave up.
+    LostThenLate(Late),
+}
+
+/// A request parked by [`Fault::LostThenLate`].
+#[derive(Debug, Clone, Default)]
+pub struct Late {
+    release: Arc<tokio::sync::Notify>,
+    done: Arc<tokio::sync::Notify>,
+}
+
+impl Late {
+    /// Forwards the parked request and waits until the server has answered it.
+    pub async fn commit(&self) {
+        let done = self.done.notified();
+        self.release.notify_one();
+        done.await;
+    }
 }
 
 /// A request held by [`Fault::Hold`]: the test waits for it to arrive, then lets it go.
@@ -226,6 +245,15 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
             opened.await;
         }
         Some(Fault::Drop) => return dropped(),
+        Some(Fault::LostThenLate(late)) => {
+            let (s, late) = (s.clone(), late.clone());
+            tokio::spawn(async move {
+                late.release.notified().await;
+                forward(&s, method, &path, &headers, body).await;
+                late.done.notify_one();
+            });
+            return dropped();
+        }
         _ => {}
     }
     let resp = forward(&s, method, &path, &headers, body).await;

@@ -1,5 +1,8 @@
 //! A tenant's own activity log, read (extension `audit-log`, `GET /api/audit`): the audit rows
-//! the writes of [`crate::store`] append, newest first, paged by their sequence number and
+//! the writes of [`crate::store`] append, newest first in the order of the tenant's chain (its
+//! `tenant_seq`, which the hashes and MACs cover, never the global `seq`, which nothing covers),
+//! then the tenant's rows of the frozen global chain written before per-tenant chains; only rows
+//! inside a chain (`1..=` its head) are shown, so a row planted outside it never is. Paged, and
 //! filtered by external id prefix (the memory path), key and action. Writing and verifying the
 //! chain are [`crate::audit`]'s; this module only reads, always inside the caller's tenant.
 
@@ -14,8 +17,8 @@ use crate::db::{Backend, Bind, Db};
 pub struct AuditQuery {
     /// Page size (1 to 500).
     pub limit: i64,
-    /// Only rows older than this sequence number (the decoded cursor).
-    pub before: Option<i64>,
+    /// Only rows older than this position (the decoded cursor).
+    pub before: Option<Position>,
     /// Only changes of contexts whose external id starts with this.
     pub external_id_prefix: Option<String>,
     /// Only changes made with this key (its id).
@@ -24,9 +27,24 @@ pub struct AuditQuery {
     pub action: Option<String>,
 }
 
-/// A page cursor of the audit log: the sequence number to continue below.
-pub fn decode_cursor(cursor: &str) -> Result<i64> {
-    super::history::decode_number_cursor('s', cursor)
+/// A row's place in the listing: in the tenant's chain, or in the frozen global chain (older
+/// than every chain row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    /// `tenant_seq` in the tenant's chain.
+    Chain(i64),
+    /// `seq` in the global chain of rows written before migration 2.
+    Legacy(i64),
+}
+
+/// A page cursor of the audit log: the position to continue below (`c<tenant_seq>` or
+/// `s<seq>`).
+pub fn decode_cursor(cursor: &str) -> Result<Position> {
+    if cursor.starts_with('c') {
+        super::history::decode_number_cursor('c', cursor).map(Position::Chain)
+    } else {
+        super::history::decode_number_cursor('s', cursor).map(Position::Legacy)
+    }
 }
 
 /// The tenant's audit rows matching `q`, newest first.
@@ -37,15 +55,28 @@ pub async fn list(db: &Db, tenant_id: &str, q: &AuditQuery) -> Result<AuditPage>
     };
     let mut binds = vec![Bind::Text(tenant_id.to_string())];
     let mut sql = String::from(
-        "SELECT a.seq, a.action, a.entity_type, a.entity_id, a.detail, a.api_key_id, k.key_last4, a.created_at \
-         FROM activity_logs a LEFT JOIN api_keys k ON k.id = a.api_key_id WHERE a.tenant_id = $1",
+        "SELECT a.seq, a.tenant_seq, a.action, a.entity_type, a.entity_id, a.detail, a.api_key_id, k.key_last4, a.created_at \
+         FROM activity_logs a JOIN audit_heads h ON h.tenant_id = a.tenant_id \
+         LEFT JOIN api_keys k ON k.id = a.api_key_id WHERE a.tenant_id = $1 \
+         AND ((a.tenant_seq >= 1 AND a.tenant_seq <= h.seq) \
+              OR (a.tenant_seq IS NULL AND a.seq <= COALESCE((SELECT g.seq FROM audit_head g WHERE g.id = 1), 0)))",
     );
     let mut push = |sql: &mut String, fragment: String, bind: Bind| {
         binds.push(bind);
         sql.push_str(&fragment.replace("$?", &format!("${}", binds.len())));
     };
-    if let Some(before) = q.before {
-        push(&mut sql, " AND a.seq < $?".into(), Bind::Int(before));
+    match q.before {
+        Some(Position::Chain(n)) => push(
+            &mut sql,
+            " AND (a.tenant_seq < $? OR a.tenant_seq IS NULL)".into(),
+            Bind::Int(n),
+        ),
+        Some(Position::Legacy(n)) => push(
+            &mut sql,
+            " AND a.tenant_seq IS NULL AND a.seq < $?".into(),
+            Bind::Int(n),
+        ),
+        None => {}
     }
     if let Some(key) = &q.key_id {
         push(
@@ -75,14 +106,19 @@ pub async fn list(db: &Db, tenant_id: &str, q: &AuditQuery) -> Result<AuditPage>
     }
     push(
         &mut sql,
-        " ORDER BY a.seq DESC LIMIT $?".into(),
+        " ORDER BY (CASE WHEN a.tenant_seq IS NULL THEN 1 ELSE 0 END), a.tenant_seq DESC, a.seq DESC LIMIT $?".into(),
         Bind::Int(q.limit + 1),
     );
     let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
         .fetch_all(&mut *db.reader().await?)
         .await?;
     let mut entries = Vec::with_capacity(rows.len());
+    let mut positions = Vec::with_capacity(rows.len());
     for row in &rows {
+        positions.push(match row.try_get::<Option<i64>, _>("tenant_seq")? {
+            Some(n) => Position::Chain(n),
+            None => Position::Legacy(row.try_get("seq")?),
+        });
         let detail: String = row.try_get("detail")?;
         let detail: serde_json::Value = serde_json::from_str(&detail).unwrap_or_default();
         entries.push(AuditEntry {
@@ -100,7 +136,10 @@ pub async fn list(db: &Db, tenant_id: &str, q: &AuditQuery) -> Result<AuditPage>
     }
     let next_cursor = if entries.len() as i64 > q.limit {
         entries.truncate(q.limit as usize);
-        entries.last().map(|e| format!("s{}", e.seq))
+        positions.get(entries.len() - 1).map(|p| match p {
+            Position::Chain(n) => format!("c{n}"),
+            Position::Legacy(n) => format!("s{n}"),
+        })
     } else {
         None
     };

@@ -228,13 +228,25 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
         return Ok(TenantDeletion::KeptForAudit { audit_rows });
     }
     // No rows: true only if the head agrees (and, with a key, verifies). Removing a tenant's
-    // rows and resetting its head must not make it deletable.
-    if let Some(head) =
+    // rows and resetting, or removing, its head must not make it deletable: every tenant has a
+    // head from its creation (migration 2 gave one to those before it).
+    let head =
         sqlx::query("SELECT seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1")
             .bind(tenant_id.to_string())
             .fetch_optional(&mut *tx)
-            .await?
-    {
+            .await?;
+    let tenant_exists = sqlx::query("SELECT id FROM tenants WHERE id = $1")
+        .bind(tenant_id.to_string())
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+    if head.is_none() && tenant_exists {
+        return Err(Error::Corrupt(format!(
+            "tenant {tenant_id} has no audit chain head (it was removed: the log was tampered \
+             with): nothing was deleted; run verify-audit"
+        )));
+    }
+    if let Some(head) = head {
         let seq: i64 = head.try_get("seq")?;
         let last_hash: Option<String> = head.try_get("last_hash")?;
         let keyed_from: Option<i64> = head.try_get("keyed_from")?;
