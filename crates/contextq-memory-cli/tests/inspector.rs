@@ -295,6 +295,46 @@ async fn the_inspector_in_a_real_browser() {
     no_script_ran(&c).await;
     shot(&c, "7-audit").await;
 
+    // The link signed this tab in with a session key of its own, never the embedded key; Sign
+    // out revokes that session on the server.
+    let embedded: Value =
+        serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
+    let session = c
+        .execute(
+            "return sessionStorage.getItem('contextq-inspector-key');",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let session = session.as_str().unwrap().to_string();
+    assert_ne!(session, embedded["apiKey"].as_str().unwrap());
+    let base = link.split("/ui/").next().unwrap().to_string();
+    let status = |key: String| {
+        let url = format!("{base}/api/workspaces");
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(status(session.clone()).await, 200);
+    click(&c, Locator::Id("sign-out")).await;
+    until_text(&c, "#status", "Signed out").await;
+    let mut revoked = false;
+    for _ in 0..50 {
+        if status(session.clone()).await == 401 {
+            revoked = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(revoked, "Sign out did not revoke the session key");
+
     // The link was used: opening it again does not sign in.
     c.execute("sessionStorage.clear();", vec![]).await.unwrap();
     c.goto("about:blank").await.unwrap();
@@ -303,8 +343,6 @@ async fn the_inspector_in_a_real_browser() {
 
     // Signing in with an API key typed into the form (how a person uses a multi-tenant
     // server); a wrong key is refused.
-    let embedded: Value =
-        serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
     let key = embedded["apiKey"].as_str().unwrap();
     let field = c.find(Locator::Id("api-key")).await.unwrap();
     field

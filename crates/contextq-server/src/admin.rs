@@ -72,6 +72,29 @@ pub async fn create_key(
     tenants::create_key(db, tenant_id, user_id, scopes).await
 }
 
+/// Mints a key that stops working `expires_in` from now (checked on every request).
+pub async fn create_expiring_key(
+    db: &Db,
+    tenant_id: &str,
+    scopes: &[Scope],
+    expires_in: std::time::Duration,
+) -> Result<NewKey> {
+    let expires_at = chrono::Duration::from_std(expires_in)
+        .ok()
+        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
+        .ok_or_else(|| Error::Invalid(format!("an expiry {expires_in:?} from now is too far")))?
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tenants::create_key_with(
+        db,
+        tenant_id,
+        None,
+        scopes,
+        Some(&expires_at),
+        tenants::KeyKind::Key,
+    )
+    .await
+}
+
 /// Revokes a key given its id or the key itself; returns whether an active key was revoked.
 pub async fn revoke_key(db: &Db, id_or_key: &str) -> Result<bool> {
     let revoked = if valid_key_format(id_or_key) {

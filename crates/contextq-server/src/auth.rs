@@ -29,6 +29,17 @@ pub struct KeyRecord {
     pub tenant_id: String,
     /// What it may do.
     pub scopes: Vec<contextq_api::Scope>,
+    /// When it stops working (RFC 3339 UTC, as [`crate::db::now`] writes it); `None`: never.
+    pub expires_at: Option<String>,
+    /// Minted by the inspector's sign-in (Sign out revokes it).
+    pub ui_session: bool,
+}
+
+impl KeyRecord {
+    /// Whether the key has expired at `now` (RFC 3339 UTC with milliseconds, as stored).
+    pub fn expired(&self, now: &str) -> bool {
+        self.expires_at.as_deref().is_some_and(|at| at <= now)
+    }
 }
 
 /// A short-lived cache of key lookups (by hash), so that a request costs one query less, used
@@ -49,36 +60,65 @@ pub struct KeyCache {
     inner: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, KeyRecord)>>,
     trusted: std::sync::atomic::AtomicBool,
     clears: std::sync::atomic::AtomicU64,
-    /// SQLite: the revocation signal file and its metadata when the cache was last filled.
+    /// SQLite: the revocation signal file and its content when the cache was last filled.
     signal: Option<(std::path::PathBuf, std::sync::Mutex<Option<Signal>>)>,
 }
 
-/// What identifies one version of the signal file.
-type Signal = (Option<std::time::SystemTime>, u64, u64);
+/// One version of the signal file: its content, a random nonce written by each revocation (so
+/// two revocations within one clock tick, or of one length, are still two).
+type Signal = String;
 
+/// Reads the signal file, never through a symbolic link (`None`: absent, a link, unreadable).
 fn signal_of(path: &std::path::Path) -> Option<Signal> {
-    let m = std::fs::metadata(path).ok()?;
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
     #[cfg(unix)]
-    let ino = std::os::unix::fs::MetadataExt::ino(&m);
-    #[cfg(not(unix))]
-    let ino = 0;
-    Some((m.modified().ok(), m.len(), ino))
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        rustix::fs::OFlags::NOFOLLOW.bits() as i32,
+    );
+    let mut text = String::new();
+    options
+        .open(path)
+        .ok()?
+        .take(256)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
-/// Rewrites the revocation signal file of `db` (SQLite), after a revocation committed.
+/// Rewrites the revocation signal file of `db` (SQLite), after a revocation committed: a new
+/// private file (0600, created exclusively, so no link is followed) with a fresh random nonce,
+/// renamed over the old one (a rename replaces a link at that path, it never writes through it).
 pub(crate) fn signal_revocation(db: &crate::Db) {
-    if let Some(path) = db.revocations_file() {
-        let stamp = format!(
-            "{}\n",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or_default()
-        );
-        if let Err(e) = std::fs::write(&path, stamp) {
-            tracing::warn!(error = %e, file = %path.display(), "cannot signal a key revocation; other servers notice it within the key cache's TTL");
-        }
+    if let Some(path) = db.revocations_file()
+        && let Err(e) = write_signal(&path)
+    {
+        tracing::warn!(error = %e, file = %path.display(), "cannot signal a key revocation; other servers notice it within the key cache's TTL");
     }
+}
+
+fn write_signal(path: &std::path::Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut nonce = [0u8; 16];
+    getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let nonce = hex::encode(nonce);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp-{nonce}"));
+    let tmp = std::path::PathBuf::from(tmp);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&tmp)?;
+    let written = file
+        .write_all(format!("{nonce}\n").as_bytes())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// The PostgreSQL channel a revocation notifies.
@@ -107,18 +147,8 @@ impl KeyCache {
     /// A lookup of the key with this hash, if the cache is trusted and the lookup younger than
     /// [`KeyCache::TTL`].
     pub fn get(&self, hash: &str) -> Option<KeyRecord> {
-        if !self.is_trusted() {
+        if !self.is_trusted() || !self.signal_unchanged() {
             return None;
-        }
-        if let Some((path, seen)) = &self.signal {
-            let now = signal_of(path);
-            let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
-            if *seen != now {
-                *seen = now;
-                drop(seen);
-                self.clear();
-                return None;
-            }
         }
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         map.get(hash)
@@ -126,21 +156,50 @@ impl KeyCache {
             .map(|(_, a)| a.clone())
     }
 
-    /// Remembers a lookup.
-    pub fn put(&self, hash: String, record: KeyRecord) {
-        if !self.is_trusted() {
+    /// On SQLite, clears the cache if the signal file changed since it was last seen; whether
+    /// it was unchanged.
+    fn signal_unchanged(&self) -> bool {
+        let Some((path, seen)) = &self.signal else {
+            return true;
+        };
+        let now = signal_of(path);
+        let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+        if *seen == now {
+            return true;
+        }
+        *seen = now;
+        drop(seen);
+        self.clear();
+        false
+    }
+
+    /// The generation to give [`KeyCache::put`]: take it before looking a key up.
+    pub fn ticket(&self) -> u64 {
+        self.signal_unchanged();
+        self.clears()
+    }
+
+    /// Remembers a lookup made since `ticket`, unless the cache was cleared (a revocation was
+    /// heard) or, on SQLite, a revocation was signalled in between: the lookup may predate it.
+    pub fn put(&self, hash: String, record: KeyRecord, ticket: u64) {
+        if !self.is_trusted() || !self.signal_unchanged() {
             return;
         }
         let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if self.clears() != ticket {
+            return;
+        }
         if map.len() > 10_000 {
             map.clear();
         }
         map.insert(hash, (std::time::Instant::now(), record));
     }
 
-    /// Forgets every lookup.
+    /// Forgets every lookup, and starts a new generation (under the map's lock, so that a
+    /// [`KeyCache::put`] sees either the old map and generation or the new ones).
     pub fn clear(&self) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let mut map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        map.clear();
         self.clears
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -208,6 +267,71 @@ pub fn watch_revocations(db: &crate::Db, cache: &std::sync::Arc<KeyCache>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn record() -> KeyRecord {
+        KeyRecord {
+            key_id: "k".into(),
+            tenant_id: "t".into(),
+            scopes: vec![contextq_api::Scope::Read],
+            expires_at: None,
+            ui_session: false,
+        }
+    }
+
+    fn trusted() -> KeyCache {
+        let cache = KeyCache::default();
+        cache.set_trusted(true);
+        cache
+    }
+
+    #[test]
+    fn a_lookup_older_than_a_clear_is_not_cached() {
+        let cache = trusted();
+        let ticket = cache.ticket();
+        // A revocation is heard while the lookup is in flight.
+        cache.clear();
+        cache.put("h".into(), record(), ticket);
+        assert_eq!(cache.get("h"), None);
+        // A lookup started after it is.
+        let ticket = cache.ticket();
+        cache.put("h".into(), record(), ticket);
+        assert_eq!(cache.get("h"), Some(record()));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn every_signal_is_seen_and_the_file_is_private_and_never_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db-revocations");
+        let cache = KeyCache {
+            trusted: true.into(),
+            signal: Some((path.clone(), std::sync::Mutex::new(None))),
+            ..Default::default()
+        };
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..100 {
+            // A lookup in flight when a revocation is signalled is not cached.
+            let ticket = cache.ticket();
+            write_signal(&path).unwrap();
+            cache.put("h".into(), record(), ticket);
+            assert_eq!(cache.get("h"), None);
+            // Many signals within one clock tick are all distinct.
+            assert!(seen.insert(signal_of(&path).unwrap()));
+        }
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // A link planted at the path is never read through, and a signal replaces it instead
+        // of writing to its target.
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "theirs").unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert_eq!(signal_of(&path), None);
+        write_signal(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
+        assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+    }
 
     #[test]
     fn keys() {

@@ -123,7 +123,7 @@ const SQLITE_MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 5,
-        description: "version counters, idempotency keys bound to their request",
+        description: "version counters, idempotency keys bound to their request, expiring keys",
         sql: include_str!("../migrations/sqlite/0005_version_counters.sql"),
     },
 ];
@@ -151,7 +151,7 @@ const POSTGRES_MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 5,
-        description: "version counters, idempotency keys bound to their request",
+        description: "version counters, idempotency keys bound to their request, expiring keys",
         sql: include_str!("../migrations/postgres/0005_version_counters.sql"),
     },
 ];

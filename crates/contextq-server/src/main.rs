@@ -109,6 +109,10 @@ enum Admin {
         tenant_id: String,
         #[arg(long, default_value = "read,write")]
         scopes: String,
+        /// The key stops working this long after its creation (e.g. 90m, 8h, 30d; a number
+        /// and s, m, h or d). Checked on every request. Default: never expires.
+        #[arg(long, value_parser = parse_duration)]
+        expires_in: Option<std::time::Duration>,
     },
     /// Revoke a key, given its id or the key itself.
     RevokeKey { key: String },
@@ -268,9 +272,16 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
         Admin::CreateTenant { name, plan } => {
             println!("{}", admin::create_tenant(db, &name, plan).await?);
         }
-        Admin::CreateKey { tenant_id, scopes } => {
+        Admin::CreateKey {
+            tenant_id,
+            scopes,
+            expires_in,
+        } => {
             let scopes = Scope::parse_list(&scopes)?;
-            let key = admin::create_key(db, &tenant_id, None, &scopes).await?;
+            let key = match expires_in {
+                None => admin::create_key(db, &tenant_id, None, &scopes).await?,
+                Some(d) => admin::create_expiring_key(db, &tenant_id, &scopes, d).await?,
+            };
             println!("{}", serde_json::to_string(&key)?);
         }
         Admin::RevokeKey { key } => {
@@ -368,4 +379,31 @@ async fn shutdown_signal() {
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
     tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// `--expires-in`: a positive whole number followed by `s`, `m`, `h` or `d`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text.len().saturating_sub(1);
+    let (n, unit) = text.split_at(split);
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "{text:?}: use a number and s, m, h or d (e.g. 8h, 30d)"
+            ));
+        }
+    };
+    match n.parse::<u64>() {
+        Ok(n) if n > 0 => n
+            .checked_mul(seconds)
+            .map(std::time::Duration::from_secs)
+            .ok_or_else(|| format!("{text:?} is too long")),
+        _ => Err(format!(
+            "{text:?}: use a positive whole number and s, m, h or d (e.g. 8h, 30d)"
+        )),
+    }
 }

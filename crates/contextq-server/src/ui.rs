@@ -10,9 +10,12 @@
 //! sends it in the `Authorization` header. A process that serves its own memory (the CLI's
 //! `contextq-memory serve`) can instead issue a one-time token ([`SignInTokens::issue`]) and print
 //! `http://HOST/ui/#token=...`: the token is in the URL fragment, which browsers never send to the
-//! server, and the page exchanges it once (`POST /ui/session`) for the key. A token works once,
-//! for at most [`TOKEN_TTL`]; no key or token ever appears in a URL that reaches the server or its
-//! log.
+//! server, and the page exchanges it once (`POST /ui/session`) for a **session key**: a new key of
+//! the same tenant and scopes, minted then, that expires after [`SESSION_TTL`] and is revoked by
+//! Sign out (`DELETE /ui/session`). The key the token stands for never leaves the server, so
+//! whoever reads a sign-in link in a log holds, at most, one session for a few hours (and only
+//! if they redeem it first, within [`TOKEN_TTL`]). No key or token ever appears in a URL that
+//! reaches the server or its log.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -25,10 +28,15 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use contextq_api::ErrorCode;
 
-use crate::api::{ApiError, AppState};
+use crate::api::extract::{BodyLimit, JsonBody};
+use crate::api::{ApiError, AppState, Caller};
+use crate::store::tenants;
 
 /// How long a sign-in token is valid: 10 minutes.
 pub const TOKEN_TTL: Duration = Duration::from_secs(600);
+
+/// How long a sign-in session key works: 8 hours (a working day; sign in again after).
+pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 
 /// The policy of every answer under `/ui/`.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -80,7 +88,7 @@ pub fn routes() -> axum::Router<AppState> {
             "/ui/app.css",
             get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
         )
-        .route("/ui/session", post(session))
+        .route("/ui/session", post(session).delete(sign_out))
 }
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {
@@ -114,18 +122,56 @@ pub async fn secure_headers(req: axum::extract::Request, next: axum::middleware:
     response
 }
 
+/// The largest `POST /ui/session` body: `{"token": "<64 hex>"}` with room to spare.
+pub const SESSION_BODY_BYTES: usize = 1024;
+
 #[derive(serde::Deserialize)]
 struct SessionRequest {
     token: String,
 }
 
-/// `POST /ui/session` `{"token"}` → `{"apiKey"}`, once per token.
-async fn session(State(s): State<AppState>, body: axum::body::Bytes) -> Result<Response, ApiError> {
-    let request: SessionRequest = serde_json::from_slice(&body)
-        .map_err(|_| ApiError::new(ErrorCode::BadRequest, "send {\"token\": \"...\"}"))?;
+impl BodyLimit for SessionRequest {
+    fn max_body_bytes(_: &crate::api::ServerConfig) -> usize {
+        SESSION_BODY_BYTES
+    }
+}
+
+/// `POST /ui/session` `{"token"}` → `{"apiKey", "expiresAt"}`, once per token: a session key
+/// minted now (module docs). The body is read like every other: within its own small limit (a
+/// larger declared length is 413 before a byte is read) and within the budget of bodies in
+/// flight.
+async fn session(
+    State(s): State<AppState>,
+    JsonBody(request, _permit): JsonBody<SessionRequest>,
+) -> Result<Response, ApiError> {
     match s.sign_in.redeem(&request.token) {
         Some(api_key) => {
-            let mut response = Json(serde_json::json!({ "apiKey": api_key })).into_response();
+            let record = tenants::key_by_hash(&s.db, &crate::auth::hash_key(&api_key))
+                .await?
+                .filter(|r| !r.expired(&crate::db::now()))
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::Unauthorized,
+                        "the key this sign-in link stands for was revoked or has expired",
+                    )
+                })?;
+            let expires_at = (chrono::Utc::now()
+                + chrono::Duration::from_std(SESSION_TTL).expect("8 hours fit"))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            let minted = tenants::create_key_with(
+                &s.db,
+                &record.tenant_id,
+                None,
+                &record.scopes,
+                Some(&expires_at),
+                tenants::KeyKind::UiSession,
+            )
+            .await?;
+            let mut response = Json(serde_json::json!({
+                "apiKey": minted.api_key,
+                "expiresAt": expires_at,
+            }))
+            .into_response();
             response
                 .headers_mut()
                 .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -136,6 +182,19 @@ async fn session(State(s): State<AppState>, body: axum::body::Bytes) -> Result<R
             "this sign-in link was already used or has expired",
         )),
     }
+}
+
+/// `DELETE /ui/session` with a session key: revokes it (204). A key typed in is not a session
+/// and is left alone (400): signing out of the page never revokes an operator's key.
+async fn sign_out(State(s): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    if !caller.ui_session {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "this key is not a sign-in session: it stays valid (revoke it with contextq-server admin revoke-key)",
+        ));
+    }
+    tenants::revoke_key(&s.db, Some(&caller.key_id), None).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 #[cfg(test)]

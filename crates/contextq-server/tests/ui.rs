@@ -91,7 +91,46 @@ async fn sign_in_tokens_work_once(b: Backend) {
     };
     let (status, body) = redeem(token.clone()).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(body["apiKey"], t.client.key.as_str());
+    // A session key minted for the sign-in, never the key the link stands for.
+    let session = body["apiKey"].as_str().unwrap().to_string();
+    assert_ne!(session, t.client.key);
+    assert!(contextq_api::valid_key_format(&session));
+    let expires_at = chrono::DateTime::parse_from_rfc3339(body["expiresAt"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    let left = expires_at - chrono::Utc::now();
+    assert!(
+        left > chrono::Duration::hours(7) && left <= chrono::Duration::hours(8),
+        "{left}"
+    );
+    let as_session = t.client.with_key(&session);
+    assert_eq!(
+        as_session.get("/api/workspaces").await.status,
+        StatusCode::OK
+    );
+    // Sign out revokes the session (and only a session: the typed-in key stays valid).
+    let sign_out = |key: String| {
+        let http = http.clone();
+        let url = format!("{}/ui/session", s.url);
+        async move {
+            http.delete(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(
+        sign_out(t.client.key.clone()).await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(t.client.get("/api/workspaces").await.status, StatusCode::OK);
+    assert_eq!(sign_out(session.clone()).await, StatusCode::NO_CONTENT);
+    assert_eq!(
+        as_session.get("/api/workspaces").await.status,
+        StatusCode::UNAUTHORIZED
+    );
     let (status, body) = redeem(token).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(body["error"]["code"], "unauthorized");
@@ -104,10 +143,74 @@ async fn sign_in_tokens_work_once(b: Backend) {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    // A body past the route's small limit is refused from its declared length, at once.
+    let started = std::time::Instant::now();
+    let mut raw = tokio::net::TcpStream::connect(s.url.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    raw.write_all(
+        b"POST /ui/session HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 6291456\r\n\r\n{\"token\"",
+    )
+    .await
+    .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), raw.read(&mut answer))
+        .await
+        .expect("no answer to a 6 MiB declared body within 5 s")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    drop(raw);
+    s.stop().await;
+}
+
+/// Keys can expire: refused from their expiry on, on every request (also when cached).
+async fn an_expired_key_is_refused(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let soon = (chrono::Utc::now() + chrono::Duration::milliseconds(1500))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let key = contextq_server::store::tenants::create_key_with(
+        &s.db,
+        &t.tenant_id,
+        None,
+        ALL,
+        Some(&soon),
+        contextq_server::store::tenants::KeyKind::Key,
+    )
+    .await
+    .unwrap();
+    let c = t.client.with_key(&key.api_key);
+    assert_eq!(c.get("/api/workspaces").await.status, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    let r = c.get("/api/workspaces").await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.message().contains("expired"), "{}", r.message());
+    // admin create-key --expires-in: a key that works now.
+    let key = contextq_server::admin::create_expiring_key(
+        &s.db,
+        &t.tenant_id,
+        ALL,
+        std::time::Duration::from_secs(3600),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        t.client
+            .with_key(&key.api_key)
+            .get("/api/workspaces")
+            .await
+            .status,
+        StatusCode::OK
+    );
     s.stop().await;
 }
 
 contextq_server::database_tests!(
+    an_expired_key_is_refused,
     the_page_is_served_with_a_strict_policy,
     sign_in_tokens_work_once
 );

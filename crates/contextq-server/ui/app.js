@@ -6,6 +6,8 @@
 (() => { // Nothing of this page is global (its names would shadow window's: history, status).
 
 const KEY = "contextq-inspector-key";
+// Set when the key is a session minted by a sign-in link: Sign out revokes it on the server.
+const SESSION = "contextq-inspector-session";
 const TAG = "mem-tool";
 const $ = (id) => document.getElementById(id);
 
@@ -323,6 +325,12 @@ async function audit(before) {
 // ---- Sign-in -----------------------------------------------------------------------------
 
 function signOut(message) {
+  const key = sessionStorage.getItem(KEY);
+  if (key && sessionStorage.getItem(SESSION)) {
+    // A session key minted for this tab: revoke it (a key typed in is never revoked here).
+    fetch("/ui/session", { method: "DELETE", headers: { "authorization": "Bearer " + key } }).catch(() => {});
+  }
+  sessionStorage.removeItem(SESSION);
   sessionStorage.removeItem(KEY);
   $("nav").hidden = true;
   $("sign-in").hidden = false;
@@ -347,6 +355,7 @@ async function start() {
   $("sign-out").addEventListener("click", () => signOut("Signed out."));
   $("sign-in").addEventListener("submit", (ev) => {
     ev.preventDefault();
+    sessionStorage.removeItem(SESSION);
     sessionStorage.setItem(KEY, $("api-key").value.trim());
     $("api-key").value = "";
     run(signedIn);
@@ -361,6 +370,7 @@ async function start() {
     });
     if (response.ok) {
       sessionStorage.setItem(KEY, (await response.json()).apiKey);
+      sessionStorage.setItem(SESSION, "1");
     } else {
       status("This sign-in link was already used or has expired: sign in with an API key.", true);
     }

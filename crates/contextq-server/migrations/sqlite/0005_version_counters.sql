@@ -16,3 +16,9 @@ SELECT tenant_id, external_id, MAX(version) FROM context_versions GROUP BY tenan
 -- neither and are never replayed (reuse is refused, 422).
 ALTER TABLE idempotency_keys ADD COLUMN external_id TEXT NOT NULL DEFAULT '';
 ALTER TABLE idempotency_keys ADD COLUMN request_sha256 TEXT NOT NULL DEFAULT '';
+
+-- Keys can expire (`expires_at`, checked on every request; NULL: never). The inspector's sign-in
+-- mints keys of their own (`kind` 'ui-session'), which expire and are revoked by Sign out, so
+-- that the key a sign-in link stands for never leaves the server.
+ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
+ALTER TABLE api_keys ADD COLUMN kind TEXT NOT NULL DEFAULT 'key';

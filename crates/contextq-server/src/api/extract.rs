@@ -18,6 +18,8 @@ pub struct Caller {
     pub key_id: String,
     /// What the key may do.
     pub scopes: Vec<Scope>,
+    /// The key is an inspector sign-in session (Sign out revokes it).
+    pub ui_session: bool,
 }
 
 impl Caller {
@@ -68,17 +70,23 @@ impl FromRequestParts<AppState> for Caller {
         let record = match state.key_cache.get(&hash) {
             Some(record) => record,
             None => {
+                let ticket = state.key_cache.ticket();
                 let record = crate::store::tenants::key_by_hash(&state.db, &hash)
                     .await?
                     .ok_or_else(|| unauthorized("unknown or revoked API key"))?;
-                state.key_cache.put(hash, record.clone());
+                state.key_cache.put(hash, record.clone(), ticket);
                 record
             }
         };
+        // Checked on every request, cached or not.
+        if record.expired(&crate::db::now()) {
+            return Err(unauthorized("expired API key"));
+        }
         Ok(Caller {
             tenant_id: record.tenant_id,
             key_id: record.key_id,
             scopes: record.scopes,
+            ui_session: record.ui_session,
         })
     }
 }

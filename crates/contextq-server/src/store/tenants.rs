@@ -129,11 +129,42 @@ pub async fn create_key(
     user_id: Option<&str>,
     scopes: &[Scope],
 ) -> Result<NewKey> {
+    create_key_with(db, tenant_id, user_id, scopes, None, KeyKind::Key).await
+}
+
+/// What a key is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyKind {
+    /// A key an operator created.
+    Key,
+    /// A key the inspector's sign-in minted: it expires and Sign out revokes it.
+    UiSession,
+}
+
+impl KeyKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Key => "key",
+            KeyKind::UiSession => "ui-session",
+        }
+    }
+}
+
+/// [`create_key`], expiring at `expires_at` (RFC 3339, as [`crate::db::now`] writes it) when
+/// given, of `kind`.
+pub async fn create_key_with(
+    db: &Db,
+    tenant_id: &str,
+    user_id: Option<&str>,
+    scopes: &[Scope],
+    expires_at: Option<&str>,
+    kind: KeyKind,
+) -> Result<NewKey> {
     require_tenant(db, tenant_id).await?;
     let key = generate_key();
     let id = new_id("key");
     sqlx::query(
-        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at, expires_at, kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(id.clone())
     .bind(tenant_id.to_string())
@@ -142,6 +173,8 @@ pub async fn create_key(
     .bind(key[key.len() - 4..].to_string())
     .bind(Scope::format_list(scopes))
     .bind(now())
+    .bind(expires_at.map(str::to_string))
+    .bind(kind.as_str())
     .execute(db.pool())
     .await?;
     Ok(NewKey {
@@ -196,7 +229,7 @@ async fn notify_revocation(db: &Db, tx: &mut sqlx::AnyConnection) -> Result<()> 
 /// The active key with this hash, if any.
 pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
     let row = sqlx::query(
-        "SELECT id, tenant_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+        "SELECT id, tenant_id, scopes, expires_at, kind FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
     )
     .bind(key_hash.to_string())
     .fetch_optional(&mut *db.reader().await?)
@@ -211,6 +244,8 @@ pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
         key_id: row.try_get("id")?,
         tenant_id: row.try_get("tenant_id")?,
         scopes,
+        expires_at: row.try_get("expires_at")?,
+        ui_session: row.try_get::<String, _>("kind")? == KeyKind::UiSession.as_str(),
     }))
 }
 
