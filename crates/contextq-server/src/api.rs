@@ -62,6 +62,14 @@ pub struct ServerConfig {
     /// answered; one that does not fit waits, within the request timeout. This is what bounds
     /// the server's memory under a burst of large writes.
     pub body_budget_bytes: usize,
+    /// Each tenant's share of the budget, in bytes (default [`DEFAULT_BODY_SHARE_BYTES`]:
+    /// 16 MiB; at most the budget): one tenant's bodies in flight never hold more, so a tenant
+    /// that floods or trickles large bodies makes only itself wait.
+    pub body_share_bytes: usize,
+    /// Slowest a request body may arrive, in bytes a second on average after its first
+    /// [`extract::BODY_GRACE`] (5 s); a slower one is cut with 408 (default
+    /// [`DEFAULT_MIN_BODY_RATE`]: 4 KiB/s; 0: no minimum).
+    pub min_body_rate: u64,
     /// Longest a request may take, reading its body included (default 30 s; then 408).
     pub request_timeout: Duration,
     /// Header read and idle timeouts and the connection cap ([`ConnectionLimits`]).
@@ -74,6 +82,10 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = (2 << 20) + (64 << 10);
 pub const DEFAULT_MAX_BULK_BODY_BYTES: usize = 8 << 20;
 /// Default [`ServerConfig::body_budget_bytes`]: 64 MiB.
 pub const DEFAULT_BODY_BUDGET_BYTES: usize = 64 << 20;
+/// Default [`ServerConfig::body_share_bytes`]: 16 MiB (two of the largest bulk bodies).
+pub const DEFAULT_BODY_SHARE_BYTES: usize = 16 << 20;
+/// Default [`ServerConfig::min_body_rate`]: 4 KiB a second.
+pub const DEFAULT_MIN_BODY_RATE: u64 = 4 << 10;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -81,6 +93,8 @@ impl Default for ServerConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_bulk_body_bytes: DEFAULT_MAX_BULK_BODY_BYTES,
             body_budget_bytes: DEFAULT_BODY_BUDGET_BYTES,
+            body_share_bytes: DEFAULT_BODY_SHARE_BYTES,
+            min_body_rate: DEFAULT_MIN_BODY_RATE,
             request_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
         }
@@ -112,7 +126,10 @@ impl AppState {
         AppState {
             db,
             key_cache,
-            body_budget: Arc::new(BodyBudget::new(config.body_budget_bytes)),
+            body_budget: Arc::new(BodyBudget::new(
+                config.body_budget_bytes,
+                config.body_share_bytes,
+            )),
             config: Arc::new(config),
             sign_in: Arc::default(),
         }

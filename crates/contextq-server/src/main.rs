@@ -46,6 +46,14 @@ enum Command {
         /// Request bodies in flight at once over all connections, in bytes (bounds memory).
         #[arg(long, default_value_t = contextq_server::api::DEFAULT_BODY_BUDGET_BYTES)]
         body_budget_bytes: usize,
+        /// Each tenant's share of the body budget, in bytes (one tenant's bodies in flight
+        /// never hold more).
+        #[arg(long, default_value_t = contextq_server::api::DEFAULT_BODY_SHARE_BYTES)]
+        body_share_bytes: usize,
+        /// Slowest a request body may arrive after its first 5 s, in bytes a second (slower:
+        /// 408); 0 for no minimum.
+        #[arg(long, default_value_t = contextq_server::api::DEFAULT_MIN_BODY_RATE)]
+        min_body_rate: u64,
         /// Request timeout in seconds (reading the body and answering).
         #[arg(long, default_value_t = 30)]
         request_timeout_secs: u64,
@@ -177,6 +185,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             max_body_bytes,
             max_bulk_body_bytes,
             body_budget_bytes,
+            body_share_bytes,
+            min_body_rate,
             request_timeout_secs,
             header_read_timeout_secs,
             idle_timeout_secs,
@@ -211,6 +221,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 max_body_bytes,
                 max_bulk_body_bytes,
                 body_budget_bytes,
+                body_share_bytes,
+                min_body_rate,
                 request_timeout: secs(request_timeout_secs),
                 connections,
             };

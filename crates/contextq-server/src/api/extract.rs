@@ -82,6 +82,8 @@ impl FromRequestParts<AppState> for Caller {
         if record.expired(&crate::db::now()) {
             return Err(unauthorized("expired API key"));
         }
+        // The body extractor, which runs after, reserves its room in this tenant's share.
+        parts.extensions.insert(BodyOwner(record.tenant_id.clone()));
         Ok(Caller {
             tenant_id: record.tenant_id,
             key_id: record.key_id,
@@ -157,9 +159,87 @@ single_body!(
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T, pub BodyPermit);
 
-/// Room in the budget of bodies in flight; given back when dropped.
+/// The tenant a request's body counts against ([`BodyBudget`]); set by [`Caller`].
+#[derive(Debug, Clone)]
+struct BodyOwner(String);
+
+/// Room in the budget of bodies in flight and in its tenant's share; given back when dropped.
 #[derive(Debug)]
-pub struct BodyPermit(#[allow(dead_code)] Option<tokio::sync::OwnedSemaphorePermit>);
+pub struct BodyPermit {
+    /// Dropped first: the tenant's share, then the global room.
+    _share: Option<SharePermit>,
+    _global: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// A tenant's reserved units; the tenant's entry leaves the map when its last body is done.
+#[derive(Debug)]
+struct SharePermit {
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    tenant: String,
+    budget: std::sync::Arc<BodyBudget>,
+}
+
+impl Drop for SharePermit {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        self.budget.forget_idle(&self.tenant);
+    }
+}
+
+fn too_slow(rate: u64) -> ApiError {
+    ApiError::new(
+        ErrorCode::RequestTimeout,
+        format!(
+            "the request body arrived too slowly: send it at {rate} bytes a second or faster (after the first {} s)",
+            BODY_GRACE.as_secs()
+        ),
+    )
+}
+
+/// How long a body may take before [`ServerConfig::min_body_rate`](super::ServerConfig::min_body_rate)
+/// applies: 5 s.
+pub const BODY_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads `body` whole, within `limit` bytes, at least at `rate` bytes a second on average after
+/// [`BODY_GRACE`] (byte `n` must have arrived `BODY_GRACE + n / rate` after the start; a body
+/// trickled a byte at a time is cut with 408 instead of holding its room until the request
+/// timeout). `rate` 0: no minimum.
+async fn read_body(
+    body: axum::body::Body,
+    limit: usize,
+    rate: u64,
+) -> Result<axum::body::Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let started = tokio::time::Instant::now();
+    let mut body = body;
+    let mut bytes = Vec::new();
+    loop {
+        let next = body.frame();
+        let frame = if rate == 0 {
+            next.await
+        } else {
+            let due = BODY_GRACE
+                + std::time::Duration::from_secs_f64((bytes.len() as f64 + 1.0) / rate as f64);
+            tokio::time::timeout_at(started + due, next)
+                .await
+                .map_err(|_| too_slow(rate))?
+        };
+        let Some(frame) = frame else { break };
+        let frame = frame.map_err(|e| {
+            ApiError::new(
+                ErrorCode::BadRequest,
+                format!("the request body could not be read: {e}"),
+            )
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > limit {
+                return Err(too_large(limit));
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes.into())
+}
 
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(
@@ -182,56 +262,100 @@ impl<T: DeserializeOwned + BodyLimit> FromRequest<AppState> for JsonBody<T> {
             return Err(too_large(limit));
         }
         let room = declared.map_or(limit, |n| n as usize);
-        let permit = BodyPermit(state.body_budget.reserve(room).await);
-        let body = http_body_util::Limited::new(req.into_body(), limit);
-        let bytes = http_body_util::BodyExt::collect(body)
-            .await
-            .map_err(|e| {
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    too_large(limit)
-                } else {
-                    ApiError::new(
-                        ErrorCode::BadRequest,
-                        format!("the request body could not be read: {e}"),
-                    )
-                }
-            })?
-            .to_bytes();
+        let owner = req.extensions().get::<BodyOwner>().map(|o| o.0.clone());
+        let permit = state.body_budget.reserve(room, owner.as_deref()).await;
+        let bytes = read_body(req.into_body(), limit, state.config.min_body_rate).await?;
         serde_json::from_slice(&bytes)
             .map(|value| JsonBody(value, permit))
             .map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("invalid JSON body: {e}")))
     }
 }
 
-/// The server's budget of request bodies in flight, in KiB-sized units of a semaphore.
+/// The server's budget of request bodies in flight, in KiB-sized units of a semaphore, and each
+/// tenant's share of it ([`ServerConfig::body_share_bytes`](super::ServerConfig::body_share_bytes)):
+/// a body takes room in its tenant's share first, then in the budget, so one tenant's bodies
+/// never hold more than its share and other tenants' writes go on. Bodies without a tenant
+/// (`POST /ui/session`) share one anonymous share.
 #[derive(Debug)]
 pub struct BodyBudget {
     units: std::sync::Arc<tokio::sync::Semaphore>,
     total: u32,
+    share: u32,
+    /// The shares of tenants with bodies in flight (an entry leaves with its last body).
+    shares:
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Semaphore>>>,
 }
 
 impl BodyBudget {
-    /// A budget of `bytes` (at least 1 KiB).
-    pub fn new(bytes: usize) -> BodyBudget {
+    /// A budget of `bytes` (at least 1 KiB), each tenant's share `share_bytes` of it (at most
+    /// the budget).
+    pub fn new(bytes: usize, share_bytes: usize) -> BodyBudget {
         let total = u32::try_from(bytes.div_ceil(1024))
             .unwrap_or(u32::MAX)
             .max(1);
+        let share = u32::try_from(share_bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .clamp(1, total);
         BodyBudget {
             units: std::sync::Arc::new(tokio::sync::Semaphore::new(total as usize)),
             total,
+            share,
+            shares: Default::default(),
         }
     }
 
-    /// Waits until `bytes` fit in the budget and reserves them. A body larger than the whole
-    /// budget waits for all of it (so it runs alone rather than never).
-    pub async fn reserve(&self, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    /// Waits until `bytes` fit in `tenant`'s share and in the budget, and reserves them. A body
+    /// larger than a share (or the budget) waits for all of it (so it runs alone rather than
+    /// never).
+    pub async fn reserve(
+        self: &std::sync::Arc<Self>,
+        bytes: usize,
+        tenant: Option<&str>,
+    ) -> BodyPermit {
         let units = u32::try_from(bytes.div_ceil(1024))
             .unwrap_or(u32::MAX)
             .clamp(1, self.total);
-        // The semaphore is never closed.
-        self.units.clone().acquire_many_owned(units).await.ok()
+        let tenant = tenant.unwrap_or("").to_string();
+        let semaphore = self
+            .shares
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(tenant.clone())
+            .or_insert_with(|| {
+                std::sync::Arc::new(tokio::sync::Semaphore::new(self.share as usize))
+            })
+            .clone();
+        // The semaphores are never closed.
+        let share = SharePermit {
+            permit: semaphore
+                .acquire_many_owned(units.min(self.share))
+                .await
+                .ok(),
+            tenant,
+            budget: self.clone(),
+        };
+        let global = self.units.clone().acquire_many_owned(units).await.ok();
+        BodyPermit {
+            _share: Some(share),
+            _global: global,
+        }
+    }
+
+    /// Drops `tenant`'s share once no body of it is in flight (nobody else holds its
+    /// semaphore and all of it is free).
+    fn forget_idle(&self, tenant: &str) {
+        let mut shares = self.shares.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = shares.get(tenant)
+            && std::sync::Arc::strong_count(s) == 1
+            && s.available_permits() == self.share as usize
+        {
+            shares.remove(tenant);
+        }
+    }
+
+    /// Tenants with a share in use (for tests and metrics).
+    pub fn tenants_in_flight(&self) -> usize {
+        self.shares.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 
