@@ -281,18 +281,30 @@ impl Head {
 /// a database keyed once (`audit_meta` names the key's fingerprint) is refused without its key
 /// or with another; a database written without a key is refused with one unless `adopt` (or it
 /// has no audit rows yet), and then keyed from each chain's next row on ([`adopt_key`]).
-pub async fn open(db: &Db, adopt: bool) -> crate::Result<()> {
-    let meta: Option<String> =
-        sqlx::query_scalar("SELECT key_fingerprint FROM audit_meta WHERE id = 1")
-            .fetch_optional(db.pool())
-            .await?;
+pub async fn open(db: &Db, adopt: bool, inspect: bool) -> crate::Result<()> {
+    let meta = sqlx::query("SELECT key_fingerprint, legacy_mac FROM audit_meta WHERE id = 1")
+        .fetch_optional(db.pool())
+        .await?;
+    let legacy_anchored = match &meta {
+        Some(m) => m.try_get::<Option<String>, _>("legacy_mac")?.is_some(),
+        None => false,
+    };
+    let meta: Option<String> = meta.map(|m| m.try_get("key_fingerprint")).transpose()?;
     match (db.audit_key(), meta) {
         (None, None) => Ok(()),
         (None, Some(fingerprint)) => Err(Error::Config(format!(
             "this database's audit log is keyed (key fingerprint {fingerprint}): give its key \
              with --audit-key-file or CONTEXTQ_AUDIT_KEY_FILE"
         ))),
-        (Some(key), Some(fingerprint)) if key.fingerprint() == fingerprint => Ok(()),
+        (Some(key), Some(fingerprint)) if key.fingerprint() == fingerprint => {
+            if !legacy_anchored {
+                // Keyed before the legacy chain was anchored (migration 5): anchor it now.
+                let mut conn = db.pool().acquire().await?;
+                anchor_legacy(&mut conn, key).await?;
+                tracing::info!("anchored the frozen global audit chain under the audit key");
+            }
+            Ok(())
+        }
         (Some(key), Some(fingerprint)) => Err(Error::Config(format!(
             "the audit key given (fingerprint {}) is not this database's (fingerprint \
              {fingerprint}): give the key file the database was keyed with",
@@ -302,12 +314,19 @@ pub async fn open(db: &Db, adopt: bool) -> crate::Result<()> {
             let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM activity_logs")
                 .fetch_one(db.pool())
                 .await?;
+            if rows > 0 && inspect {
+                // verify-audit: open it to report (verify says the log carries no keying).
+                return Ok(());
+            }
             if rows > 0 && !adopt {
                 return Err(Error::Config(format!(
-                    "this database's audit log ({rows} rows) was written without an audit key: \
-                     key it from now on with `contextq-server admin init-audit-key \
-                     --audit-key-file PATH` (its rows so far stay hash-chained only; verify them \
-                     first with `contextq-server admin verify-audit`)"
+                    "this database's audit log ({rows} rows) carries no audit key record although \
+                     a key was given: either it was never keyed, or its keying was stripped (which \
+                     is what someone who rewrote the log would do). If it was ever keyed, do NOT \
+                     key it again: check it against your latest checkpoint (`verify-audit \
+                     --checkpoint FILE`) and restore it from a backup. Only if you know it was \
+                     never keyed: `contextq-server admin init-audit-key --never-keyed` (its rows \
+                     so far stay hash-chained only)"
                 )));
             }
             adopt_key(db, key).await
@@ -325,6 +344,7 @@ pub async fn adopt_key(db: &Db, key: &AuditKey) -> crate::Result<()> {
         .bind(crate::db::now())
         .execute(&mut *tx)
         .await?;
+    anchor_legacy(&mut tx, key).await?;
     let heads = sqlx::query(match db.backend() {
         Backend::Postgres => {
             "SELECT tenant_id, seq, last_hash FROM audit_heads WHERE mac IS NULL FOR UPDATE"
@@ -349,6 +369,31 @@ pub async fn adopt_key(db: &Db, key: &AuditKey) -> crate::Result<()> {
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// Records the frozen global chain's head in `audit_meta` under the key's MAC.
+async fn anchor_legacy(conn: &mut sqlx::AnyConnection, key: &AuditKey) -> crate::Result<()> {
+    let (seq, hash) = legacy_head(conn).await?;
+    sqlx::query(
+        "UPDATE audit_meta SET legacy_seq = $1, legacy_hash = $2, legacy_mac = $3 WHERE id = 1",
+    )
+    .bind(seq)
+    .bind(hash.clone())
+    .bind(key.legacy_mac(seq, hash.as_deref()))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The frozen global chain's head: (its last row, that row's hash); (0, None) without one.
+async fn legacy_head(conn: &mut sqlx::AnyConnection) -> Result<(i64, Option<String>)> {
+    let head = sqlx::query("SELECT seq, last_hash FROM audit_head WHERE id = 1")
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(match head {
+        Some(h) => (h.try_get("seq")?, h.try_get("last_hash")?),
+        None => (0, None),
+    })
 }
 
 /// The statement values of a new tenant's head: `(keyed_from, mac)`, both `None` without a key.
@@ -416,6 +461,12 @@ pub async fn verify(db: &Db, tenant: Option<&str>) -> Result<Verification> {
         chains: 0,
         first_bad: None,
     };
+    if let Some(key) = key {
+        v.first_bad = verify_keying(db, key).await?;
+        if v.first_bad.is_some() {
+            return Ok(v);
+        }
+    }
     if tenant.is_none() {
         v.first_bad = verify_legacy(db, &mut v).await?;
         if v.first_bad.is_some() {
@@ -508,6 +559,58 @@ pub async fn verify(db: &Db, tenant: Option<&str>) -> Result<Verification> {
         }
     }
     Ok(v)
+}
+
+/// With a key: the log carries its keying record (a log with rows but without one was never
+/// keyed, or was stripped of it: both are reported, never assumed harmless), and the frozen global
+/// chain's head is the one anchored under the key when the log was keyed.
+async fn verify_keying(db: &Db, key: &AuditKey) -> Result<Option<BadRow>> {
+    let bad = |why: String| {
+        Ok(Some(BadRow {
+            tenant_id: None,
+            seq: 0,
+            why,
+        }))
+    };
+    let meta = sqlx::query(
+        "SELECT key_fingerprint, legacy_seq, legacy_hash, legacy_mac FROM audit_meta WHERE id = 1",
+    )
+    .fetch_optional(db.pool())
+    .await?;
+    let Some(meta) = meta else {
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM activity_logs")
+            .fetch_one(db.pool())
+            .await?;
+        if rows == 0 {
+            return Ok(None);
+        }
+        return bad(
+            "the log carries no record of an audit key although one was given: it was never \
+             keyed, or its keying was stripped (MACs, keyed_from and audit_meta removed: \
+             tampering). Do not key it again unless you know it never was; compare it with \
+             your latest checkpoint"
+                .into(),
+        );
+    };
+    if meta.try_get::<String, _>("key_fingerprint")? != key.fingerprint() {
+        return bad("the log's keying record names another key".into());
+    }
+    let anchored_seq: Option<i64> = meta.try_get("legacy_seq")?;
+    let anchored_hash: Option<String> = meta.try_get("legacy_hash")?;
+    let anchored_mac: Option<String> = meta.try_get("legacy_mac")?;
+    let (seq, hash) = legacy_head(&mut *db.pool().acquire().await?).await?;
+    let expected = key.legacy_mac(seq, hash.as_deref());
+    if anchored_seq != Some(seq)
+        || anchored_hash != hash
+        || !AuditKey::same(anchored_mac.as_deref(), &expected)
+    {
+        return bad(format!(
+            "the frozen global chain (rows written before per-tenant chains) changed since the \
+             log was keyed: its head is at row {seq}, not where it was anchored (rows were \
+             forged into it, or removed)"
+        ));
+    }
+    Ok(None)
 }
 
 async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> {

@@ -123,7 +123,7 @@ const SQLITE_MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 5,
-        description: "version counters, idempotency keys bound to their request, expiring keys",
+        description: "version counters, idempotency keys bound to their request, expiring keys, the legacy chain anchored",
         sql: include_str!("../migrations/sqlite/0005_version_counters.sql"),
     },
 ];
@@ -151,7 +151,7 @@ const POSTGRES_MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 5,
-        description: "version counters, idempotency keys bound to their request, expiring keys",
+        description: "version counters, idempotency keys bound to their request, expiring keys, the legacy chain anchored",
         sql: include_str!("../migrations/postgres/0005_version_counters.sql"),
     },
 ];
@@ -220,6 +220,10 @@ pub struct DbOptions {
     /// false: such a database is refused with a key, saying how to key it). A fresh database is
     /// keyed without asking.
     pub adopt_audit_key: bool,
+    /// Open a database whose audit log has rows but no keying record although a key is given,
+    /// to verify it (`verify-audit`, which then reports it; default false: such a database is
+    /// refused, since it was never keyed or was stripped of its keying).
+    pub inspect_audit: bool,
     /// Versions kept of each external id (extension `history`; default
     /// [`DEFAULT_VERSIONS_KEPT`], 100; at least 1). A tenant keeps at most its plan's context cap
     /// times this many versions in all (a deleted context's versions count until pruned, oldest
@@ -237,6 +241,7 @@ impl Default for DbOptions {
             acquire_timeout: Duration::from_secs(30),
             audit_key: None,
             adopt_audit_key: false,
+            inspect_audit: false,
             versions_kept: DEFAULT_VERSIONS_KEPT,
         }
     }
@@ -303,7 +308,7 @@ impl Db {
                 .await?;
         }
         db.migrate().await?;
-        crate::audit::open(&db, options.adopt_audit_key).await?;
+        crate::audit::open(&db, options.adopt_audit_key, options.inspect_audit).await?;
         Ok(db)
     }
 

@@ -153,8 +153,15 @@ enum Admin {
     /// outside the database (refused when the log does not verify).
     AuditCheckpoint,
     /// Create the audit key file given by --audit-key-file (0600; an existing one is kept) and
-    /// key the database's audit log with it from each chain's next row on.
-    InitAuditKey,
+    /// key the database's audit log with it from each chain's next row on. A log that already
+    /// has rows is keyed only with --never-keyed: a log stripped of its keying looks the same.
+    InitAuditKey {
+        /// The log has rows and you know it was never keyed (its rows so far stay
+        /// hash-chained only). Never pass it for a log that was keyed once: keying it again
+        /// would bless whatever was rewritten while the keying was stripped.
+        #[arg(long)]
+        never_keyed: bool,
+    },
 }
 
 #[tokio::main]
@@ -241,7 +248,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             audit_key_file,
             command,
         } => {
-            let init = matches!(command, Admin::InitAuditKey);
+            let init = matches!(command, Admin::InitAuditKey { .. });
+            let never_keyed = matches!(command, Admin::InitAuditKey { never_keyed: true });
             let mut options = if init {
                 DbOptions::default()
             } else {
@@ -259,8 +267,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     key.fingerprint()
                 );
                 options.audit_key = Some(key);
-                options.adopt_audit_key = true;
+                options.adopt_audit_key = never_keyed;
             }
+            // verify-audit opens a log that lost its keying, to report it.
+            options.inspect_audit = matches!(command, Admin::VerifyAudit { .. });
             let db = Db::connect(&database_url, &options).await?;
             let code = admin_command(&db, command).await?;
             db.close().await;
@@ -321,7 +331,7 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         },
-        Admin::InitAuditKey => {
+        Admin::InitAuditKey { .. } => {
             eprintln!("the audit log is keyed: new rows and heads carry a MAC");
         }
         Admin::AuditCheckpoint => {

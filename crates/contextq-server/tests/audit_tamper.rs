@@ -540,7 +540,94 @@ async fn a_tenant_without_its_head_is_not_deleted(b: Backend) {
     );
 }
 
+/// Rows renumbered in the global `seq` to make room for a forged row of the frozen global chain
+/// (which carries no MAC) in a database created keyed, which never had one.
+async fn a_forged_legacy_row_is_detected(b: Backend) {
+    let k = keyed(b, 2).await;
+    let c = checkpoint::take(&k.db).await.unwrap();
+    sqlx::query("UPDATE activity_logs SET seq = seq + 1000")
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    let (detail, at) = (r#"{"slug":"forged"}"#, "2020-01-01T00:00:00.000Z");
+    let hash = contextq_server::audit::legacy_hash(
+        None,
+        1,
+        &k.a,
+        None,
+        "workspace.delete",
+        "workspace",
+        "ws_forged",
+        detail,
+        at,
+    );
+    sqlx::query(
+        "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+         VALUES (1, $1, NULL, NULL, 'workspace.delete', 'workspace', 'ws_forged', $2, $3, NULL, $4, NULL)",
+    )
+    .bind(k.a.clone())
+    .bind(detail)
+    .bind(at)
+    .bind(hash.clone())
+    .execute(k.db.pool())
+    .await
+    .unwrap();
+    sqlx::query("UPDATE audit_head SET seq = 1, last_hash = $1 WHERE id = 1")
+        .bind(hash)
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    let v = k.verify().await;
+    let bad = v
+        .first_bad
+        .expect("a forged legacy row passed verify-audit");
+    assert!(bad.why.contains("changed since the log was keyed"), "{bad}");
+    assert!(!k.against(&c).await.ok());
+}
+
+/// The keying stripped (every MAC, `keyed_from`, `audit_meta`) and an edited row re-chained: the
+/// log is never reported as merely "not keyed", and is not keyed again without being told it
+/// never was.
+async fn a_stripped_keying_is_never_blessed(b: Backend) {
+    let k = keyed(b, 3).await;
+    let c = checkpoint::take(&k.db).await.unwrap();
+    for sql in [
+        "UPDATE activity_logs SET mac = NULL",
+        "UPDATE audit_heads SET mac = NULL, keyed_from = NULL",
+        "DELETE FROM audit_meta",
+    ] {
+        sqlx::query(sql).execute(k.db.pool()).await.unwrap();
+    }
+    k.exec(
+        "UPDATE activity_logs SET entity_id = 'ws_edited' WHERE tenant_id = $1 AND tenant_seq = 2",
+        &k.a,
+    )
+    .await;
+    k.rechain(&k.a).await;
+    let v = k.verify().await;
+    let bad = v.first_bad.expect("a stripped log passed verify-audit");
+    assert!(bad.why.contains("stripped"), "{bad}");
+    assert!(!k.against(&c).await.ok());
+    // Opening it with the key (a server, or init-audit-key without --never-keyed) is refused,
+    // saying why; only an explicit adoption keys it.
+    let url = k._database.url.clone();
+    let key = AuditKey::load(&k._dir.path().join("audit.key")).unwrap();
+    let e = Db::connect(
+        &url,
+        &DbOptions {
+            audit_key: Some(key),
+            ..DbOptions::default()
+        },
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("stripped") && e.contains("--never-keyed"), "{e}");
+}
+
 contextq_server::database_tests!(
+    a_forged_legacy_row_is_detected,
+    a_stripped_keying_is_never_blessed,
     a_row_outside_the_chain_is_detected_and_never_listed,
     the_listing_follows_the_chain_not_the_global_seq,
     a_tenant_without_its_head_is_not_deleted,

@@ -211,11 +211,24 @@ async fn audit_key_checkpoint_and_verify(b: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    // Written without a key: refused with one until keyed.
+    // Written without a key: verify-audit with one reports it (never keyed, or stripped), and
+    // init-audit-key keys a log that has rows only when told it never was keyed.
     let out = keyed(&["verify-audit"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("init-audit-key"));
     let out = keyed(&["init-audit-key"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--never-keyed"));
+    // The key file exists now; the log is still not keyed, and verify-audit says so.
+    let out = keyed(&["verify-audit"]);
+    assert!(!out.status.success());
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("never keyed"), "{said}");
+    let out = keyed(&["init-audit-key", "--never-keyed"]);
     assert!(
         out.status.success(),
         "{}",

@@ -22,3 +22,11 @@ ALTER TABLE idempotency_keys ADD COLUMN request_sha256 TEXT NOT NULL DEFAULT '';
 -- that the key a sign-in link stands for never leaves the server.
 ALTER TABLE api_keys ADD COLUMN expires_at TEXT;
 ALTER TABLE api_keys ADD COLUMN kind TEXT NOT NULL DEFAULT 'key';
+
+-- The frozen global chain (rows written before per-tenant chains, which carry no MAC) as it was
+-- when the log was keyed, under the key's MAC: a row forged into that chain afterwards, or one
+-- removed from it, no longer matches. Filled when the log is keyed (or, for a log keyed
+-- before this migration, the first time the server opens it with its key).
+ALTER TABLE audit_meta ADD COLUMN legacy_seq BIGINT;
+ALTER TABLE audit_meta ADD COLUMN legacy_hash TEXT;
+ALTER TABLE audit_meta ADD COLUMN legacy_mac TEXT;

@@ -152,6 +152,16 @@ impl AuditKey {
         ])
     }
 
+    /// The MAC of the frozen global chain's head (rows written before per-tenant chains) as it
+    /// was when the log was keyed.
+    pub fn legacy_mac(&self, seq: i64, last_hash: Option<&str>) -> String {
+        self.mac(&[
+            "contextq-audit/legacy-head/1",
+            &seq.to_string(),
+            last_hash.unwrap_or(""),
+        ])
+    }
+
     /// Whether `mac` is `expected`, compared in constant time.
     pub fn same(mac: Option<&str>, expected: &str) -> bool {
         let Some(mac) = mac else { return false };
