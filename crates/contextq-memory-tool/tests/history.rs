@@ -6,30 +6,16 @@
 mod common;
 
 use common::proxy::Proxy;
-use common::{ALL, Server, content, options, seed_rows};
+use common::{ALL, Server, content, moment, ok, options, seed_rows};
 use contextq_api::history::Action;
-use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
+use contextq_memory_tool::contextq::contextq_memory_tool;
 use contextq_memory_tool::history::{Restored, StepAction, StepOutcome};
 use contextq_memory_tool::{Error, MemoryToolHandlers};
 use contextq_server::{Backend, Plan, Scope};
-use serde_json::{Value, json};
-
-async fn ok(tool: &ContextQMemoryTool, input: Value) -> String {
-    let r = tool.execute(input.clone()).await;
-    assert!(!r.is_error, "{input}: {}", r.content);
-    r.content
-}
+use serde_json::json;
 
 fn actions(h: &[contextq_memory_tool::history::FileVersion]) -> Vec<(i64, Action)> {
     h.iter().map(|v| (v.version, v.action)).collect()
-}
-
-/// A moment between two changes (the server's times have milliseconds).
-async fn moment() -> String {
-    tokio::time::sleep(std::time::Duration::from_millis(15)).await;
-    let t = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    tokio::time::sleep(std::time::Duration::from_millis(15)).await;
-    t
 }
 
 async fn every_command_leaves_versions(b: Backend) {

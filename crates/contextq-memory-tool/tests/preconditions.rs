@@ -7,7 +7,7 @@
 mod common;
 
 use common::proxy::{Fault, Gate, Late, Proxy};
-use common::{ALL, Server, content, options};
+use common::{ALL, Server, content, moment, ok, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::history::{StepAction, StepOutcome};
 use contextq_memory_tool::path::MemoryPath;
@@ -16,18 +16,6 @@ use contextq_memory_tool::{Error, MemoryToolHandlers};
 use contextq_server::{Backend, Plan};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-async fn ok(tool: &ContextQMemoryTool, input: Value) {
-    let r = tool.execute(input.clone()).await;
-    assert!(!r.is_error, "{input}: {}", r.content);
-}
-
-async fn moment() -> String {
-    tokio::time::sleep(std::time::Duration::from_millis(15)).await;
-    let t = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    tokio::time::sleep(std::time::Duration::from_millis(15)).await;
-    t
-}
 
 /// Deletes `/memories/<name>` and creates it again with `text` (a new row, version 1).
 async fn recreate(other: &ContextQMemoryTool, name: &str, text: &str) {

@@ -424,6 +424,10 @@ impl ContextQStore {
                     };
                 }
                 Err(Error::Api { status: 412, .. }) => return Err(precondition()),
+                // Gone after an attempt that may still have applied first: not known.
+                Err(e @ Error::Api { status: 404, .. }) if lost => {
+                    return Err(unknown(path, "write", e));
+                }
                 Err(Error::Api { status: 404, .. }) => {
                     return Err(self.row_gone(external_id, path).await?);
                 }

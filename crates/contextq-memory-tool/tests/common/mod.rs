@@ -106,3 +106,21 @@ pub async fn seed_rows(url: &str, key: &str, rows: &[serde_json::Value]) {
         assert_eq!(r.status(), 200, "{:?}", r.text().await);
     }
 }
+
+/// Runs `input` through `tool` and returns its text; fails the test on an error result.
+pub async fn ok<H: contextq_memory_tool::MemoryToolHandlers>(
+    tool: &H,
+    input: serde_json::Value,
+) -> String {
+    let r = tool.execute(input.clone()).await;
+    assert!(!r.is_error, "{input}: {}", r.content);
+    r.content
+}
+
+/// A moment between two changes (the server's times have milliseconds), as RFC 3339.
+pub async fn moment() -> String {
+    tokio::time::sleep(Duration::from_millis(15)).await;
+    let t = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tokio::time::sleep(Duration::from_millis(15)).await;
+    t
+}
