@@ -283,13 +283,13 @@ impl MemoryTool<ContextQStore> {
         let changed = || Error::Precondition {
             path: path.normalized(),
         };
+        if self.is_read_only() {
+            return Err(Error::ReadOnly { command: "restore" });
+        }
         // The file as it is now, first: the write below is conditional on exactly this state
         // (its row and version), so when the caller names the newest version it saw, that
         // version must be this state. Check and write are then one condition the server
         // enforces: a change after this read fails the write, one before it fails the check.
-        if self.is_read_only() {
-            return Err(Error::ReadOnly { command: "restore" });
-        }
         let current = self.store().get(&path).await?;
         if let Some(seen) = seen_latest {
             let latest = self
