@@ -4,6 +4,7 @@
 //! text goes to stdout, tool calls are shown briefly, and stderr says which Anthropic base URL
 //! and which ContextQ the conversation uses. Context editing is on, with `memory` excluded.
 
+use crate::out::outln;
 use std::io::IsTerminal;
 
 use anyhow::Result;
@@ -50,7 +51,7 @@ pub async fn run(opened: &Opened, options: ChatOptions) -> Result<()> {
     let config = match AnthropicConfig::from_env() {
         Ok(c) => c,
         Err(_) => {
-            println!(
+            outln!(
                 "ANTHROPIC_API_KEY is not set: chat needs a Claude API key. Set it (and ANTHROPIC_BASE_URL for a gateway) and run again."
             );
             return Ok(());
@@ -79,13 +80,13 @@ pub async fn run(opened: &Opened, options: ChatOptions) -> Result<()> {
         let request = ClearToolUses::default().apply(request);
         let mut runner = ToolRunner::new(client.clone(), request)
             .tool(MemoryRunnableTool::from_arc(opened.tool.clone()))
-            .on_tool_call(|call| println!("{}", describe_call(call)));
+            .on_tool_call(|call| outln!("{}", describe_call(call)));
         while let Some(message) = runner.next_message().await {
             match message {
                 Ok(m) => {
                     let text = m.text();
                     if !text.trim().is_empty() {
-                        println!("{text}");
+                        outln!("{text}");
                     }
                 }
                 Err(e) => {

@@ -2,6 +2,7 @@
 //! printing each command and the result Claude would read, then the rows as ContextQ holds them,
 //! read back independently with `GET /api/contexts`.
 
+use crate::out::outln;
 use anyhow::{Context as _, Result};
 use contextq_memory_tool::MemoryToolHandlers;
 use serde_json::{Value, json};
@@ -32,9 +33,9 @@ fn session() -> Vec<Value> {
 
 /// Runs the demo on `opened`.
 pub async fn run(opened: &Opened) -> Result<()> {
-    println!("contextq-memory demo: a memory session as Claude would run it");
-    println!("{}", opened.describe());
-    println!();
+    outln!("contextq-memory demo: a memory session as Claude would run it");
+    outln!("{}", opened.describe());
+    outln!();
     // Start from a clean slate so the demo can run again.
     let _ = opened
         .tool
@@ -42,22 +43,22 @@ pub async fn run(opened: &Opened) -> Result<()> {
         .await;
     let mut failures = 0;
     for input in session() {
-        println!("> {input}");
+        outln!("> {input}");
         let result = opened.tool.execute(input).await;
         if result.is_error {
             failures += 1;
         }
-        println!("{}\n", result.content);
+        outln!("{}\n", result.content);
     }
     if let Some(cq) = &opened.contextq {
         print_rows(cq).await?;
     }
     if std::env::var("ANTHROPIC_API_KEY").is_ok_and(|k| !k.is_empty()) {
-        println!(
+        outln!(
             "ANTHROPIC_API_KEY is set: run `contextq-memory chat` to talk to Claude with this memory."
         );
     } else {
-        println!(
+        outln!(
             "To talk to Claude with this memory, set ANTHROPIC_API_KEY and run `contextq-memory chat`."
         );
     }
@@ -72,7 +73,7 @@ async fn print_rows(cq: &crate::stores::ContextQInfo) -> Result<()> {
     if let Some(ws) = &cq.workspace {
         url.push_str(&format!("&workspace={ws}"));
     }
-    println!("Rows as ContextQ holds them (independent read: GET {url}):");
+    outln!("Rows as ContextQ holds them (independent read: GET {url}):");
     let http = reqwest::Client::new();
     let mut cursor: Option<String> = None;
     let mut rows = Vec::new();
@@ -101,12 +102,15 @@ async fn print_rows(cq: &crate::stores::ContextQInfo) -> Result<()> {
             None => break,
         }
     }
-    println!(
+    outln!(
         "{:<46} {:<10} {:>7} {:>6}",
-        "externalId", "tag", "version", "size"
+        "externalId",
+        "tag",
+        "version",
+        "size"
     );
     for c in &rows {
-        println!(
+        outln!(
             "{:<46} {:<10} {:>7} {:>6}",
             c["externalId"].as_str().unwrap_or_default(),
             c["tags"][0].as_str().unwrap_or_default(),
@@ -114,6 +118,6 @@ async fn print_rows(cq: &crate::stores::ContextQInfo) -> Result<()> {
             format!("{}B", c["sizeBytes"])
         );
     }
-    println!();
+    outln!();
     Ok(())
 }

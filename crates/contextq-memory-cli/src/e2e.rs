@@ -14,6 +14,7 @@
 //! The resolved Anthropic base URL is logged on every run; without `ANTHROPIC_API_KEY` it says
 //! why it cannot run and exits 0.
 
+use crate::out::outln;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result, bail};
@@ -74,9 +75,9 @@ pub async fn run(options: E2eOptions) -> Result<bool> {
             std::env::var("ANTHROPIC_BASE_URL")
                 .unwrap_or_else(|_| contextq_memory_tool::anthropic::DEFAULT_BASE_URL.into())
         });
-    println!("anthropic base url: {base}");
+    outln!("anthropic base url: {base}");
     let Ok(anthropic) = anthropic else {
-        println!(
+        outln!(
             "ANTHROPIC_API_KEY is not set: the live e2e needs a real Claude API key, so nothing was run (not a failure)."
         );
         return Ok(true);
@@ -108,10 +109,10 @@ pub async fn run(options: E2eOptions) -> Result<bool> {
             (server.url().to_string(), Some(server))
         }
     };
-    println!("contextq: {url}");
+    outln!("contextq: {url}");
     let tag = format!("{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
     let t = create_throwaway(&db, &tag).await?;
-    println!(
+    outln!(
         "throwaway tenant {} with key {} (read, write, admin)",
         t.tenant_id,
         contextq_api::mask_secret(&t.api_key)
@@ -131,12 +132,12 @@ pub async fn run(options: E2eOptions) -> Result<bool> {
     let verified = match outcome {
         Ok(v) => v,
         Err(e) => {
-            println!("FAILED: {e:#}");
+            outln!("FAILED: {e:#}");
             false
         }
     };
     if let Err(e) = cleanup {
-        println!("cleanup failed: {e:#}");
+        outln!("cleanup failed: {e:#}");
         return Ok(false);
     }
     Ok(verified)
@@ -155,7 +156,7 @@ async fn conversation(
         .create_workspace(workspace, "e2e")
         .await
         .context("creating the workspace through the API")?;
-    println!("workspace {workspace} created through the API");
+    outln!("workspace {workspace} created through the API");
     let turns = [
         format!(
             "Remember this fact under /memories/{workspace}/ with your memory tool, in a file there. FACT: {fact}"
@@ -166,15 +167,15 @@ async fn conversation(
     ];
     let mut last_text = String::new();
     for (i, prompt) in turns.iter().enumerate() {
-        println!("\nturn {} (a new conversation): {prompt}", i + 1);
+        outln!("\nturn {} (a new conversation): {prompt}", i + 1);
         let mut request = MessageRequest::new(model, 2048);
         request.messages.push(MessageParam::user(prompt.clone()));
         let mut runner = ToolRunner::new(client.clone(), request)
             .tool(MemoryRunnableTool::from_arc(tool.clone()))
-            .on_tool_call(|c| println!("{}", crate::chat::describe_call(c)));
+            .on_tool_call(|c| outln!("{}", crate::chat::describe_call(c)));
         let last = runner.run().await.context("the conversation failed")?;
         last_text = last.text();
-        println!("claude: {last_text}");
+        outln!("claude: {last_text}");
     }
     let rows = tool
         .store()
@@ -191,9 +192,10 @@ async fn conversation(
         if let Some(f) = tool.store().client().get(&row.id).await?
             && f.context.content.contains(fact)
         {
-            println!(
+            outln!(
                 "verified with GET /api/contexts: {} (version {}) holds the fact",
-                row.external_id, row.version
+                row.external_id,
+                row.version
             );
             landed = true;
         }
@@ -206,7 +208,7 @@ async fn conversation(
     }
     let code = fact.rsplit(' ').next().unwrap_or(fact);
     let recalled = last_text.contains(code);
-    println!(
+    outln!(
         "{}",
         if recalled {
             "recall: Claude's answer contains the fact"
@@ -218,7 +220,7 @@ async fn conversation(
 }
 
 async fn cleanup(db: &Db, tool: &ContextQMemoryTool, t: &Throwaway, workspace: &str) -> Result<()> {
-    println!("\ncleanup");
+    outln!("\ncleanup");
     let client = tool.store().client();
     let rows = client
         .list_all(&ListParams {
@@ -231,19 +233,19 @@ async fn cleanup(db: &Db, tool: &ContextQMemoryTool, t: &Throwaway, workspace: &
     for row in &rows {
         client.delete(&row.id, None).await?;
     }
-    println!("  deleted {} context(s) via the API", rows.len());
+    outln!("  deleted {} context(s) via the API", rows.len());
     match client.delete_workspace(workspace).await {
-        Ok(()) => println!("  deleted workspace {workspace} via the API"),
+        Ok(()) => outln!("  deleted workspace {workspace} via the API"),
         Err(contextq_memory_tool::Error::Api { status: 404, .. }) => {}
         Err(e) => return Err(e.into()),
     }
     admin::delete_key(db, &t.key_id).await?;
-    println!("  deleted the API key row");
+    outln!("  deleted the API key row");
     admin::delete_user(db, &t.user_id).await?;
-    println!("  deleted the user row");
+    outln!("  deleted the user row");
     match admin::delete_tenant(db, &t.tenant_id).await? {
-        TenantDeletion::Deleted => println!("  deleted the tenant row"),
-        TenantDeletion::KeptForAudit { audit_rows } => println!(
+        TenantDeletion::Deleted => outln!("  deleted the tenant row"),
+        TenantDeletion::KeptForAudit { audit_rows } => outln!(
             "  left tenant row {} in place: it has {audit_rows} chained audit rows, and the hash chain is global, so deleting them would break verification for every later row",
             t.tenant_id
         ),

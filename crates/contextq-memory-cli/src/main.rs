@@ -12,6 +12,7 @@ mod exec;
 mod history;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod out;
 mod stores;
 mod transfer;
 
@@ -20,6 +21,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use out::outln;
 
 use stores::{Settings, StoreChoice};
 
@@ -186,6 +188,10 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
+        Err(e) if out::is_closed_pipe(&e) => {
+            eprintln!("contextq-memory: stopped: the output was closed (broken pipe)");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -194,7 +200,7 @@ fn main() -> ExitCode {
 }
 
 fn finish(summary: transfer::Summary, verb: &str) -> Result<ExitCode> {
-    println!("{}", summary.line(verb));
+    outln!("{}", summary.line(verb));
     Ok(if summary.failed > 0 || summary.stopped.is_some() {
         ExitCode::FAILURE
     } else {
@@ -312,7 +318,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Serve { listen } => {
             let server = embedded::Embedded::start(&settings.data_dir, &listen).await?;
-            println!("{}", server.url);
+            outln!("{}", server.url);
             eprintln!(
                 "inspector: open {} (a one-time sign-in link, valid 10 minutes)",
                 server.inspector_link()

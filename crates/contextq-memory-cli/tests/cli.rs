@@ -260,3 +260,45 @@ fn retry_warnings_are_plain_text_when_piped() {
     assert!(!err.contains('\u{1b}'), "no escape codes: {err:?}");
     assert!(!err.contains("0123456789abcdef0123"), "no key: {err}");
 }
+
+/// A reader that stops early (`demo | head -3`, `exec | head -1`) ends the command with one
+/// line on stderr and exit code 1, never a panic (exit 101).
+#[test]
+fn a_closed_output_stops_the_command_cleanly() {
+    use std::io::{BufRead, BufReader, Write};
+    let views: String = (0..5000)
+        .map(|_| "{\"command\":\"view\",\"path\":\"/memories\"}\n")
+        .collect();
+    for (args, input) in [(&["demo"][..], None), (&["exec"][..], Some(views))] {
+        let data = tempfile::tempdir().unwrap();
+        let mut child = Command::new(BIN)
+            .args(args)
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env_remove("CONTEXT_API_URL")
+            .env_remove("CONTEXT_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || {
+            if let Some(input) = input {
+                let _ = stdin.write_all(input.as_bytes());
+            }
+        });
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        for _ in 0..3 {
+            line.clear();
+            stdout.read_line(&mut line).unwrap();
+        }
+        drop(stdout);
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(err.contains("the output was closed"), "{args:?}: {err}");
+    }
+}
