@@ -224,6 +224,10 @@ pub struct DbOptions {
     /// to verify it (`verify-audit`, which then reports it; default false: such a database is
     /// refused, since it was never keyed or was stripped of its keying).
     pub inspect_audit: bool,
+    /// Open an existing database only (default false: a SQLite file that does not exist is
+    /// created, with its directories). Operator commands that only read or change what is there
+    /// set it, so that a typo in the URL is an error rather than a new, empty database.
+    pub existing_only: bool,
     /// Versions kept of each external id (extension `history`; default
     /// [`DEFAULT_VERSIONS_KEPT`], 100; at least 1). A tenant keeps at most its plan's context cap
     /// times this many versions in all (a deleted context's versions count until pruned, oldest
@@ -242,6 +246,7 @@ impl Default for DbOptions {
             audit_key: None,
             adopt_audit_key: false,
             inspect_audit: false,
+            existing_only: false,
             versions_kept: DEFAULT_VERSIONS_KEPT,
         }
     }
@@ -262,6 +267,13 @@ impl Db {
                 let url = sqlite_url(url)?;
                 let rest = url.trim_start_matches("sqlite://");
                 let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+                if options.existing_only && !std::path::Path::new(path).is_file() {
+                    return Err(Error::Config(format!(
+                        "no database at {path}: check --database-url (this command opens an \
+                         existing database only; bootstrap, create-tenant and init-audit-key \
+                         create one)"
+                    )));
+                }
                 if query.contains("mode=rwc") {
                     create_private(std::path::Path::new(path))
                         .map_err(|e| Error::Config(format!("cannot create {path}: {e}")))?;

@@ -148,6 +148,10 @@ enum Admin {
         /// A checkpoint written by `audit-checkpoint` (needs the audit key).
         #[arg(long)]
         checkpoint: Option<std::path::PathBuf>,
+        /// An empty log (no rows, no tenants) is what you expect: exit 0 for it. Without this
+        /// flag an empty log exits 1, since it is more often the wrong database than a new one.
+        #[arg(long)]
+        allow_empty: bool,
     },
     /// Print a checkpoint of every audit chain head, signed with the audit key, as JSON; keep it
     /// outside the database (refused when the log does not verify).
@@ -271,6 +275,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
             // verify-audit opens a log that lost its keying, to report it.
             options.inspect_audit = matches!(command, Admin::VerifyAudit { .. });
+            // Only these create a database; the others open an existing one (a typo in the URL
+            // must not make a new, empty database that then "verifies").
+            options.existing_only = !matches!(
+                command,
+                Admin::Bootstrap { .. } | Admin::CreateTenant { .. } | Admin::InitAuditKey { .. }
+            );
             let db = Db::connect(&database_url, &options).await?;
             let code = admin_command(&db, command).await?;
             db.close().await;
@@ -338,7 +348,11 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
             let c = contextq_server::audit::checkpoint::take(db).await?;
             println!("{}", serde_json::to_string_pretty(&c)?);
         }
-        Admin::VerifyAudit { tenant, checkpoint } => {
+        Admin::VerifyAudit {
+            tenant,
+            checkpoint,
+            allow_empty,
+        } => {
             let v = match checkpoint {
                 Some(path) => {
                     let text = std::fs::read_to_string(&path)
@@ -357,6 +371,12 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
                 "MACs not checked: no audit key given".to_string()
             };
             match &v.first_bad {
+                None if v.rows == 0 && v.chains == 0 && !allow_empty => {
+                    println!(
+                        "audit log EMPTY: no rows and no tenants in this database (is --database-url the right one?); pass --allow-empty if an empty log is expected"
+                    );
+                    return Ok(ExitCode::FAILURE);
+                }
                 None => println!(
                     "audit chain ok: {} rows verified in {} chains ({macs})",
                     v.rows, v.chains

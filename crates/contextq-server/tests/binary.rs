@@ -331,3 +331,49 @@ contextq_server::database_tests!(
     serve_bootstrap_and_logs_without_keys,
     delete_tenant_and_tampered_audit_fail_loudly,
 );
+
+/// Operator commands other than bootstrap, create-tenant and init-audit-key never create a
+/// database: a typo in the URL is an error, not a new empty database that "verifies"; and
+/// verify-audit on an empty log says so and exits 1 unless told an empty log is expected.
+#[test]
+fn admin_commands_do_not_create_a_missing_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no").join("such").join("typo.db");
+    let url = format!("sqlite:{}", missing.display());
+    for args in [
+        &["verify-audit"][..],
+        &["audit-checkpoint"][..],
+        &["create-key", "--tenant-id", "t"][..],
+        &["delete-tenant", "--tenant-id", "t"][..],
+    ] {
+        let out = admin(&url, args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no database at"), "{args:?}: {err}");
+        assert!(
+            !missing.exists() && !missing.parent().unwrap().exists(),
+            "{args:?}"
+        );
+    }
+    // An existing database with nothing in it (created and migrated by a server's first open):
+    // verify-audit says EMPTY and exits 1, unless an empty log is expected.
+    let empty = dir.path().join("empty.db");
+    let url = format!("sqlite:{}", empty.display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        contextq_server::Db::connect(&url, &Default::default())
+            .await
+            .unwrap()
+            .close()
+            .await;
+    });
+    let out = admin(&url, &["verify-audit"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("EMPTY"));
+    let out = admin(&url, &["verify-audit", "--allow-empty"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
