@@ -1,8 +1,9 @@
 //! `contextq-memory`: Claude's memory tool on ContextQ from the command line.
 //!
-//! With no `CONTEXT_API_URL`, every command runs on the embedded default: contextq-server in
-//! this process over SQLite in the data directory, so it works on a fresh machine with nothing
-//! else installed.
+//! With neither `CONTEXT_API_URL` nor `CONTEXT_API_KEY`, every command runs on the embedded
+//! default: contextq-server in this process over SQLite in the data directory, so it works on a
+//! fresh machine with nothing else installed. A key without a URL means the library's default
+//! URL (`http://localhost:38200`), as `ContextQMemoryToolOptions::from_env` has it.
 
 mod chat;
 mod demo;
@@ -54,7 +55,8 @@ struct Cli {
 enum Command {
     /// Run tool inputs (JSON, one per line, from stdin); print one result per line.
     Exec {
-        /// contextq (default: embedded unless CONTEXT_API_URL is set), memory, or local:DIR.
+        /// contextq (the embedded store unless CONTEXT_API_URL or CONTEXT_API_KEY is set; a key
+        /// alone means http://localhost:38200), memory, or local:DIR.
         #[arg(long, default_value = "contextq")]
         store: StoreChoice,
         /// At the end, print {"commands": N, "seconds": S} (the loop alone) on stderr.

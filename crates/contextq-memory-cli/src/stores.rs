@@ -157,17 +157,29 @@ fn opened(
 }
 
 async fn open_contextq(settings: &Settings) -> Result<Opened> {
-    let configured = std::env::var("CONTEXT_API_URL").is_ok_and(|v| !v.trim().is_empty());
-    if configured {
+    // One rule, the library's: either variable set means a ContextQ server; a key without a URL
+    // means the library's default URL (where `contextq-memory serve` listens); neither means
+    // the embedded store.
+    let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.trim().is_empty());
+    if set("CONTEXT_API_URL") || set("CONTEXT_API_KEY") {
         let mut options = ContextQMemoryToolOptions::from_env();
         if options.api_key.is_none() {
             bail!(
                 "CONTEXT_API_URL is set but CONTEXT_API_KEY is not: set CONTEXT_API_KEY to a ContextQ key (sk_live_ + 40 hex), or unset CONTEXT_API_URL to use the embedded store"
             );
         }
+        if options.base_url.is_none() {
+            eprintln!(
+                "contextq-memory: CONTEXT_API_KEY is set without CONTEXT_API_URL: using the default {} (unset CONTEXT_API_KEY to use the embedded store)",
+                contextq_memory_tool::contextq::DEFAULT_BASE_URL
+            );
+        }
         options.workspace = settings.workspace.clone();
         let info = ContextQInfo {
-            url: options.base_url.clone().unwrap_or_default(),
+            url: options
+                .base_url
+                .clone()
+                .unwrap_or_else(|| contextq_memory_tool::contextq::DEFAULT_BASE_URL.to_string()),
             api_key: options.api_key.clone().unwrap_or_default(),
             workspace: settings.workspace.clone(),
             embedded: false,
