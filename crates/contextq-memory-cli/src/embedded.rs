@@ -52,7 +52,7 @@ pub struct Embedded {
 
 impl Embedded {
     /// Opens (creating on first use) the data directory and serves it on `listen`.
-    pub async fn start(data_dir: &Path, listen: &str) -> Result<Embedded> {
+    pub async fn start(data_dir: &Path, listen: &str, read_only: bool) -> Result<Embedded> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
         #[cfg(unix)]
@@ -79,6 +79,7 @@ impl Embedded {
         // processes with the server's own connection limits.
         let config = ServerConfig {
             connections: ConnectionLimits::default().for_this_process(),
+            read_only,
             ..ServerConfig::default()
         };
         let state = AppState::new(db.clone(), config);

@@ -39,16 +39,21 @@ struct Cli {
     /// Pin /memories to this workspace (embedded default: `default`).
     #[arg(long, global = true)]
     workspace: Option<String>,
-    /// Read-only memory: Claude can view it, and every write (create, str_replace, insert,
-    /// delete, rename; restore) is refused with a message that nothing changed.
-    #[arg(long, global = true)]
-    read_only: bool,
-    /// Let Claude store credential-shaped strings (API keys, tokens, private keys), refused by
-    /// default.
-    #[arg(long, global = true)]
-    allow_secrets: bool,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The write policy, on the commands that write (exec, demo, chat, mcp, import, restore).
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+struct Policy {
+    /// Read-only memory: Claude can view it, and every write (create, str_replace, insert,
+    /// delete, rename; an import, a restore) is refused with a message that nothing changed.
+    #[arg(long)]
+    read_only: bool,
+    /// Let Claude store credential-shaped strings (API keys, tokens, private keys), refused by
+    /// default (also on import and restore).
+    #[arg(long)]
+    allow_secrets: bool,
 }
 
 #[derive(Subcommand)]
@@ -62,9 +67,14 @@ enum Command {
         /// At the end, print {"commands": N, "seconds": S} (the loop alone) on stderr.
         #[arg(long)]
         timing: bool,
+        #[command(flatten)]
+        policy: Policy,
     },
     /// Run a realistic memory session through the adapter and server, and show the rows.
-    Demo,
+    Demo {
+        #[command(flatten)]
+        policy: Policy,
+    },
     /// Talk to Claude with the memory tool (one user turn per stdin line; needs ANTHROPIC_API_KEY).
     Chat {
         /// Model id.
@@ -76,6 +86,8 @@ enum Command {
         /// Output cap per response.
         #[arg(long, default_value_t = 4096)]
         max_tokens: u32,
+        #[command(flatten)]
+        policy: Policy,
     },
     /// The live end-to-end check: throwaway tenant, two Claude turns, independent verification.
     E2e {
@@ -91,7 +103,10 @@ enum Command {
     },
     /// Serve the memory as an MCP server over stdio (tool `memory`, files as resources).
     #[cfg(feature = "mcp")]
-    Mcp,
+    Mcp {
+        #[command(flatten)]
+        policy: Policy,
+    },
     /// Write every memory file under DIR/memories/ (atomic, idempotent).
     Export {
         /// contextq (default), memory, or local:DIR.
@@ -111,6 +126,8 @@ enum Command {
         /// Replace existing files whose content differs (default: leave them, counted as skipped).
         #[arg(long)]
         overwrite: bool,
+        #[command(flatten)]
+        policy: Policy,
     },
     /// The versions of a memory file: number, time, action, size, key (masked).
     History {
@@ -150,6 +167,8 @@ enum Command {
         /// Show the plan only; change nothing.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        policy: Policy,
     },
     /// Serve the embedded store over HTTP so other processes can share it, with the memory
     /// inspector at /ui/ (prints a one-time sign-in link).
@@ -157,6 +176,10 @@ enum Command {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:38200")]
         listen: String,
+        /// Serve read-only: every write over HTTP (the API, the inspector's restore) is refused
+        /// with 403, whatever the key.
+        #[arg(long)]
+        read_only: bool,
     },
 }
 
@@ -211,21 +234,26 @@ fn finish(summary: transfer::Summary, verb: &str) -> Result<ExitCode> {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
-    let settings = Settings {
-        data_dir: cli.data_dir.unwrap_or_else(embedded::default_data_dir),
-        workspace: cli.workspace,
-        read_only: cli.read_only,
-        secret_guard: !cli.allow_secrets,
+    let data_dir = cli.data_dir.unwrap_or_else(embedded::default_data_dir);
+    let settings = |policy: Policy| Settings {
+        data_dir: data_dir.clone(),
+        workspace: cli.workspace.clone(),
+        read_only: policy.read_only,
+        secret_guard: !policy.allow_secrets,
     };
     match cli.command {
-        Command::Exec { store, timing } => {
-            let opened = stores::open(&store, &settings).await?;
+        Command::Exec {
+            store,
+            timing,
+            policy,
+        } => {
+            let opened = stores::open(&store, &settings(policy)).await?;
             let result = exec::run(opened.tool.as_ref(), timing).await;
             opened.close().await;
             result?;
         }
-        Command::Demo => {
-            let opened = stores::open(&StoreChoice::ContextQ, &settings).await?;
+        Command::Demo { policy } => {
+            let opened = stores::open(&StoreChoice::ContextQ, &settings(policy)).await?;
             let result = demo::run(&opened).await;
             opened.close().await;
             result?;
@@ -234,8 +262,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             model,
             system,
             max_tokens,
+            policy,
         } => {
-            let opened = stores::open(&StoreChoice::ContextQ, &settings).await?;
+            let opened = stores::open(&StoreChoice::ContextQ, &settings(policy)).await?;
             let result = chat::run(
                 &opened,
                 chat::ChatOptions {
@@ -264,14 +293,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         #[cfg(feature = "mcp")]
-        Command::Mcp => {
-            let opened = stores::open(&StoreChoice::ContextQ, &settings).await?;
+        Command::Mcp { policy } => {
+            let opened = stores::open(&StoreChoice::ContextQ, &settings(policy)).await?;
             let result = mcp::run(&opened).await;
             opened.close().await;
             result?;
         }
         Command::Export { store, out } => {
-            let opened = stores::open(&store, &settings).await?;
+            let opened = stores::open(&store, &settings(Policy::default())).await?;
             let result = transfer::export(opened.store.as_ref(), &out).await;
             opened.close().await;
             return finish(result?, "exported");
@@ -280,26 +309,40 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             dir,
             store,
             overwrite,
+            policy,
         } => {
-            let opened = stores::open(&store, &settings).await?;
+            let opened = stores::open(&store, &settings(policy)).await?;
             let result = transfer::import(opened.tool.as_ref(), &dir, overwrite).await;
             opened.close().await;
             return finish(result?, "imported");
         }
         Command::History { path } => {
-            return history::command(&settings, history::Command::History { path }).await;
+            return history::command(
+                &settings(Policy::default()),
+                history::Command::History { path },
+            )
+            .await;
         }
         Command::Show { path, version } => {
-            return history::command(&settings, history::Command::Show { path, version }).await;
+            return history::command(
+                &settings(Policy::default()),
+                history::Command::Show { path, version },
+            )
+            .await;
         }
         Command::Diff { path, a, b } => {
-            return history::command(&settings, history::Command::Diff { path, a, b }).await;
+            return history::command(
+                &settings(Policy::default()),
+                history::Command::Diff { path, a, b },
+            )
+            .await;
         }
         Command::Restore {
             path,
             version,
             at,
             dry_run,
+            policy,
         } => {
             let command = match (version, at) {
                 (Some(version), _) => history::Command::RestoreFile {
@@ -316,10 +359,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     anyhow::bail!("restore needs --version N (a file) or --at TIME (a directory)")
                 }
             };
-            return history::command(&settings, command).await;
+            return history::command(&settings(policy), command).await;
         }
-        Command::Serve { listen } => {
-            let server = embedded::Embedded::start(&settings.data_dir, &listen).await?;
+        Command::Serve { listen, read_only } => {
+            let settings = settings(Policy::default());
+            let server = embedded::Embedded::start(&settings.data_dir, &listen, read_only).await?;
             outln!("{}", server.url);
             eprintln!(
                 "inspector: open {} (a one-time sign-in link, valid 10 minutes)",

@@ -192,7 +192,7 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
             None,
         ));
     }
-    let embedded = Embedded::start(&settings.data_dir, "127.0.0.1:0").await?;
+    let embedded = Embedded::start(&settings.data_dir, "127.0.0.1:0", false).await?;
     let workspace = settings
         .workspace
         .clone()

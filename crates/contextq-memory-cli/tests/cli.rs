@@ -319,3 +319,74 @@ fn a_closed_output_stops_the_command_cleanly() {
         assert!(err.contains("the output was closed"), "{args:?}: {err}");
     }
 }
+
+/// `serve --read-only` serves a read-only store (writes 403 in the envelope); the write-policy
+/// flags exist only on the commands that write.
+#[test]
+fn serve_read_only_refuses_writes_and_flags_exist_only_where_they_act() {
+    use std::io::{BufRead, BufReader};
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--read-only"])
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let url = url.trim().to_string();
+    let embedded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
+    let key = embedded["apiKey"].as_str().unwrap().to_string();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (write, read) = rt.block_on(async {
+        let http = reqwest::Client::new();
+        let write = http
+            .post(format!("{url}/api/contexts/bulk-upsert"))
+            .bearer_auth(&key)
+            .json(&serde_json::json!({"contexts": [{"externalId": "mem-tool:default/a.md", "workspace": "default", "type": "memory", "content": "a"}]}))
+            .send()
+            .await
+            .unwrap();
+        let status = write.status().as_u16();
+        let body: serde_json::Value = write.json().await.unwrap();
+        let read = http
+            .get(format!("{url}/api/workspaces"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        ((status, body), read)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(write.0, 403, "{:?}", write.1);
+    assert_eq!(write.1["error"]["code"], "forbidden");
+    assert_eq!(read, 200);
+    // Flags only where they act.
+    for args in [
+        &["history", "/memories/a.md", "--read-only"][..],
+        &[
+            "show",
+            "/memories/a.md",
+            "--version",
+            "1",
+            "--allow-secrets",
+        ][..],
+        &["export", "--out", "x", "--read-only"][..],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("unexpected argument"),
+            "{args:?}"
+        );
+    }
+}

@@ -49,8 +49,8 @@ impl Cli {
 
     /// `exec` with `inputs` (one JSON per line); the results.
     fn exec(&self, extra: &[&str], inputs: &[Value]) -> Vec<Value> {
-        let mut args = extra.to_vec();
-        args.push("exec");
+        let mut args = vec!["exec"];
+        args.extend_from_slice(extra);
         let mut child = self.command(&args).spawn().unwrap();
         let text: String = inputs.iter().map(|i| format!("{i}\n")).collect();
         child
@@ -248,7 +248,7 @@ async fn read_only_and_secrets_through_exec(b: Backend) {
     }
     let h = cli.run(&["history", "/memories/a.md"]);
     assert_eq!(h.stdout.lines().count(), 2, "only the create: {}", h.stdout);
-    let r = cli.run(&["--read-only", "restore", "/memories/a.md", "--version", "1"]);
+    let r = cli.run(&["restore", "/memories/a.md", "--version", "1", "--read-only"]);
     assert!(!r.ok);
     assert!(r.stderr.contains("read-only"), "{}", r.stderr);
 
@@ -283,7 +283,7 @@ async fn read_only_through_mcp(b: Backend) {
         &[json!({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})],
     ));
     let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(["--workspace", "ws", "--read-only", "mcp"])
+    cmd.args(["--workspace", "ws", "mcp", "--read-only"])
         .env("CONTEXT_API_URL", &cli.url)
         .env("CONTEXT_API_KEY", &cli.key);
     let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();

@@ -210,7 +210,7 @@ async fn import_obeys_read_only_and_the_secret_guard(b: Backend) {
     let src_arg = src.path().to_str().unwrap();
 
     // Read-only: refused before anything is read, exit 1, nothing stored.
-    let o = run(data.path(), s, &["--read-only", "import", src_arg]).await;
+    let o = run(data.path(), s, &["import", src_arg, "--read-only"]).await;
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -234,7 +234,7 @@ async fn import_obeys_read_only_and_the_secret_guard(b: Backend) {
         Some("fine\n")
     );
     // --allow-secrets turns it off.
-    let o = run(data.path(), s, &["--allow-secrets", "import", src_arg]).await;
+    let o = run(data.path(), s, &["import", src_arg, "--allow-secrets"]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(stdout(&o), "imported 1 files (55B), skipped 1, failed 0");
 }

@@ -74,6 +74,9 @@ pub struct ServerConfig {
     pub request_timeout: Duration,
     /// Header read and idle timeouts and the connection cap ([`ConnectionLimits`]).
     pub connections: ConnectionLimits,
+    /// Serve read-only (default false): every request that needs the `write` or `admin` scope
+    /// is refused with 403 in the envelope, whatever its key, and nothing is changed.
+    pub read_only: bool,
 }
 
 /// Default [`ServerConfig::max_body_bytes`]: 2 MiB + 64 KiB.
@@ -97,6 +100,7 @@ impl Default for ServerConfig {
             min_body_rate: DEFAULT_MIN_BODY_RATE,
             request_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
+            read_only: false,
         }
     }
 }

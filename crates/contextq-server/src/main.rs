@@ -54,6 +54,10 @@ enum Command {
         /// 408); 0 for no minimum.
         #[arg(long, default_value_t = contextq_server::api::DEFAULT_MIN_BODY_RATE)]
         min_body_rate: u64,
+        /// Serve read-only: every request that needs the write or admin scope is refused with
+        /// 403, whatever its key.
+        #[arg(long)]
+        read_only: bool,
         /// Request timeout in seconds (reading the body and answering).
         #[arg(long, default_value_t = 30)]
         request_timeout_secs: u64,
@@ -198,6 +202,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             body_budget_bytes,
             body_share_bytes,
             min_body_rate,
+            read_only,
             request_timeout_secs,
             header_read_timeout_secs,
             idle_timeout_secs,
@@ -236,6 +241,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 min_body_rate,
                 request_timeout: secs(request_timeout_secs),
                 connections,
+                read_only,
             };
             contextq_server::serve(
                 listener,

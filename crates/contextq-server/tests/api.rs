@@ -1231,7 +1231,54 @@ async fn text_edit_extension(b: Backend) {
     );
 }
 
+/// A server started read-only refuses every write with 403 in the envelope, whatever the key,
+/// and still answers reads.
+async fn a_read_only_server_refuses_every_write(b: Backend) {
+    let s = TestServer::start_with(
+        b,
+        contextq_server::ServerConfig {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let t = s.tenant(Plan::Pro, ALL).await;
+    let c = &t.client;
+    let refused = |r: common::Reply| {
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::FORBIDDEN, "forbidden"),
+            "{:?}",
+            r.body
+        );
+        assert!(r.message().contains("read-only"), "{}", r.message());
+    };
+    refused(c.upsert("a", "a", &[]).await);
+    refused(
+        c.post("/api/workspaces", json!({"slug": "other", "name": "other"}))
+            .await,
+    );
+    refused(
+        c.edit(
+            "a",
+            json!({"edit": {"insert": {"line": 0, "text": "x"}}}),
+            None,
+            None,
+        )
+        .await,
+    );
+    refused(
+        c.put("/api/contexts/ctx_x", json!({"content": "x"}), None)
+            .await,
+    );
+    refused(c.delete("/api/contexts/ctx_x", None).await);
+    assert_eq!(c.get("/api/workspaces").await.status, StatusCode::OK);
+    assert_eq!(c.get("/api/contexts").await.status, StatusCode::OK);
+    s.stop().await;
+}
+
 contextq_server::database_tests!(
+    a_read_only_server_refuses_every_write,
     text_edit_extension,
     workspaces,
     request_body_limit_is_413,

@@ -105,8 +105,20 @@ impl FromRequestParts<AppState> for Writer {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
         caller.require(Scope::Write)?;
+        refuse_when_read_only(state)?;
         Ok(Writer(caller))
     }
+}
+
+/// 403 for a write on a server that serves read-only ([`ServerConfig::read_only`](super::ServerConfig::read_only)).
+fn refuse_when_read_only(state: &AppState) -> Result<(), ApiError> {
+    if state.config.read_only {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "this server is read-only (started with --read-only): nothing was changed",
+        ));
+    }
+    Ok(())
 }
 
 /// A caller whose key has the `admin` scope, checked before the body is read (see [`Writer`]).
@@ -119,6 +131,7 @@ impl FromRequestParts<AppState> for Admin {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let caller = Caller::from_request_parts(parts, state).await?;
         caller.require(Scope::Admin)?;
+        refuse_when_read_only(state)?;
         Ok(Admin(caller))
     }
 }
