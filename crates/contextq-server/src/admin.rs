@@ -163,6 +163,15 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
     tenants::delete_tenant(db, tenant_id).await
 }
 
+/// Keys a tenant's chain again after a server without the key extended it (see
+/// [`crate::audit::repair_keying`]).
+pub async fn repair_audit_keying(
+    db: &Db,
+    tenant_id: &str,
+) -> std::result::Result<crate::audit::KeyingRepair, crate::Error> {
+    crate::audit::repair_keying(db, tenant_id).await
+}
+
 /// Verifies the audit chains: every tenant's (and the global chain of rows written before
 /// per-tenant chains), or only `tenant`'s.
 pub async fn verify_audit(db: &Db, tenant: Option<&str>) -> Result<crate::audit::Verification> {

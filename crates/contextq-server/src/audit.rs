@@ -171,6 +171,14 @@ impl Head {
             if !ok {
                 return Err(head_refusal(tenant_id));
             }
+        } else if keyed_from.is_some() || mac.is_some() {
+            // The log was keyed (perhaps by `init-audit-key` while this server ran): a row
+            // without a MAC past `keyed_from` would break the chain for good.
+            return Err(format!(
+                "the audit log of tenant {tenant_id} is keyed but this server has no audit key \
+                 (the log was keyed while it ran?): nothing was written; restart it with \
+                 --audit-key-file (or CONTEXTQ_AUDIT_KEY_FILE)"
+            ));
         }
         Ok(Head {
             tenant_id: tenant_id.to_string(),
@@ -696,6 +704,93 @@ async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> 
         );
     }
     Ok(None)
+}
+
+/// What [`repair_keying`] did to one tenant's chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyingRepair {
+    /// The tenant.
+    pub tenant_id: String,
+    /// The rows that carried (or should have carried) a MAC before, now hash-chained only:
+    /// `first..=last`.
+    pub first: i64,
+    /// See `first`.
+    pub last: i64,
+}
+
+/// Recovery for a chain that a server without the audit key extended after the log was keyed
+/// (`init-audit-key` run while such a server was writing, before servers refused to): its
+/// head's MAC no longer verifies and every write is refused. Only when the chain's hashes and
+/// links verify (so the rows are in order and unedited since they were chained), keys the chain
+/// again from its next row on: the rows since it was first keyed become hash-chained only, like
+/// rows written before a log is keyed, and say so in the result. Refused for a head that
+/// verifies, and for a chain that does not verify without MACs (that is tampering, not a race).
+/// Run it only for a chain you know was extended that way: it cannot tell that from a log
+/// whose MACs were stripped.
+pub async fn repair_keying(db: &Db, tenant_id: &str) -> crate::Result<KeyingRepair> {
+    let key = db.audit_key().ok_or_else(|| {
+        Error::Config("repairing the keying needs the audit key: give --audit-key-file".into())
+    })?;
+    let head =
+        sqlx::query("SELECT seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1")
+            .bind(tenant_id.to_string())
+            .fetch_optional(db.pool())
+            .await?
+            .ok_or_else(|| Error::Config(format!("tenant {tenant_id} has no audit chain head")))?;
+    let head = TenantHead {
+        seq: head.try_get("seq")?,
+        hash: head.try_get("last_hash")?,
+        keyed_from: head.try_get("keyed_from")?,
+        mac: head.try_get("mac")?,
+    };
+    if Head::new(
+        tenant_id,
+        head.seq,
+        head.hash.clone(),
+        head.keyed_from,
+        head.mac.as_deref(),
+        Some(key),
+    )
+    .is_ok()
+    {
+        return Err(Error::Config(format!(
+            "the chain head of tenant {tenant_id} verifies: nothing to repair"
+        )));
+    }
+    let (seq, hash, old_from) = (head.seq, head.hash.clone(), head.keyed_from);
+    let mut v = Verification {
+        rows: 0,
+        keyed_rows: 0,
+        macs_checked: false,
+        chains: 0,
+        first_bad: None,
+    };
+    if let Some(bad) = verify_tenant(db, None, tenant_id, head, &mut v).await? {
+        return Err(Error::Config(format!(
+            "the chain of tenant {tenant_id} does not verify even without MACs ({bad}): that is \
+             tampering, not a keying race; nothing was repaired"
+        )));
+    }
+    let from = seq + 1;
+    let changed = sqlx::query(
+        "UPDATE audit_heads SET keyed_from = $1, mac = $2 WHERE tenant_id = $3 AND seq = $4",
+    )
+    .bind(from)
+    .bind(key.head_mac(tenant_id, seq, hash.as_deref(), from))
+    .bind(tenant_id.to_string())
+    .bind(seq)
+    .execute(db.pool())
+    .await?;
+    if changed.rows_affected() != 1 {
+        return Err(Error::Config(format!(
+            "the chain of tenant {tenant_id} moved while it was being repaired: run it again"
+        )));
+    }
+    Ok(KeyingRepair {
+        tenant_id: tenant_id.to_string(),
+        first: old_from.unwrap_or(1).min(from),
+        last: seq,
+    })
 }
 
 /// A tenant's chain head as stored.

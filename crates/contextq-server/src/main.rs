@@ -160,6 +160,15 @@ enum Admin {
     /// Print a checkpoint of every audit chain head, signed with the audit key, as JSON; keep it
     /// outside the database (refused when the log does not verify).
     AuditCheckpoint,
+    /// Recovery for a tenant's chain that a server without the audit key extended after the
+    /// log was keyed (its head no longer verifies): if its hashes and links verify, key it again
+    /// from its next row (the rows since it was keyed stay hash-chained only). Never for a
+    /// chain you suspect was tampered with (docs/schema.md).
+    RepairAuditKeying {
+        /// The tenant whose chain to repair.
+        #[arg(long)]
+        tenant_id: String,
+    },
     /// Create the audit key file given by --audit-key-file (0600; an existing one is kept) and
     /// key the database's audit log with it from each chain's next row on. A log that already
     /// has rows is keyed only with --never-keyed: a log stripped of its keying looks the same.
@@ -347,6 +356,16 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         },
+        Admin::RepairAuditKeying { tenant_id } => {
+            let r = admin::repair_audit_keying(db, &tenant_id).await?;
+            eprintln!(
+                "tenant {}: keyed again from row {}; rows {}..={} are hash-chained only from now on (they were written, or chained, without the key)",
+                r.tenant_id,
+                r.last + 1,
+                r.first,
+                r.last
+            );
+        }
         Admin::InitAuditKey { .. } => {
             eprintln!("the audit log is keyed: new rows and heads carry a MAC");
         }

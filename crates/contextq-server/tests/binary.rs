@@ -327,6 +327,7 @@ async fn audit_key_checkpoint_and_verify(b: Backend) {
 }
 
 contextq_server::database_tests!(
+    keying_cannot_race_a_running_writer,
     audit_key_checkpoint_and_verify,
     serve_bootstrap_and_logs_without_keys,
     delete_tenant_and_tampered_audit_fail_loudly,
@@ -376,4 +377,171 @@ fn admin_commands_do_not_create_a_missing_database() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// `init-audit-key` while a server without the key runs: the server's next write is refused
+/// (nothing written) instead of breaking the chain for good; restarted with the key, it writes
+/// again. A chain broken that way by an older server (a row and head without MACs after the
+/// keying) is recovered with `repair-audit-keying`, and only a chain that verifies without MACs.
+async fn keying_cannot_race_a_running_writer(b: Backend) {
+    let database = TestDatabase::fresh(b).await;
+    let db = database.url.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("audit.key");
+    let key_file = key_file.to_str().unwrap().to_string();
+    let keyed = |args: &[&str]| {
+        Command::new(BIN)
+            .args([
+                "admin",
+                "--database-url",
+                &db,
+                "--audit-key-file",
+                &key_file,
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = admin(
+        &db,
+        &["bootstrap", "--tenant", "acme", "--workspace", "notes"],
+    );
+    assert!(out.status.success());
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let key = line["apiKey"].as_str().unwrap().to_string();
+    let tenant = line["tenantId"].as_str().unwrap().to_string();
+    let serve = |with_key: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve", "--database-url", &db, "--listen", "127.0.0.1:0"]);
+        if with_key {
+            cmd.args(["--audit-key-file", &key_file]);
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut addr = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut addr)
+            .unwrap();
+        (child, format!("http://{}", addr.trim()))
+    };
+    let write = |url: String, key: String, n: usize| async move {
+        reqwest::Client::new()
+            .post(format!("{url}/api/contexts/bulk-upsert"))
+            .bearer_auth(key)
+            .json(&serde_json::json!({"contexts": [{"externalId": format!("x{n}"), "workspace": "notes", "type": "reference", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    let (mut unkeyed, url) = serve(false);
+    assert_eq!(write(url.clone(), key.clone(), 1).await, 200);
+    let out = keyed(&["init-audit-key", "--never-keyed"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The running server has no key: its write is refused, nothing written.
+    assert_eq!(write(url.clone(), key.clone(), 2).await, 500);
+    unkeyed.kill().unwrap();
+    unkeyed.wait().unwrap();
+    let out = keyed(&["verify-audit"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let (mut server, url) = serve(true);
+    assert_eq!(write(url.clone(), key.clone(), 3).await, 200);
+    server.kill().unwrap();
+    server.wait().unwrap();
+
+    // What an older server without the key did: a row and a head without MACs after keying.
+    let conn = contextq_server::Db::connect(
+        &db,
+        &contextq_server::DbOptions {
+            audit_key: Some(
+                contextq_server::audit::AuditKey::load(std::path::Path::new(&key_file)).unwrap(),
+            ),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let (seq, last): (i64, Option<String>) = {
+        use sqlx::Row;
+        let r = sqlx::query("SELECT seq, last_hash FROM audit_heads WHERE tenant_id = $1")
+            .bind(tenant.clone())
+            .fetch_one(conn.pool())
+            .await
+            .unwrap();
+        (r.get("seq"), r.get("last_hash"))
+    };
+    let (detail, at) = (r#"{"slug":"late"}"#, "2026-12-03T00:00:00.000Z");
+    let hash = contextq_server::audit::chain_hash(
+        last.as_deref(),
+        seq + 1,
+        &tenant,
+        None,
+        "workspace.create",
+        "workspace",
+        "ws_late",
+        detail,
+        at,
+    );
+    let insert = match b {
+        Backend::Sqlite => {
+            "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+             VALUES ((SELECT MAX(seq) + 1 FROM activity_logs), $1, $2, NULL, 'workspace.create', 'workspace', 'ws_late', $3, $4, $5, $6, NULL)"
+        }
+        Backend::Postgres => {
+            "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+             VALUES ($1, $2, NULL, 'workspace.create', 'workspace', 'ws_late', $3, $4, $5, $6, NULL)"
+        }
+    };
+    sqlx::query(insert)
+        .bind(tenant.clone())
+        .bind(seq + 1)
+        .bind(detail)
+        .bind(at)
+        .bind(last)
+        .bind(hash.clone())
+        .execute(conn.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE audit_heads SET seq = $1, last_hash = $2, mac = NULL WHERE tenant_id = $3")
+        .bind(seq + 1)
+        .bind(hash)
+        .bind(tenant.clone())
+        .execute(conn.pool())
+        .await
+        .unwrap();
+    conn.close().await;
+    assert!(!keyed(&["verify-audit"]).status.success());
+    let out = keyed(&["repair-audit-keying", "--tenant-id", &tenant]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("hash-chained only"), "{err}");
+    let out = keyed(&["verify-audit"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Nothing left to repair; and the server writes again.
+    assert!(
+        !keyed(&["repair-audit-keying", "--tenant-id", &tenant])
+            .status
+            .success()
+    );
+    let (mut server, url) = serve(true);
+    assert_eq!(write(url.clone(), key.clone(), 4).await, 200);
+    server.kill().unwrap();
+    server.wait().unwrap();
 }
