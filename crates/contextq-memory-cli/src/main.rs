@@ -173,7 +173,8 @@ enum Command {
     /// Serve the embedded store over HTTP so other processes can share it, with the memory
     /// inspector at /ui/ (prints a one-time sign-in link).
     Serve {
-        /// Address to listen on.
+        /// Address to listen on (38200 is the seed's default port, kept so that its default URL
+        /// works; it lies in Linux's ephemeral range 32768-60999, so pick another if it is taken).
         #[arg(long, default_value = "127.0.0.1:38200")]
         listen: String,
         /// Serve read-only: every write over HTTP (the API, the inspector's restore) is refused

@@ -49,7 +49,7 @@ impl RunningServer {
     pub async fn bind(addr: &str, state: AppState) -> std::io::Result<RunningServer> {
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))?;
+            .map_err(|e| crate::listen::bind_error(addr, e))?;
         Self::spawn(listener, state)
     }
 

@@ -528,6 +528,21 @@ impl AsyncWrite for Watched {
     }
 }
 
+/// The error of a listener that could not bind `addr`, saying what to change: an address in use
+/// suggests `--listen` with another port (the default 38200, kept for the seed's default URL,
+/// lies in Linux's ephemeral port range 32768-60999, so an outgoing connection can hold it
+/// with nothing listening).
+pub fn bind_error(addr: &str, e: std::io::Error) -> std::io::Error {
+    let hint = if e.kind() == io::ErrorKind::AddrInUse {
+        " (something holds that port: another server, or an outgoing connection, since ports \
+         32768-60999 are Linux's ephemeral range, 38200 included); pass --listen \
+         127.0.0.1:PORT with a free port"
+    } else {
+        ""
+    };
+    io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}{hint}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

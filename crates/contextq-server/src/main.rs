@@ -31,6 +31,8 @@ enum Command {
         )]
         database_url: String,
         /// Address to listen on (port 0 picks a free port).
+        /// (38200 is the seed's default port, kept so that its default URL works; it lies in
+        /// Linux's ephemeral range 32768-60999, so pick another with --listen if it is taken.)
         #[arg(long, env = "CONTEXTQ_LISTEN", default_value = "127.0.0.1:38200")]
         listen: String,
         /// The audit key file (outside the database): every audit row and chain head gets a
@@ -238,7 +240,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
             let listener = tokio::net::TcpListener::bind(&listen)
                 .await
-                .with_context(|| format!("cannot listen on {listen}"))?;
+                .map_err(|e| contextq_server::listen::bind_error(&listen, e))?;
             let addr = listener.local_addr()?;
             println!("{addr}");
             tracing::info!(%addr, database = %contextq_server::db::redact_url(&database_url), "listening");

@@ -75,6 +75,8 @@ impl SignInTokens {
 /// The routes of the inspector (merged into [`crate::app`]).
 pub fn routes() -> axum::Router<AppState> {
     axum::Router::new()
+        // The served address opened in a browser leads to the inspector, not a JSON 404.
+        .route("/", get(|| async { Redirect::temporary("/ui/") }))
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
         .route(
             "/ui/",

@@ -545,3 +545,24 @@ async fn keying_cannot_race_a_running_writer(b: Backend) {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// A port in use is an error that says what to change (`--listen`), from both binaries.
+#[test]
+fn a_port_in_use_suggests_listen() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("p.db").display());
+    let out = Command::new(BIN)
+        .args(["serve", "--database-url", &db, "--listen", &addr])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--listen") && err.contains("ephemeral"),
+        "{err}"
+    );
+    drop(taken);
+}

@@ -17,6 +17,10 @@ async fn the_page_is_served_with_a_strict_policy(b: Backend) {
     let r = http.get(format!("{}/ui", s.url)).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::PERMANENT_REDIRECT);
     assert_eq!(r.headers()["location"], "/ui/");
+    // The bare address leads to the inspector too.
+    let r = http.get(format!("{}/", s.url)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::TEMPORARY_REDIRECT);
+    assert_eq!(r.headers()["location"], "/ui/");
     for (path, kind, needle) in [
         (
             "/ui/",
