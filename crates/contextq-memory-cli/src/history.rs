@@ -52,11 +52,82 @@ pub async fn command(settings: &Settings, command: Command) -> Result<ExitCode> 
     result
 }
 
+/// `restore PATH --at TIME`: refused for a time in the future; for a file, the restore of its
+/// version in effect at that time (a directory's plan otherwise).
+async fn resolve_at(
+    tool: &ContextQMemoryTool,
+    dir: String,
+    at: String,
+    dry_run: bool,
+) -> Result<Command> {
+    let when = chrono::DateTime::parse_from_rfc3339(&at)
+        .map_err(|e| anyhow::anyhow!("--at {at:?} is not an RFC 3339 time ({e}): give one as `history` prints it, e.g. 2026-12-03T10:00:00Z"))?
+        .with_timezone(&chrono::Utc);
+    let now = chrono::Utc::now();
+    if when > now {
+        bail!(
+            "--at {at} is in the future (now is {}): nothing can be restored to it; give a past time as `history` prints it",
+            now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        );
+    }
+    // Only a file has versions of its own.
+    let versions = match tool.history(&dir).await {
+        Ok(v) if !v.is_empty() => v,
+        _ => return Ok(Command::RestoreTree { dir, at, dry_run }),
+    };
+    let then = versions.iter().find(|v| {
+        chrono::DateTime::parse_from_rfc3339(&v.at)
+            .is_ok_and(|t| t.with_timezone(&chrono::Utc) <= when)
+    });
+    match then {
+        Some(v) => Ok(Command::RestoreFile {
+            path: dir,
+            version: v.version,
+            dry_run,
+        }),
+        None => {
+            let oldest = &versions[versions.len() - 1];
+            bail!(
+                "{dir} has no version kept from {at}: its oldest kept version is {} ({}); its state then is not known, so nothing was changed",
+                oldest.version,
+                oldest.at
+            )
+        }
+    }
+}
+
+/// The error for a history command on `path`: a directory is said to be one.
+async fn not_a_file(
+    tool: &ContextQMemoryTool,
+    path: &str,
+    e: contextq_memory_tool::Error,
+) -> anyhow::Error {
+    use contextq_memory_tool::Store;
+    let is_dir = match contextq_memory_tool::MemoryPath::parse(path) {
+        Ok(p) => matches!(tool.store().list(&p).await, Ok(Some(_))),
+        Err(_) => false,
+    };
+    if is_dir {
+        anyhow::anyhow!(
+            "{path} is a directory: `history` shows one file's versions (`history {path}/FILE`); `restore {path} --at TIME --dry-run` shows the directory at a point in time"
+        )
+    } else {
+        e.into()
+    }
+}
+
 async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -> Result<ExitCode> {
+    let command = match command {
+        Command::RestoreTree { dir, at, dry_run } => resolve_at(tool, dir, at, dry_run).await?,
+        c => c,
+    };
     let mut out = std::io::stdout().lock();
     match command {
         Command::History { path } => {
-            let versions = tool.history(&path).await?;
+            let versions = match tool.history(&path).await {
+                Ok(v) => v,
+                Err(e) => return Err(not_a_file(tool, &path, e).await),
+            };
             writeln!(out, "{}", history_table(&versions))?;
         }
         Command::Show { path, version } => {
@@ -91,7 +162,10 @@ async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -
             version,
             dry_run,
         } => {
-            let versions = tool.history(&path).await?;
+            let versions = match tool.history(&path).await {
+                Ok(v) => v,
+                Err(e) => return Err(not_a_file(tool, &path, e).await),
+            };
             let latest = versions[0].version;
             let target = tool.version(&path, version).await?;
             let what = match target.action {

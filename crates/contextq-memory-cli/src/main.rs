@@ -139,7 +139,7 @@ enum Command {
         /// The file.
         path: String,
         /// The version (a number from `history`).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
         version: i64,
     },
     /// A unified diff between two versions of a file [default: the newest and the one before;
@@ -148,20 +148,23 @@ enum Command {
         /// The file.
         path: String,
         /// The older version.
+        #[arg(value_parser = clap::value_parser!(i64).range(1..))]
         a: Option<i64>,
         /// The newer version.
+        #[arg(value_parser = clap::value_parser!(i64).range(1..))]
         b: Option<i64>,
     },
-    /// Restore a file to a version (--version N), or a directory to a point in time
+    /// Restore a file to a version (--version N), or a file or directory to a point in time
     /// (--at TIME): shows the plan, then does it, each write conditional on what was planned.
+    #[command(group(clap::ArgGroup::new("to").required(true).args(["version", "at"])))]
     Restore {
         /// The file (with --version) or directory (with --at).
         path: String,
         /// The version to restore the file to.
-        #[arg(long, conflicts_with = "at", required_unless_present = "at")]
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
         version: Option<i64>,
         /// The point in time (RFC 3339, e.g. 2026-12-03T10:00:00Z, as `history` shows) to
-        /// restore the directory to.
+        /// restore the file or directory to (not in the future).
         #[arg(long)]
         at: Option<String>,
         /// Show the plan only; change nothing.

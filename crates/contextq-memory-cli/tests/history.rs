@@ -359,7 +359,61 @@ async fn read_only_through_mcp(b: Backend) {
     server.stop().await;
 }
 
+/// The gaps a newcomer met: `history DIR`, `--version 0`, `restore` without a target, `--at` in
+/// the future, and `restore FILE --at TIME` (the file as it was then).
+async fn history_and_restore_say_what_they_do(b: Backend) {
+    let (server, cli, _) = cli(b).await;
+    ok(&cli.exec(
+        &[],
+        &[json!({"command": "create", "path": "/memories/d/a.md", "file_text": "one\n"})],
+    ));
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let between = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    ok(&cli.exec(
+        &[],
+        &[json!({"command": "str_replace", "path": "/memories/d/a.md", "old_str": "one", "new_str": "two"})],
+    ));
+    let r = cli.run(&["history", "/memories/d"]);
+    assert!(!r.ok && r.stderr.contains("is a directory"), "{}", r.stderr);
+    let r = cli.run(&["show", "/memories/d/a.md", "--version", "0"]);
+    assert!(
+        !r.ok && r.stderr.contains("0 is not in 1.."),
+        "{}",
+        r.stderr
+    );
+    let r = cli.run(&["restore", "/memories/d/a.md"]);
+    assert!(
+        !r.ok && r.stderr.contains("--version") && r.stderr.contains("--at"),
+        "{}",
+        r.stderr
+    );
+    let future = (chrono::Utc::now() + chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let r = cli.run(&["restore", "/memories/d/a.md", "--at", &future]);
+    assert!(!r.ok && r.stderr.contains("in the future"), "{}", r.stderr);
+    let r = cli.run(&[
+        "restore",
+        "/memories/d/a.md",
+        "--at",
+        "2000-01-01T00:00:00Z",
+    ]);
+    assert!(
+        !r.ok && r.stderr.contains("no version kept"),
+        "{}",
+        r.stderr
+    );
+    // A file restored to a point in time: its version then.
+    let r = cli.run(&["restore", "/memories/d/a.md", "--at", &between]);
+    assert!(r.ok, "{}", r.stderr);
+    assert!(r.stdout.contains("to version 1"), "{}", r.stdout);
+    let r = cli.run(&["show", "/memories/d/a.md", "--version", "3"]);
+    assert_eq!(r.stdout, "one\n");
+    server.stop().await;
+}
+
 contextq_server::database_tests!(
+    history_and_restore_say_what_they_do,
     a_wrong_fact_seen_and_restored,
     a_directory_restored_to_a_point_in_time,
     read_only_and_secrets_through_exec,
