@@ -12,9 +12,10 @@ pub enum Error {
     /// Bad configuration; the message names what to change.
     #[error("{0}")]
     Config(String),
-    /// Could not connect to the database (the URL is shown redacted).
-    #[error("cannot connect to {0}: {1}")]
-    Connect(String, #[source] sqlx::Error),
+    /// Could not connect to the database (the URL is shown redacted). The cause is part of the
+    /// message, not a separate source, so that a report of the chain says it once.
+    #[error("cannot connect to the database at {0} (is it running and reachable?): {1}")]
+    Connect(String, sqlx::Error),
     /// A migration failed.
     #[error("migration {0} failed: {1}")]
     Migration(i64, #[source] sqlx::Error),

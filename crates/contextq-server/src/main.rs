@@ -100,10 +100,13 @@ enum Command {
 enum Admin {
     /// Tenant + owner user + key + workspace; prints {"tenantId","apiKey","workspace"}.
     Bootstrap {
-        #[arg(long)]
+        /// The new tenant's name (unique; other commands take its id, printed as tenantId).
+        #[arg(long = "tenant-name", visible_alias = "tenant")]
         tenant: String,
+        /// The tenant's plan: free (100 contexts), pro (10,000) or unlimited.
         #[arg(long, default_value = "free")]
         plan: Plan,
+        /// The first workspace's slug ([a-z0-9][a-z0-9-]{0,62}).
         #[arg(long, default_value = "default")]
         workspace: String,
         /// Comma-separated: read,write,admin.
@@ -112,15 +115,19 @@ enum Admin {
     },
     /// Create a tenant; prints its id.
     CreateTenant {
+        /// The tenant's name (unique).
         #[arg(long)]
         name: String,
+        /// The tenant's plan: free (100 contexts), pro (10,000) or unlimited.
         #[arg(long, default_value = "free")]
         plan: Plan,
     },
     /// Mint a key for a tenant; prints {"keyId","apiKey"} (the key is shown only this once).
     CreateKey {
+        /// The tenant's id (tenantId, as bootstrap and create-tenant print it).
         #[arg(long)]
         tenant_id: String,
+        /// Comma-separated: read, write, admin.
         #[arg(long, default_value = "read,write")]
         scopes: String,
         /// The key stops working this long after its creation (e.g. 90m, 8h, 30d; a number
@@ -129,18 +136,25 @@ enum Admin {
         expires_in: Option<std::time::Duration>,
     },
     /// Revoke a key, given its id or the key itself.
-    RevokeKey { key: String },
+    RevokeKey {
+        /// The key's id (keyId) or the key itself (sk_live_...).
+        key: String,
+    },
     /// Create a workspace for a tenant.
     CreateWorkspace {
+        /// The tenant's id (tenantId).
         #[arg(long)]
         tenant_id: String,
+        /// The workspace's slug: [a-z0-9][a-z0-9-]{0,62}, the first folder under /memories.
         #[arg(long)]
         slug: String,
+        /// A display name (at most 256 bytes).
         #[arg(long, default_value = "")]
         name: String,
     },
     /// Delete a tenant and its data; refused when it has chained audit rows.
     DeleteTenant {
+        /// The tenant's id (tenantId).
         #[arg(long)]
         tenant_id: String,
     },
@@ -148,8 +162,12 @@ enum Admin {
     /// audit key every MAC; with --checkpoint also that nothing the checkpoint saw was removed,
     /// rolled back or re-written. Exits 1 and names the first bad row.
     VerifyAudit {
-        /// Only this tenant's chain.
-        #[arg(long, conflicts_with = "checkpoint")]
+        /// Only this tenant's chain (its id, tenantId).
+        #[arg(
+            long = "tenant-id",
+            visible_alias = "tenant",
+            conflicts_with = "checkpoint"
+        )]
         tenant: Option<String>,
         /// A checkpoint written by `audit-checkpoint` (needs the audit key).
         #[arg(long)]
@@ -290,6 +308,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 options.audit_key = Some(key);
                 options.adopt_audit_key = never_keyed;
             }
+            // An operator waits at a prompt: a database that does not answer is said within 5 s.
+            options.acquire_timeout = std::time::Duration::from_secs(5);
             // verify-audit opens a log that lost its keying, to report it.
             options.inspect_audit = matches!(command, Admin::VerifyAudit { .. });
             // Only these create a database; the others open an existing one (a typo in the URL

@@ -566,3 +566,68 @@ fn a_port_in_use_suggests_listen() {
     );
     drop(taken);
 }
+
+/// Admin ergonomics: every argument has help, plans are listed, `--tenant-id` everywhere an id
+/// is meant; an unreachable database is said within seconds, once, with the URL redacted; a
+/// missing key file does not send the operator to create a different key.
+#[test]
+fn admin_commands_say_what_they_take() {
+    let help = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).arg("--help").output().unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let h = help(&["admin", "bootstrap"]);
+    assert!(
+        h.contains("--tenant-name") && h.contains("free (100 contexts), pro (10,000) or unlimited"),
+        "{h}"
+    );
+    let h = help(&["admin", "create-workspace"]);
+    assert!(
+        h.contains("[a-z0-9][a-z0-9-]{0,62}") && h.contains("display name"),
+        "{h}"
+    );
+    let h = help(&["admin", "revoke-key"]);
+    assert!(h.contains("sk_live_"), "{h}");
+    let h = help(&["admin", "verify-audit"]);
+    assert!(h.contains("--tenant-id"), "{h}");
+
+    let started = std::time::Instant::now();
+    let out = admin(
+        "postgres://postgres:secretpw@127.0.0.1:9/nowhere",
+        &["verify-audit"],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot connect to the database at"), "{err}");
+    assert!(!err.contains("secretpw"), "{err}");
+    assert_eq!(
+        err.matches("timed out")
+            .count()
+            .max(err.matches("refused").count()),
+        1,
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("k.db").display());
+    assert!(
+        admin(&db, &["create-tenant", "--name", "t"])
+            .status
+            .success()
+    );
+    let out = Command::new(BIN)
+        .args(["admin", "--database-url", &db, "--audit-key-file"])
+        .arg(dir.path().join("missing.key"))
+        .arg("verify-audit")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("a new key cannot open it"),
+        "{err}"
+    );
+}

@@ -37,7 +37,7 @@ impl AuditKey {
     pub fn load(path: &Path) -> Result<AuditKey> {
         let text = std::fs::read_to_string(path).map_err(|e| {
             Error::Config(format!(
-                "cannot read the audit key file {}: {e} (create one with `contextq-server admin init-audit-key --audit-key-file {}`)",
+                "cannot read the audit key file {}: {e} (if this database's log is keyed, give the file it was keyed with: a new key cannot open it; for a log never keyed, `contextq-server admin init-audit-key --audit-key-file {}` creates one)",
                 path.display(),
                 path.display()
             ))
