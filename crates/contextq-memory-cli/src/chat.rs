@@ -62,6 +62,7 @@ pub async fn run(opened: &Opened, options: ChatOptions) -> Result<()> {
     let client = MessagesClient::new(config)?;
     let interactive = std::io::stdin().is_terminal();
     let mut messages: Vec<MessageParam> = Vec::new();
+    let mut failed = 0usize;
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     loop {
         if interactive {
@@ -91,6 +92,7 @@ pub async fn run(opened: &Opened, options: ChatOptions) -> Result<()> {
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
+                    failed += 1;
                     break;
                 }
             }
@@ -106,6 +108,9 @@ pub async fn run(opened: &Opened, options: ChatOptions) -> Result<()> {
         {
             messages.pop();
         }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} turn(s) failed (said above); the conversation went on after each");
     }
     Ok(())
 }

@@ -246,7 +246,7 @@ async fn cleanup(db: &Db, tool: &ContextQMemoryTool, t: &Throwaway, workspace: &
     match admin::delete_tenant(db, &t.tenant_id).await? {
         TenantDeletion::Deleted => outln!("  deleted the tenant row"),
         TenantDeletion::KeptForAudit { audit_rows } => outln!(
-            "  left tenant row {} in place: it has {audit_rows} chained audit rows, and the hash chain is global, so deleting them would break verification for every later row",
+            "  left tenant row {} in place: it has {audit_rows} chained audit rows (its own hash chain), which an audit trail keeps: deleting them would break that chain's verification",
             t.tenant_id
         ),
     }

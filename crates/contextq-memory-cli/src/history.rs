@@ -204,7 +204,13 @@ async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -
             }
         }
         Command::RestoreTree { dir, at, dry_run } => {
-            let plan = tool.restore_plan(&dir, &at).await?;
+            let plan = match tool.restore_plan(&dir, &at).await {
+                Ok(plan) => plan,
+                Err(contextq_memory_tool::Error::OutsideWorkspace { .. }) => bail!(
+                    "{dir} spans workspaces here (each first folder under /memories is a ContextQ workspace with its own history): restore one workspace, e.g. `restore /memories/default --at {at}`, or a directory in one"
+                ),
+                Err(e) => return Err(e.into()),
+            };
             write!(out, "{}", plan_text(&plan))?;
             if dry_run || plan.changes().next().is_none() {
                 if dry_run {

@@ -223,6 +223,13 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {e:#}");
+            let hint = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<contextq_memory_tool::Error>())
+                .and_then(stores::hint);
+            if let Some(hint) = hint {
+                eprintln!("hint: {hint}");
+            }
             ExitCode::FAILURE
         }
     }

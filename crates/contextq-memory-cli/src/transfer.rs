@@ -9,8 +9,8 @@
 //!   is already identical untouched (counted as skipped);
 //! - import creates what is missing, skips what is identical, and leaves a different existing file
 //!   alone unless `--overwrite` (counted as skipped, named on stderr);
-//! - a failure names the file and the rest carries on; a full store (quota) stops the import at
-//!   once, because every later create would be refused too.
+//! - a failure names the file and the rest carries on; a full store (quota) or a refused key
+//!   (401, 403) stops the import at once, because every later write would be refused too.
 //!
 //! A progress bar is drawn on a terminal (stderr), nothing when piped; each ends with one line:
 //! `exported 12 files (3.4K), skipped 2, failed 0`.
@@ -248,8 +248,20 @@ pub async fn import<S: Store>(
             Ok(false) => summary.skipped += 1,
             Err(e) => {
                 summary.failed += 1;
-                let quota = matches!(&e, Error::Api { status: 402, .. });
-                bar.suspend(|| eprintln!("failed: {shown}: {}", e.tool_message()));
+                // Every later write would be refused too: a full store, or a key refused.
+                let quota = matches!(
+                    &e,
+                    Error::Api {
+                        status: 401 | 402 | 403,
+                        ..
+                    }
+                );
+                bar.suspend(|| {
+                    eprintln!("failed: {shown}: {}", e.tool_message());
+                    if let Some(hint) = crate::stores::hint(&e) {
+                        eprintln!("hint: {hint}");
+                    }
+                });
                 if quota {
                     summary.stopped = Some(e.tool_message());
                     break;

@@ -64,6 +64,34 @@ async fn chat_talks_to_claude_with_the_embedded_memory() {
     );
 }
 
+/// A turn that fails (the Messages API unreachable) is said on stderr, naming the service it
+/// could not reach (not ContextQ), and the command exits 1.
+#[test]
+fn chat_exits_1_after_a_failed_turn() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .arg("chat")
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
+        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("could not reach http://127.0.0.1:9"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("could not reach ContextQ"), "{stderr}");
+}
+
 #[test]
 fn chat_and_e2e_without_a_key_exit_0_and_say_why() {
     let data = tempfile::tempdir().unwrap();

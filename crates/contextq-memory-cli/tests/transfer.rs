@@ -288,7 +288,44 @@ async fn import_reports_case_collisions_per_file(b: Backend) {
     }
 }
 
+/// A refused key stops an import at its first file (every later write would be refused too),
+/// with a hint naming the variable to fix; an unreachable ContextQ names CONTEXT_API_URL.
+async fn import_stops_at_a_refused_key_and_says_what_to_fix(b: Backend) {
+    let served = Served::start(b, Plan::Pro).await;
+    let src = tempfile::tempdir().unwrap();
+    sample(src.path());
+    let data = tempfile::tempdir().unwrap();
+    let o = tokio::process::Command::new(BIN)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env("CONTEXT_API_URL", &served.url)
+        .env("CONTEXT_API_KEY", format!("sk_live_{}", "0".repeat(40)))
+        .args(["--workspace", "ws", "import", src.path().to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert!(!o.status.success());
+    let line = stdout(&o);
+    assert!(
+        line.starts_with("imported 0 files") && line.contains("failed 1; stopped early"),
+        "{line}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("hint: check CONTEXT_API_KEY"), "{err}");
+    let o = tokio::process::Command::new(BIN)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env("CONTEXT_API_URL", "http://127.0.0.1:9")
+        .env("CONTEXT_API_KEY", format!("sk_live_{}", "0".repeat(40)))
+        .args(["--workspace", "ws", "history", "/memories/notes.md"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("hint: check CONTEXT_API_URL"), "{err}");
+}
+
 contextq_server::database_tests!(
+    import_stops_at_a_refused_key_and_says_what_to_fix,
     import_reports_case_collisions_per_file,
     round_trip_is_byte_identical_and_idempotent,
     import_over_quota_stops_with_a_clear_error,

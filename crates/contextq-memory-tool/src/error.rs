@@ -99,7 +99,7 @@ pub enum Error {
         retry_after: Option<u64>,
     },
     /// The request never got an answer (connection refused or dropped, timeout, TLS).
-    #[error("could not reach ContextQ at {url}: {message}")]
+    #[error("could not reach {url}: {message}")]
     Transport {
         /// The request URL (never carries the key).
         url: String,

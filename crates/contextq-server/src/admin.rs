@@ -155,7 +155,7 @@ pub async fn bootstrap(
 }
 
 /// Why a tenant with audit rows is kept.
-pub const CHAINED_AUDIT_REFUSAL: &str = "it has chained audit rows: the activity log's hash chain is global, so removing them would break verification for every row written after them";
+pub const CHAINED_AUDIT_REFUSAL: &str = "it has chained audit rows: they form the tenant's own hash chain, which the audit trail keeps (removing them would break its verification; the rows outlive the tenant's data on purpose)";
 
 /// Deletes a tenant with its keys, users, workspaces and contexts, unless it has chained audit
 /// rows: then nothing is deleted and the outcome says so ([`TenantDeletion::KeptForAudit`]).
