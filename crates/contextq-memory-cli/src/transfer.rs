@@ -252,7 +252,7 @@ pub async fn import<S: Store>(
                 let quota = matches!(
                     &e,
                     Error::Api {
-                        status: 401 | 402 | 403,
+                        status: 401..=403,
                         ..
                     }
                 );
