@@ -223,7 +223,7 @@ fn spawn_server_with(db: &str, extra: &[&str]) -> Result<Process> {
     }
     Ok(Process {
         child,
-        url: format!("http://{}", line.trim()),
+        url: line.trim().to_string(),
     })
 }
 

@@ -192,3 +192,65 @@ async fn credentials(db: &Db, data_dir: &Path) -> Result<Credentials> {
         Err(e) => Err(e).with_context(|| format!("cannot write {}", file.display())),
     }
 }
+
+/// Records the URL a `serve` listens on (`serve.json` in the data directory), so that
+/// `sign-in-link` can reach it; best effort (a failure is logged, serving goes on).
+pub fn record_url(data_dir: &Path, url: &str) {
+    let file = data_dir.join("serve.json");
+    let text = serde_json::json!({ "url": url }).to_string();
+    if let Err(e) = std::fs::write(&file, text) {
+        tracing::warn!(error = %e, file = %file.display(), "cannot record the served URL; sign-in-link will need --url");
+    }
+}
+
+/// A new one-time sign-in link to the inspector of the `serve` running on `data_dir` (or at
+/// `url`), asked of that server with the local key.
+pub async fn sign_in_link(data_dir: &Path, url: Option<&str>) -> Result<String> {
+    let url = match url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => {
+            let file = data_dir.join("serve.json");
+            let text = std::fs::read_to_string(&file).with_context(|| {
+                format!(
+                    "no `contextq-memory serve` recorded in {} ({} is missing): start one, or pass --url",
+                    data_dir.display(),
+                    file.display()
+                )
+            })?;
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is damaged: pass --url", file.display()))?;
+            v["url"]
+                .as_str()
+                .with_context(|| format!("{} names no url: pass --url", file.display()))?
+                .to_string()
+        }
+    };
+    let text = std::fs::read_to_string(data_dir.join("embedded.json")).with_context(|| {
+        format!(
+            "no local key in {} (embedded.json): run `contextq-memory serve` on it first",
+            data_dir.display()
+        )
+    })?;
+    let credentials: Credentials =
+        serde_json::from_str(&text).context("embedded.json is damaged")?;
+    let answer = reqwest::Client::new()
+        .post(format!("{url}/ui/sign-in-tokens"))
+        .bearer_auth(&credentials.api_key)
+        .send()
+        .await
+        .with_context(|| {
+            format!("cannot reach the server at {url}: is `contextq-memory serve` running?")
+        })?;
+    let status = answer.status();
+    let body: serde_json::Value = answer.json().await.unwrap_or_default();
+    if !status.is_success() {
+        anyhow::bail!(
+            "the server at {url} refused a sign-in token ({status}: {})",
+            body["error"]["message"].as_str().unwrap_or("no message")
+        );
+    }
+    let token = body["token"]
+        .as_str()
+        .context("the server answered no token")?;
+    Ok(format!("{url}/ui/#token={token}"))
+}

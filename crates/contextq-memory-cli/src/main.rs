@@ -173,6 +173,13 @@ enum Command {
         #[command(flatten)]
         policy: Policy,
     },
+    /// Print a new one-time sign-in link to the inspector of a running `serve` (the one it
+    /// printed at start is valid 10 minutes).
+    SignInLink {
+        /// The server's URL [default: the one `serve` recorded in the data directory].
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Serve the embedded store over HTTP so other processes can share it, with the memory
     /// inspector at /ui/ (prints a one-time sign-in link).
     Serve {
@@ -372,12 +379,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             return history::command(&settings(policy), command).await;
         }
+        Command::SignInLink { url } => {
+            let link = embedded::sign_in_link(&data_dir, url.as_deref()).await?;
+            outln!("{link}");
+        }
         Command::Serve { listen, read_only } => {
             let settings = settings(Policy::default());
             let server = embedded::Embedded::start(&settings.data_dir, &listen, read_only).await?;
             outln!("{}", server.url);
+            embedded::record_url(&settings.data_dir, &server.url);
             eprintln!(
-                "inspector: open {} (a one-time sign-in link, valid 10 minutes)",
+                "inspector: open {} (a one-time sign-in link, valid 10 minutes; `contextq-memory sign-in-link` prints a new one)",
                 server.inspector_link()
             );
             eprintln!(

@@ -390,3 +390,69 @@ fn serve_read_only_refuses_writes_and_flags_exist_only_where_they_act() {
         );
     }
 }
+
+/// The served address leads somewhere: `serve` prints a URL; `sign-in-link` prints a fresh
+/// one-time link to a running serve's inspector (the one printed at start lasts 10 minutes),
+/// which signs in; without a running serve it says so.
+#[test]
+fn a_new_sign_in_link_for_a_running_serve() {
+    use std::io::{BufRead, BufReader};
+    let data = tempfile::tempdir().unwrap();
+    let link = |data: &std::path::Path| {
+        Command::new(BIN)
+            .arg("sign-in-link")
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data)
+            .output()
+            .unwrap()
+    };
+    let out = link(data.path());
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no `contextq-memory serve` recorded"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let url = url.trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let out = link(data.path());
+    let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.starts_with(&format!("{url}/ui/#token=")),
+        "{printed}"
+    );
+    let token = printed.rsplit('=').next().unwrap().to_string();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (status, body) = rt.block_on(async {
+        let r = reqwest::Client::new()
+            .post(format!("{url}/ui/session"))
+            .json(&serde_json::json!({ "token": token }))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let body: serde_json::Value = r.json().await.unwrap();
+        (status, body)
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{body}");
+    assert!(body["apiKey"].as_str().unwrap().starts_with("sk_live_"));
+}

@@ -21,7 +21,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the API; prints the bound address on stdout once listening.
+    /// Serve the API; prints its URL (http://ADDR:PORT) on stdout once listening.
     Serve {
         /// sqlite:PATH (created and migrated) or postgres://USER:PASSWORD@HOST/DB.
         #[arg(
@@ -260,7 +260,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 .await
                 .map_err(|e| contextq_server::listen::bind_error(&listen, e))?;
             let addr = listener.local_addr()?;
-            println!("{addr}");
+            // A URL, as clients (CONTEXT_API_URL) and browsers take it.
+            println!("http://{addr}");
             tracing::info!(%addr, database = %contextq_server::db::redact_url(&database_url), "listening");
             let config = ServerConfig {
                 max_body_bytes,

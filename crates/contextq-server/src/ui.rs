@@ -91,6 +91,7 @@ pub fn routes() -> axum::Router<AppState> {
             get(|| async { asset(STYLE, "text/css; charset=utf-8") }),
         )
         .route("/ui/session", post(session).delete(sign_out))
+        .route("/ui/sign-in-tokens", post(new_token))
 }
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {
@@ -184,6 +185,35 @@ async fn session(
             "this sign-in link was already used or has expired",
         )),
     }
+}
+
+/// `POST /ui/sign-in-tokens` with a key of the `admin` scope: a new one-time sign-in token for
+/// that key, `{"token", "expiresInSeconds"}`: how `contextq-memory sign-in-link` prints a fresh
+/// link for a running server after the one it printed at start has expired. The key stays on the
+/// server; redeeming the token mints a session key as usual.
+async fn new_token(
+    State(s): State<AppState>,
+    headers: axum::http::HeaderMap,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    caller.require(contextq_api::Scope::Admin)?;
+    // The extractor checked this header; the token stands for the same key.
+    let key = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, "use Authorization: Bearer <key>"))?;
+    let token = s.sign_in.issue(key);
+    let mut response = Json(serde_json::json!({
+        "token": token,
+        "expiresInSeconds": TOKEN_TTL.as_secs(),
+    }))
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
 }
 
 /// `DELETE /ui/session` with a session key: revokes it (204). A key typed in is not a session

@@ -60,8 +60,9 @@ async fn serve_bootstrap_and_logs_without_keys(b: Backend) {
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut addr = String::new();
     stdout.read_line(&mut addr).unwrap();
-    let addr = addr.trim().to_string();
-    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+    // The printed line is the server's URL.
+    assert!(addr.trim().starts_with("http://127.0.0.1:"), "{addr}");
+    let addr = addr.trim().trim_start_matches("http://").to_string();
 
     {
         let http = reqwest::Client::new();
@@ -426,7 +427,7 @@ async fn keying_cannot_race_a_running_writer(b: Backend) {
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut addr)
             .unwrap();
-        (child, format!("http://{}", addr.trim()))
+        (child, addr.trim().to_string())
     };
     let write = |url: String, key: String, n: usize| async move {
         reqwest::Client::new()

@@ -36,7 +36,7 @@ fn spawn_server(db: &str) -> (Child, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    (child, format!("http://{}", line.trim()))
+    (child, line.trim().to_string())
 }
 
 /// Content of write `n` by writer `w`: long enough that a torn write would show.

@@ -51,7 +51,11 @@ fn spawn_server(db: &str, limit: u64) -> (Spawned, String) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    (Spawned(child), line.trim().to_string())
+    let url = line.trim();
+    (
+        Spawned(child),
+        url.trim_start_matches("http://").to_string(),
+    )
 }
 
 /// What the attackers saw.
