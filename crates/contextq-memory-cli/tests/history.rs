@@ -409,6 +409,20 @@ async fn history_and_restore_say_what_they_do(b: Backend) {
     assert!(r.stdout.contains("to version 1"), "{}", r.stdout);
     let r = cli.run(&["show", "/memories/d/a.md", "--version", "3"]);
     assert_eq!(r.stdout, "one\n");
+    // Per-workspace mode (no --workspace): the root spans workspaces, and restore says to
+    // restore one (not "/memories/<workspace> is not inside a workspace").
+    let out = Command::new(BIN)
+        .args(["restore", "/memories", "--at", &between])
+        .env("CONTEXT_API_URL", &cli.url)
+        .env("CONTEXT_API_KEY", &cli.key)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("spans workspaces") && !err.contains("<workspace>"),
+        "{err}"
+    );
     server.stop().await;
 }
 
