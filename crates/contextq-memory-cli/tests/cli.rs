@@ -324,22 +324,8 @@ fn a_closed_output_stops_the_command_cleanly() {
 /// flags exist only on the commands that write.
 #[test]
 fn serve_read_only_refuses_writes_and_flags_exist_only_where_they_act() {
-    use std::io::{BufRead, BufReader};
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--read-only"])
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
-        .env_remove("CONTEXT_API_URL")
-        .env_remove("CONTEXT_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    let url = url.trim().to_string();
+    let (mut child, url) = serve(data.path(), &["--read-only"]);
     let embedded: serde_json::Value =
         serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
     let key = embedded["apiKey"].as_str().unwrap().to_string();
@@ -396,7 +382,6 @@ fn serve_read_only_refuses_writes_and_flags_exist_only_where_they_act() {
 /// which signs in; without a running serve it says so.
 #[test]
 fn a_new_sign_in_link_for_a_running_serve() {
-    use std::io::{BufRead, BufReader};
     let data = tempfile::tempdir().unwrap();
     let link = |data: &std::path::Path| {
         Command::new(BIN)
@@ -412,20 +397,7 @@ fn a_new_sign_in_link_for_a_running_serve() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
-        .env_remove("CONTEXT_API_URL")
-        .env_remove("CONTEXT_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    let url = url.trim().to_string();
+    let (mut child, url) = serve(data.path(), &[]);
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let out = link(data.path());
     let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -455,4 +427,24 @@ fn a_new_sign_in_link_for_a_running_serve() {
     let _ = child.wait();
     assert_eq!(status, 200, "{body}");
     assert!(body["apiKey"].as_str().unwrap().starts_with("sk_live_"));
+}
+
+/// `contextq-memory serve --listen 127.0.0.1:0 EXTRA` on `data` (embedded store); its URL.
+fn serve(data: &std::path::Path, extra: &[&str]) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data)
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    (child, url.trim().to_string())
 }

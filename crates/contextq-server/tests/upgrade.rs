@@ -136,6 +136,46 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     let v = admin::verify_audit(&db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");
     assert_eq!(v.rows, 14);
+    // The audit listing: the tenant's chain rows first (newest first), then its rows of the
+    // frozen global chain; paging one row at a time walks across the boundary and ends.
+    let all = contextq_server::store::activity::list(
+        &db,
+        &acme,
+        &contextq_server::store::activity::AuditQuery {
+            limit: 500,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+    .entries;
+    let chain_rows = 2;
+    assert!(all.len() > chain_rows, "{all:?}");
+    let seqs: Vec<i64> = all.iter().map(|e| e.seq).collect();
+    let mut legacy = seqs[chain_rows..].to_vec();
+    legacy.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(&seqs[chain_rows..], &legacy[..], "legacy rows newest first");
+    let mut paged = Vec::new();
+    let mut before = None;
+    loop {
+        let page = contextq_server::store::activity::list(
+            &db,
+            &acme,
+            &contextq_server::store::activity::AuditQuery {
+                limit: 1,
+                before,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        paged.extend(page.entries.iter().map(|e| e.seq));
+        match page.next_cursor {
+            Some(c) => before = Some(contextq_server::store::activity::decode_cursor(&c).unwrap()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, seqs);
     let v = admin::verify_audit(&db, Some(&acme)).await.unwrap();
     assert_eq!(
         (v.ok(), v.rows),

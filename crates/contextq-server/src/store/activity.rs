@@ -47,71 +47,34 @@ pub fn decode_cursor(cursor: &str) -> Result<Position> {
     }
 }
 
-/// The tenant's audit rows matching `q`, newest first.
+/// The tenant's audit rows matching `q`, newest first: its chain's rows (an index range of
+/// `(tenant_id, tenant_seq)`, read backwards), then, when the page has room, its rows of the
+/// frozen global chain. Neither query sorts more than the page.
 pub async fn list(db: &Db, tenant_id: &str, q: &AuditQuery) -> Result<AuditPage> {
-    let external_id = match db.backend() {
-        Backend::Postgres => "((a.detail::json) ->> 'externalId') COLLATE \"C\"",
-        Backend::Sqlite => "json_extract(a.detail, '$.externalId')",
-    };
-    let mut binds = vec![Bind::Text(tenant_id.to_string())];
-    let mut sql = String::from(
-        "SELECT a.seq, a.tenant_seq, a.action, a.entity_type, a.entity_id, a.detail, a.api_key_id, k.key_last4, a.created_at \
-         FROM activity_logs a JOIN audit_heads h ON h.tenant_id = a.tenant_id \
-         LEFT JOIN api_keys k ON k.id = a.api_key_id WHERE a.tenant_id = $1 \
-         AND ((a.tenant_seq >= 1 AND a.tenant_seq <= h.seq) \
-              OR (a.tenant_seq IS NULL AND a.seq <= COALESCE((SELECT g.seq FROM audit_head g WHERE g.id = 1), 0)))",
-    );
-    let mut push = |sql: &mut String, fragment: String, bind: Bind| {
-        binds.push(bind);
-        sql.push_str(&fragment.replace("$?", &format!("${}", binds.len())));
-    };
-    match q.before {
-        Some(Position::Chain(n)) => push(
-            &mut sql,
-            " AND (a.tenant_seq < $? OR a.tenant_seq IS NULL)".into(),
-            Bind::Int(n),
-        ),
-        Some(Position::Legacy(n)) => push(
-            &mut sql,
-            " AND a.tenant_seq IS NULL AND a.seq < $?".into(),
-            Bind::Int(n),
-        ),
-        None => {}
+    let want = q.limit + 1;
+    let mut rows = Vec::new();
+    if !matches!(q.before, Some(Position::Legacy(_))) {
+        let before = match q.before {
+            Some(Position::Chain(n)) => Some(n),
+            _ => None,
+        };
+        rows = page(db, tenant_id, q, Chain::Tenant(before), want).await?;
     }
-    if let Some(key) = &q.key_id {
-        push(
-            &mut sql,
-            " AND a.api_key_id = $?".into(),
-            Bind::Text(key.clone()),
-        );
-    }
-    if let Some(action) = &q.action {
-        push(
-            &mut sql,
-            " AND a.action = $?".into(),
-            Bind::Text(action.clone()),
-        );
-    }
-    if let Some(prefix) = q.external_id_prefix.as_ref().filter(|p| !p.is_empty()) {
-        push(
-            &mut sql,
-            format!(" AND {external_id} >= $?"),
-            Bind::Text(prefix.clone()),
-        );
-        push(
-            &mut sql,
-            format!(" AND {external_id} < $?"),
-            Bind::Text(format!("{prefix}\u{10FFFF}")),
-        );
-    }
-    push(
-        &mut sql,
-        " ORDER BY (CASE WHEN a.tenant_seq IS NULL THEN 1 ELSE 0 END), a.tenant_seq DESC, a.seq DESC LIMIT $?".into(),
-        Bind::Int(q.limit + 1),
-    );
-    let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-        .fetch_all(&mut *db.reader().await?)
+    if (rows.len() as i64) < want {
+        let before = match q.before {
+            Some(Position::Legacy(n)) => Some(n),
+            _ => None,
+        };
+        let more = page(
+            db,
+            tenant_id,
+            q,
+            Chain::Legacy(before),
+            want - rows.len() as i64,
+        )
         .await?;
+        rows.extend(more);
+    }
     let mut entries = Vec::with_capacity(rows.len());
     let mut positions = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -147,4 +110,102 @@ pub async fn list(db: &Db, tenant_id: &str, q: &AuditQuery) -> Result<AuditPage>
         entries,
         next_cursor,
     })
+}
+
+/// Which chain a page query reads, and below which position.
+enum Chain {
+    /// The tenant's chain, below this `tenant_seq` when given.
+    Tenant(Option<i64>),
+    /// The frozen global chain's rows of the tenant, below this `seq` when given.
+    Legacy(Option<i64>),
+}
+
+/// One query of [`list`]: up to `limit` rows of one chain, newest first, within the chain's
+/// head (a row planted outside it is never shown), filtered as `q` says.
+async fn page(
+    db: &Db,
+    tenant_id: &str,
+    q: &AuditQuery,
+    chain: Chain,
+    limit: i64,
+) -> Result<Vec<sqlx::any::AnyRow>> {
+    let external_id = match db.backend() {
+        Backend::Postgres => "((a.detail::json) ->> 'externalId') COLLATE \"C\"",
+        Backend::Sqlite => "json_extract(a.detail, '$.externalId')",
+    };
+    let mut binds = vec![Bind::Text(tenant_id.to_string())];
+    let mut sql = String::from(
+        "SELECT a.seq, a.tenant_seq, a.action, a.entity_type, a.entity_id, a.detail, a.api_key_id, k.key_last4, a.created_at \
+         FROM activity_logs a LEFT JOIN api_keys k ON k.id = a.api_key_id WHERE a.tenant_id = $1",
+    );
+    let mut push = |sql: &mut String, fragment: String, bind: Option<Bind>| {
+        if let Some(bind) = bind {
+            binds.push(bind);
+        }
+        sql.push_str(&fragment.replace("$?", &format!("${}", binds.len())));
+    };
+    let order = match chain {
+        Chain::Tenant(before) => {
+            push(
+                &mut sql,
+                " AND a.tenant_seq >= 1 AND a.tenant_seq <= (SELECT h.seq FROM audit_heads h WHERE h.tenant_id = $1)".into(),
+                None,
+            );
+            if let Some(n) = before {
+                push(
+                    &mut sql,
+                    " AND a.tenant_seq < $?".into(),
+                    Some(Bind::Int(n)),
+                );
+            }
+            " ORDER BY a.tenant_seq DESC"
+        }
+        Chain::Legacy(before) => {
+            push(
+                &mut sql,
+                " AND a.tenant_seq IS NULL AND a.seq <= COALESCE((SELECT g.seq FROM audit_head g WHERE g.id = 1), 0)".into(),
+                None,
+            );
+            if let Some(n) = before {
+                push(&mut sql, " AND a.seq < $?".into(), Some(Bind::Int(n)));
+            }
+            " ORDER BY a.seq DESC"
+        }
+    };
+    if let Some(key) = &q.key_id {
+        push(
+            &mut sql,
+            " AND a.api_key_id = $?".into(),
+            Some(Bind::Text(key.clone())),
+        );
+    }
+    if let Some(action) = &q.action {
+        push(
+            &mut sql,
+            " AND a.action = $?".into(),
+            Some(Bind::Text(action.clone())),
+        );
+    }
+    if let Some(prefix) = q.external_id_prefix.as_ref().filter(|p| !p.is_empty()) {
+        push(
+            &mut sql,
+            format!(" AND {external_id} >= $?"),
+            Some(Bind::Text(prefix.clone())),
+        );
+        push(
+            &mut sql,
+            format!(" AND {external_id} < $?"),
+            Some(Bind::Text(format!("{prefix}\u{10FFFF}"))),
+        );
+    }
+    push(
+        &mut sql,
+        format!("{order} LIMIT $?"),
+        Some(Bind::Int(limit)),
+    );
+    Ok(
+        crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+            .fetch_all(&mut *db.reader().await?)
+            .await?,
+    )
 }
