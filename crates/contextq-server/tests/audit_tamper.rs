@@ -625,7 +625,32 @@ async fn a_stripped_keying_is_never_blessed(b: Backend) {
     assert!(e.contains("stripped") && e.contains("--never-keyed"), "{e}");
 }
 
+/// A log keyed before the global chain was anchored (migration 5 adds the anchor empty) is
+/// anchored the first time it is opened with its key, and verifies.
+async fn a_log_keyed_before_the_anchor_is_anchored_on_open(b: Backend) {
+    let k = keyed(b, 1).await;
+    sqlx::query("UPDATE audit_meta SET legacy_seq = NULL, legacy_hash = NULL, legacy_mac = NULL")
+        .execute(k.db.pool())
+        .await
+        .unwrap();
+    assert!(!k.verify().await.ok(), "an empty anchor must not verify");
+    let key = AuditKey::load(&k._dir.path().join("audit.key")).unwrap();
+    let db = Db::connect(
+        &k._database.url,
+        &DbOptions {
+            audit_key: Some(key),
+            ..DbOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let v = admin::verify_audit(&db, None).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    db.close().await;
+}
+
 contextq_server::database_tests!(
+    a_log_keyed_before_the_anchor_is_anchored_on_open,
     a_forged_legacy_row_is_detected,
     a_stripped_keying_is_never_blessed,
     a_row_outside_the_chain_is_detected_and_never_listed,
