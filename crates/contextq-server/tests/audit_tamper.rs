@@ -190,6 +190,20 @@ async fn an_untouched_keyed_log_verifies_with_and_against_a_checkpoint(b: Backen
         v.first_bad.unwrap().why.contains("signature"),
         "an edited checkpoint was accepted"
     );
+    // Format 2 records each chain's keying, under the signature.
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["format"], checkpoint::FORMAT);
+    assert_eq!(json["chains"][0]["keyedFrom"], 1, "{json}");
+    let mut edited = c.clone();
+    edited.chains[0].keyed_from = Some(2);
+    assert!(
+        k.against(&edited)
+            .await
+            .first_bad
+            .unwrap()
+            .why
+            .contains("signature")
+    );
 }
 
 /// Editing a past row and recomputing every later hash with the documented formula.

@@ -15,8 +15,12 @@ use super::{AuditKey, BadRow, Verification, verify};
 use crate::db::Db;
 use crate::error::{Error, Result};
 
-/// The `format` of this version of checkpoints.
-pub const FORMAT: &str = "contextq-audit-checkpoint/1";
+/// The `format` of this version of checkpoints: 2 records each chain's `keyed_from`, so that a
+/// log stripped of its keying (or keyed again from a later row) is caught against it.
+pub const FORMAT: &str = "contextq-audit-checkpoint/2";
+
+/// The format of checkpoints before `keyed_from` was recorded; still verified.
+pub const FORMAT_1: &str = "contextq-audit-checkpoint/1";
 
 /// Where a chain's head was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +32,10 @@ pub struct Position {
     pub seq: i64,
     /// The last row's hash.
     pub hash: Option<String>,
+    /// The chain's first keyed row when the checkpoint was taken (format 2; `None` for the
+    /// global chain and in format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyed_from: Option<i64>,
 }
 
 /// Every chain head at a moment, signed with the audit key.
@@ -58,6 +66,9 @@ fn signed_parts(c: &Checkpoint) -> Vec<String> {
         parts.push(p.tenant_id.clone().unwrap_or_default());
         parts.push(p.seq.to_string());
         parts.push(p.hash.clone().unwrap_or_default());
+        if c.format != FORMAT_1 {
+            parts.push(p.keyed_from.map(|k| k.to_string()).unwrap_or_default());
+        }
     }
     parts
 }
@@ -98,17 +109,21 @@ pub async fn take(db: &Db) -> Result<Checkpoint> {
                 tenant_id: None,
                 seq,
                 hash: h.try_get("last_hash")?,
+                keyed_from: None,
             });
         }
     }
-    for h in sqlx::query("SELECT tenant_id, seq, last_hash FROM audit_heads ORDER BY tenant_id")
-        .fetch_all(db.pool())
-        .await?
+    for h in sqlx::query(
+        "SELECT tenant_id, seq, last_hash, keyed_from FROM audit_heads ORDER BY tenant_id",
+    )
+    .fetch_all(db.pool())
+    .await?
     {
         chains.push(Position {
             tenant_id: Some(h.try_get("tenant_id")?),
             seq: h.try_get("seq")?,
             hash: h.try_get("last_hash")?,
+            keyed_from: h.try_get("keyed_from")?,
         });
     }
     let mut c = Checkpoint {
@@ -142,7 +157,7 @@ pub async fn verify_against(db: &Db, checkpoint: &Checkpoint) -> Result<Verifica
         chains: 0,
         first_bad: None,
     };
-    if checkpoint.format != FORMAT {
+    if checkpoint.format != FORMAT && checkpoint.format != FORMAT_1 {
         return Err(Error::Config(format!(
             "not a checkpoint of this version: format {:?}, expected {FORMAT:?}",
             checkpoint.format
@@ -186,15 +201,17 @@ async fn check_position(db: &Db, p: &Position) -> Result<Option<BadRow>> {
     let t = p.tenant_id.as_deref();
     let head = match t {
         Some(t) => {
-            sqlx::query("SELECT seq FROM audit_heads WHERE tenant_id = $1")
+            sqlx::query("SELECT seq, keyed_from FROM audit_heads WHERE tenant_id = $1")
                 .bind(t.to_string())
                 .fetch_optional(db.pool())
                 .await?
         }
         None => {
-            sqlx::query("SELECT seq FROM audit_head WHERE id = 1")
-                .fetch_optional(db.pool())
-                .await?
+            sqlx::query(
+                "SELECT seq, CAST(NULL AS BIGINT) AS keyed_from FROM audit_head WHERE id = 1",
+            )
+            .fetch_optional(db.pool())
+            .await?
         }
     };
     let Some(head) = head else {
@@ -207,6 +224,18 @@ async fn check_position(db: &Db, p: &Position) -> Result<Option<BadRow>> {
         ));
     };
     let head_seq: i64 = head.try_get("seq")?;
+    let keyed_from: Option<i64> = head.try_get("keyed_from")?;
+    if p.keyed_from.is_some() && keyed_from != p.keyed_from {
+        return Ok(bad(
+            t,
+            p.seq,
+            format!(
+                "the chain's keying changed: it was keyed from row {} when checkpointed, and is now {} (stripped, or keyed again)",
+                p.keyed_from.unwrap_or_default(),
+                keyed_from.map_or("not keyed".to_string(), |k| format!("keyed from row {k}"))
+            ),
+        ));
+    }
     if head_seq < p.seq {
         return Ok(bad(
             t,
