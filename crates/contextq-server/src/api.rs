@@ -1,5 +1,6 @@
-//! The HTTP API of the contract (`docs/contextq-api.md`): [`app`] builds the router (testable
-//! without a socket), [`serve`] runs it on a bound listener until a shutdown future resolves.
+//! The HTTP API of the contract (`docs/contextq-api.md`): its routes, handlers and errors;
+//! [`crate::app`] builds the whole router from them (testable without a socket), and
+//! [`crate::serve`] runs it on a bound listener until a shutdown future resolves.
 //!
 //! Handlers are thin: they take the [`Caller`] (authenticated by key), check the scope, parse,
 //! and call [`crate::store`]; data-layer errors become [`ApiError`]s in one place
@@ -13,7 +14,6 @@
 //! request log records method, path, status and latency, never headers, so keys never reach it.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,6 @@ use contextq_api::bodies::{
     IDEMPOTENCY_KEY_HEADER, UpdateContext, WorkspaceList,
 };
 use contextq_api::{Context, ErrorCode, Extensions, Scope};
-use tokio::net::TcpListener;
 
 use crate::auth::KeyCache;
 use crate::db::Db;
@@ -36,6 +35,7 @@ use crate::listen::ConnectionLimits;
 use crate::store::{contexts, workspaces};
 
 mod drain;
+pub(crate) use drain::drain_unread_bodies;
 pub mod error;
 pub mod extract;
 mod history;
@@ -117,7 +117,7 @@ pub struct AppState {
     /// Room for request bodies in flight ([`ServerConfig::body_budget_bytes`]).
     pub body_budget: Arc<BodyBudget>,
     /// One-time sign-in tokens of the inspector ([`crate::ui`]).
-    pub sign_in: Arc<crate::ui::SignInTokens>,
+    pub sign_in: Arc<crate::auth::SignInTokens>,
 }
 
 impl AppState {
@@ -140,17 +140,26 @@ impl AppState {
     }
 }
 
-/// The router with every endpoint and middleware.
-pub fn app(state: AppState) -> Router {
-    let config = state.config.clone();
+/// The API's routes (the contract's endpoints and their extensions); [`crate::app`] adds the
+/// inspector's and the middleware every answer goes through.
+pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", get(health))
-        .route("/api/workspaces", get(list_workspaces).post(create_workspace))
+        .route(
+            "/api/workspaces",
+            get(list_workspaces).post(create_workspace),
+        )
         .route("/api/workspaces/{slug}/archive", post(archive_workspace))
-        .route("/api/workspaces/{slug}", axum::routing::delete(delete_workspace))
+        .route(
+            "/api/workspaces/{slug}",
+            axum::routing::delete(delete_workspace),
+        )
         .route("/api/contexts", get(list_contexts))
         .route("/api/contexts/bulk-upsert", post(bulk_upsert))
-        .route("/api/contexts/by-external/{external_id}", get(get_by_external))
+        .route(
+            "/api/contexts/by-external/{external_id}",
+            get(get_by_external),
+        )
         .route(
             "/api/contexts/by-external/{external_id}/edit",
             post(edit_context),
@@ -174,47 +183,12 @@ pub fn app(state: AppState) -> Router {
         )
         .route("/api/history", get(history::at))
         .route("/api/audit", get(history::audit))
-        .merge(crate::ui::routes())
-        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
-        .layer(axum::middleware::map_response(advertise_extensions))
-        .layer(axum::middleware::from_fn(crate::ui::secure_headers))
-        // Bodies are read by `JsonBody`, within each route's own limit.
-        .layer(axum::extract::DefaultBodyLimit::max(
-            config.max_body_bytes.max(config.max_bulk_body_bytes),
-        ))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            config.request_timeout,
-        ))
-        .layer(axum::middleware::from_fn(envelope_errors))
-        .layer(axum::middleware::from_fn(drain::drain_unread_bodies))
-        .layer(
-            tower_http::trace::TraceLayer::new_for_http()
-                .make_span_with(|req: &Request| {
-                    tracing::info_span!("request", method = %req.method(), path = %req.uri().path())
-                })
-                .on_response(
-                    tower_http::trace::DefaultOnResponse::new().level(tracing::Level::DEBUG),
-                ),
-        )
-        .with_state(state)
-}
-
-/// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
-/// Connections are bounded by [`ServerConfig::connections`] ([`crate::listen`]).
-pub async fn serve(
-    listener: TcpListener,
-    state: AppState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let limits = state.config.connections;
-    crate::listen::serve_connections(listener, app(state), limits, shutdown).await
 }
 
 /// Every error answer is the contract's JSON envelope, also those no handler wrote: the
 /// framework's rejections of a path or query (plain text), 405 (an empty body), a timeout (408)
 /// and a body over the limit (413). Their text, when they have one, becomes the message.
-async fn envelope_errors(req: Request, next: axum::middleware::Next) -> Response {
+pub(crate) async fn envelope_errors(req: Request, next: axum::middleware::Next) -> Response {
     let method = req.method().clone();
     let response = next.run(req).await;
     let status = response.status();
@@ -272,7 +246,7 @@ async fn envelope_errors(req: Request, next: axum::middleware::Next) -> Response
 
 /// Every answer names the contract's extensions this server implements, so that a client knows
 /// them from its first request.
-async fn advertise_extensions(mut response: Response) -> Response {
+pub(crate) async fn advertise_extensions(mut response: Response) -> Response {
     if let Ok(v) = HeaderValue::from_str(&Extensions::ALL.header_value()) {
         response
             .headers_mut()

@@ -19,7 +19,7 @@
 //! (replaying a whole older state, removing a whole tenant) is caught against a signed
 //! [`checkpoint`] of every chain head. docs/schema.md lists exactly what is and is not detected.
 
-mod key;
+pub mod key;
 
 pub mod checkpoint;
 

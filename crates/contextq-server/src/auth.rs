@@ -6,6 +6,10 @@
 //! Keys are looked up in [`crate::store::tenants`]; the HTTP side of authentication (the
 //! `Authorization` header, the lookup through this cache, scopes, 401/403) is in [`crate::api`].
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use sha2::{Digest, Sha256};
 
 /// A new random key.
@@ -119,6 +123,35 @@ fn write_signal(path: &std::path::Path) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// How long a sign-in token is valid: 10 minutes.
+pub const TOKEN_TTL: Duration = Duration::from_secs(600);
+
+/// One-time sign-in tokens, each for one API key.
+#[derive(Debug, Default)]
+pub struct SignInTokens {
+    tokens: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+impl SignInTokens {
+    /// A new token for `api_key` (256 bits from the OS), valid once for [`TOKEN_TTL`].
+    pub fn issue(&self, api_key: &str) -> String {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).expect("the OS random number generator is available");
+        let token = hex::encode(bytes);
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
+        tokens.insert(token.clone(), (api_key.to_string(), Instant::now()));
+        token
+    }
+
+    /// The key of `token`, once: the token is gone afterwards (and when expired).
+    pub fn redeem(&self, token: &str) -> Option<String> {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let (key, at) = tokens.remove(token)?;
+        (at.elapsed() < TOKEN_TTL).then_some(key)
+    }
 }
 
 /// The PostgreSQL channel a revocation notifies.

@@ -167,7 +167,7 @@ pub struct Db {
     /// The URL connections are opened with.
     url: String,
     /// The audit key, if the audit log is keyed.
-    audit_key: Option<std::sync::Arc<crate::audit::AuditKey>>,
+    audit_key: Option<std::sync::Arc<crate::audit::key::AuditKey>>,
     /// How many versions of each external id are kept.
     versions_kept: u32,
 }
@@ -214,8 +214,8 @@ pub struct DbOptions {
     /// How long to wait for a free connection (default 30 s).
     pub acquire_timeout: Duration,
     /// The audit key (default none: rows are hash-chained but carry no MAC). A database keyed
-    /// once is refused without its key ([`crate::audit::open`]).
-    pub audit_key: Option<crate::audit::AuditKey>,
+    /// once is refused without its key ([`Db::connect`]).
+    pub audit_key: Option<crate::audit::key::AuditKey>,
     /// Key a database whose audit log was written without a key, from its next row on (default
     /// false: such a database is refused with a key, saying how to key it). A fresh database is
     /// keyed without asking.
@@ -253,8 +253,10 @@ impl Default for DbOptions {
 }
 
 impl Db {
-    /// Connects to `url` (`sqlite:PATH`, created if missing; or `postgres://...`) and migrates.
-    pub async fn connect(url: &str, options: &DbOptions) -> Result<Db> {
+    /// Connects to `url` (`sqlite:PATH`, created if missing unless `existing_only`; or
+    /// `postgres://...`) and migrates; [`Db::connect`] (module `open`) then checks the audit
+    /// log's keying.
+    pub(crate) async fn open_pool(url: &str, options: &DbOptions) -> Result<Db> {
         install_default_drivers();
         if options.versions_kept == 0 {
             return Err(Error::Config(
@@ -320,12 +322,11 @@ impl Db {
                 .await?;
         }
         db.migrate().await?;
-        crate::audit::open(&db, options.adopt_audit_key, options.inspect_audit).await?;
         Ok(db)
     }
 
     /// The audit key rows and heads are MACed with, if any.
-    pub fn audit_key(&self) -> Option<&crate::audit::AuditKey> {
+    pub fn audit_key(&self) -> Option<&crate::audit::key::AuditKey> {
         self.audit_key.as_deref()
     }
 

@@ -17,7 +17,8 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::api::{AppState, serve};
+use crate::api::AppState;
+use crate::router::serve;
 
 /// A server running in a task of this process. Dropping it stops the server too (without
 /// waiting); [`RunningServer::stop`] waits until in-flight requests are done.

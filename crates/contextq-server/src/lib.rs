@@ -17,8 +17,9 @@
 //! ```
 //!
 //! # Contents
-//! - [`api`]: the router ([`app`]), [`serve`], [`ServerConfig`], and [`ApiError`], where the
-//!   data layer's errors become HTTP answers.
+//! - [`api`]: the contract's routes and handlers, [`ServerConfig`], and [`ApiError`], where the
+//!   data layer's errors become HTTP answers; [`app`] (module `router`) puts them and the
+//!   inspector's under one set of middleware, and [`serve`] runs that on a listener.
 //! - [`listen`]: the accept loop: header read and idle timeouts, the connection cap, the
 //!   descriptor limit ([`ConnectionLimits`]).
 //! - [`ui`]: the memory inspector at `/ui/` (assets compiled in, strict CSP, one-time sign-in
@@ -44,14 +45,17 @@ pub mod db;
 pub mod embed;
 pub mod error;
 pub mod listen;
+mod open;
+mod router;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 pub mod ui;
 
-pub use api::{ApiError, AppState, Caller, ServerConfig, app, serve};
+pub use api::{ApiError, AppState, Caller, ServerConfig};
 pub use contextq_api::{Plan, Scope};
 pub use db::{Backend, Db, DbOptions};
 pub use embed::RunningServer;
 pub use error::{Error, Result};
 pub use listen::ConnectionLimits;
+pub use router::{app, serve};

@@ -315,3 +315,27 @@ fn workspace_from_row(row: &AnyRow) -> Result<contextq_api::Workspace> {
         created_at: row.try_get("created_at")?,
     })
 }
+
+/// The bounds of a page of external ids under `prefix` after the cursor `after`, as
+/// `(operator, value)` conditions on `external_id`: one lower bound only, the later of the prefix
+/// and the cursor (given both, SQLite seeks the index by one of them and may pick the prefix,
+/// rescanning every earlier page), and the prefix's upper bound. Byte order (COLLATE "C" in
+/// PostgreSQL, BINARY in SQLite): every string in [prefix, prefix + U+10FFFF) starts with prefix,
+/// and the range is an index range.
+pub(crate) fn external_id_range(
+    prefix: Option<&str>,
+    after: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let prefix = prefix.filter(|p| !p.is_empty());
+    let mut bounds = Vec::new();
+    match (prefix, after) {
+        (Some(p), Some(after)) if after >= p => bounds.push((">", after.to_string())),
+        (Some(p), _) => bounds.push((">=", p.to_string())),
+        (None, Some(after)) => bounds.push((">", after.to_string())),
+        (None, None) => {}
+    }
+    if let Some(p) = prefix {
+        bounds.push(("<", format!("{p}\u{10FFFF}")));
+    }
+    bounds
+}

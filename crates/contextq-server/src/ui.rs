@@ -17,9 +17,7 @@
 //! if they redeem it first, within [`TOKEN_TTL`]). No key or token ever appears in a URL that
 //! reaches the server or its log.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -32,9 +30,6 @@ use crate::api::extract::{BodyLimit, JsonBody};
 use crate::api::{ApiError, AppState, Caller};
 use crate::store::tenants;
 
-/// How long a sign-in token is valid: 10 minutes.
-pub const TOKEN_TTL: Duration = Duration::from_secs(600);
-
 /// How long a sign-in session key works: 8 hours (a working day; sign in again after).
 pub const SESSION_TTL: Duration = Duration::from_secs(8 * 3600);
 
@@ -46,31 +41,7 @@ const INDEX: &str = include_str!("../ui/index.html");
 const SCRIPT: &str = include_str!("../ui/app.js");
 const STYLE: &str = include_str!("../ui/app.css");
 
-/// One-time sign-in tokens, each for one API key.
-#[derive(Debug, Default)]
-pub struct SignInTokens {
-    tokens: Mutex<HashMap<String, (String, Instant)>>,
-}
-
-impl SignInTokens {
-    /// A new token for `api_key` (256 bits from the OS), valid once for [`TOKEN_TTL`].
-    pub fn issue(&self, api_key: &str) -> String {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).expect("the OS random number generator is available");
-        let token = hex::encode(bytes);
-        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-        tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
-        tokens.insert(token.clone(), (api_key.to_string(), Instant::now()));
-        token
-    }
-
-    /// The key of `token`, once: the token is gone afterwards (and when expired).
-    pub fn redeem(&self, token: &str) -> Option<String> {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-        let (key, at) = tokens.remove(token)?;
-        (at.elapsed() < TOKEN_TTL).then_some(key)
-    }
-}
+pub use crate::auth::{SignInTokens, TOKEN_TTL};
 
 /// The routes of the inspector (merged into [`crate::app`]).
 pub fn routes() -> axum::Router<AppState> {

@@ -123,30 +123,6 @@ pub struct ListQuery {
     pub after: Option<String>,
 }
 
-/// The bounds of a page of external ids under `prefix` after the cursor `after`, as
-/// `(operator, value)` conditions on `external_id`: one lower bound only, the later of the prefix
-/// and the cursor (given both, SQLite seeks the index by one of them and may pick the prefix,
-/// rescanning every earlier page), and the prefix's upper bound. Byte order (COLLATE "C" in
-/// PostgreSQL, BINARY in SQLite): every string in [prefix, prefix + U+10FFFF) starts with prefix,
-/// and the range is an index range.
-pub(super) fn external_id_range(
-    prefix: Option<&str>,
-    after: Option<&str>,
-) -> Vec<(&'static str, String)> {
-    let prefix = prefix.filter(|p| !p.is_empty());
-    let mut bounds = Vec::new();
-    match (prefix, after) {
-        (Some(p), Some(after)) if after >= p => bounds.push((">", after.to_string())),
-        (Some(p), _) => bounds.push((">=", p.to_string())),
-        (None, Some(after)) => bounds.push((">", after.to_string())),
-        (None, None) => {}
-    }
-    if let Some(p) = prefix {
-        bounds.push(("<", format!("{p}\u{10FFFF}")));
-    }
-    bounds
-}
-
 /// `limit=` of `GET /api/contexts`: 500 when absent, at most 500.
 pub fn page_limit(limit: Option<&str>) -> Result<i64> {
     match limit {
@@ -185,7 +161,8 @@ pub async fn list(
         let id = workspaces::id_of(db, tenant_id, slug).await?;
         push(&mut sql, " AND c.workspace_id = $?", Bind::S(id));
     }
-    for (op, bound) in external_id_range(q.external_id_prefix.as_deref(), q.after.as_deref()) {
+    for (op, bound) in super::external_id_range(q.external_id_prefix.as_deref(), q.after.as_deref())
+    {
         push(
             &mut sql,
             &format!(" AND c.external_id {op} $?"),

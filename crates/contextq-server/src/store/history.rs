@@ -463,7 +463,7 @@ pub async fn at(db: &Db, tenant_id: &str, q: &AtQuery) -> Result<HistoryPage> {
         binds.push(Bind::Text(id));
         filter.push_str(&format!(" AND workspace_id = ${}", binds.len()));
     }
-    for (op, bound) in super::contexts::external_id_range(q.prefix.as_deref(), q.after.as_deref()) {
+    for (op, bound) in super::external_id_range(q.prefix.as_deref(), q.after.as_deref()) {
         binds.push(Bind::Text(bound));
         filter.push_str(&format!(" AND external_id {op} ${}", binds.len()));
     }
