@@ -111,11 +111,7 @@ fn write_signal(path: &std::path::Path) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp-{nonce}"));
     let tmp = std::path::PathBuf::from(tmp);
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&tmp)?;
+    let mut file = crate::private_file::create_new(&tmp)?;
     let written = file
         .write_all(format!("{nonce}\n").as_bytes())
         .and_then(|()| std::fs::rename(&tmp, path));

@@ -277,7 +277,10 @@ impl Db {
                     )));
                 }
                 if query.contains("mode=rwc") {
-                    create_private(std::path::Path::new(path))
+                    // Private (directories 0700, the file 0600; SQLite gives its `-wal` and
+                    // `-shm` files the database file's mode): other local users cannot read
+                    // any tenant's content or key hashes. What exists already is left as it is.
+                    crate::private_file::ensure(std::path::Path::new(path))
                         .map_err(|e| Error::Config(format!("cannot create {path}: {e}")))?;
                 }
                 url
@@ -879,32 +882,6 @@ pub async fn create_postgres_database(url: &str, name: &str) -> Result<String> {
         out.push_str(q);
     }
     Ok(out)
-}
-
-/// Creates the database file `path` and its missing directories, readable by this user only
-/// (directories 0700, the file 0600; SQLite gives its `-wal` and `-shm` files the database
-/// file's mode), so that other local users cannot read any tenant's content or key hashes.
-/// What exists already is left as it is.
-fn create_private(path: &std::path::Path) -> std::io::Result<()> {
-    if let Some(parent) = path.parent()
-        && !parent.as_os_str().is_empty()
-        && !parent.exists()
-    {
-        let mut dirs = std::fs::DirBuilder::new();
-        dirs.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut dirs, 0o700);
-        dirs.create(parent)?;
-    }
-    let mut file = std::fs::OpenOptions::new();
-    file.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
-    match file.open(path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e),
-    }
 }
 
 /// `sqlite:PATH` with `mode=rwc` (create if missing) unless a mode was given.

@@ -46,6 +46,7 @@ pub mod embed;
 pub mod error;
 pub mod listen;
 mod open;
+mod private_file;
 mod router;
 pub mod store;
 #[cfg(feature = "test-util")]

@@ -70,21 +70,7 @@ impl AuditKey {
     pub fn create(path: &Path) -> Result<AuditKey> {
         use std::io::Write as _;
         let key = AuditKey::generate()?;
-        if let Some(parent) = path.parent()
-            && !parent.as_os_str().is_empty()
-            && !parent.exists()
-        {
-            let mut dirs = std::fs::DirBuilder::new();
-            dirs.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut dirs, 0o700);
-            dirs.create(parent)?;
-        }
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(path).map_err(|e| {
+        let mut file = crate::private_file::create_new(path).map_err(|e| {
             Error::Config(format!(
                 "cannot create the audit key file {}: {e}",
                 path.display()
