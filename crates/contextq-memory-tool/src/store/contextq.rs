@@ -51,6 +51,23 @@ struct Target {
     rel: String,
 }
 
+impl Target {
+    /// The one format of an external id: `<tag>:<workspace>/<rel>` (a file).
+    fn external_id(&self, tag: &str) -> String {
+        format!("{tag}:{}/{}", self.workspace, self.rel)
+    }
+
+    /// The prefix of every external id beneath it as a directory: `<tag>:<workspace>/` or
+    /// `<tag>:<workspace>/<rel>/`.
+    fn prefix(&self, tag: &str) -> String {
+        if self.rel.is_empty() {
+            format!("{tag}:{}/", self.workspace)
+        } else {
+            format!("{tag}:{}/{}/", self.workspace, self.rel)
+        }
+    }
+}
+
 /// A [`Store`] on ContextQ.
 #[derive(Debug)]
 pub struct ContextQStore {
@@ -159,7 +176,7 @@ impl ContextQStore {
         Ok(self
             .target(path)?
             .filter(|t| !t.rel.is_empty())
-            .map(|t| format!("{}:{}/{}", self.tag, t.workspace, t.rel)))
+            .map(|t| t.external_id(&self.tag)))
     }
 
     /// Where the history of `path` lives: its workspace, and its external id (a file) or the
@@ -171,10 +188,10 @@ impl ContextQStore {
         dir: bool,
     ) -> Result<Option<(String, String)>> {
         Ok(self.target(path)?.map(|t| {
-            let key = match (dir, t.rel.is_empty()) {
-                (true, true) => format!("{}:{}/", self.tag, t.workspace),
-                (true, false) => format!("{}:{}/{}/", self.tag, t.workspace, t.rel),
-                (false, _) => format!("{}:{}/{}", self.tag, t.workspace, t.rel),
+            let key = if dir {
+                t.prefix(&self.tag)
+            } else {
+                t.external_id(&self.tag)
             };
             (t.workspace, key)
         }))
@@ -518,14 +535,7 @@ impl Store for ContextQStore {
         let target = self.target(&dir)?;
         let (prefix, workspace) = match &target {
             None => (format!("{}:", self.tag), None),
-            Some(t) if t.rel.is_empty() => (
-                format!("{}:{}/", self.tag, t.workspace),
-                Some(t.workspace.clone()),
-            ),
-            Some(t) => (
-                format!("{}:{}/{}/", self.tag, t.workspace, t.rel),
-                Some(t.workspace.clone()),
-            ),
+            Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),
         };
         let mut listing = Listing::default();
         if target.is_none() {
@@ -603,7 +613,7 @@ impl Store for ContextQStore {
             .ok_or_else(|| Error::IsADirectory {
                 path: path.raw().to_string(),
             })?;
-        let external_id = format!("{}:{}/{}", self.tag, target.workspace, target.rel);
+        let external_id = target.external_id(&self.tag);
         match mode {
             PutMode::Create => self.create(&target, &external_id, path, content).await,
             PutMode::Overwrite => self.overwrite(&target, &external_id, path, content).await,
@@ -625,7 +635,7 @@ impl Store for ContextQStore {
         let Some(target) = self.target(path)?.filter(|t| !t.rel.is_empty()) else {
             return Err(not_found());
         };
-        let external_id = format!("{}:{}/{}", self.tag, target.workspace, target.rel);
+        let external_id = target.external_id(&self.tag);
         let body = EditContext {
             edit: edit.clone(),
             require_tag: Some(self.tag.clone()),
