@@ -97,63 +97,48 @@ pub fn redact_url(url: &str) -> String {
 struct Migration {
     version: i64,
     description: &'static str,
-    sql: &'static str,
+    /// The migration's SQL per backend (the dialects differ, the versions never do).
+    sqlite: &'static str,
+    postgres: &'static str,
 }
 
-const SQLITE_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        description: "init",
-        sql: include_str!("../migrations/sqlite/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        description: "per-tenant audit chains, idempotency keys",
-        sql: include_str!("../migrations/sqlite/0002_tenant_chains.sql"),
-    },
-    Migration {
-        version: 3,
-        description: "keyed audit log",
-        sql: include_str!("../migrations/sqlite/0003_audit_mac.sql"),
-    },
-    Migration {
-        version: 4,
-        description: "context versions",
-        sql: include_str!("../migrations/sqlite/0004_versions.sql"),
-    },
-    Migration {
-        version: 5,
-        description: "version counters, idempotency keys bound to their request, expiring keys, the legacy chain anchored",
-        sql: include_str!("../migrations/sqlite/0005_version_counters.sql"),
-    },
-];
+impl Migration {
+    fn sql(&self, backend: Backend) -> &'static str {
+        match backend {
+            Backend::Sqlite => self.sqlite,
+            Backend::Postgres => self.postgres,
+        }
+    }
+}
 
-const POSTGRES_MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        description: "init",
-        sql: include_str!("../migrations/postgres/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        description: "per-tenant audit chains, idempotency keys",
-        sql: include_str!("../migrations/postgres/0002_tenant_chains.sql"),
-    },
-    Migration {
-        version: 3,
-        description: "keyed audit log",
-        sql: include_str!("../migrations/postgres/0003_audit_mac.sql"),
-    },
-    Migration {
-        version: 4,
-        description: "context versions",
-        sql: include_str!("../migrations/postgres/0004_versions.sql"),
-    },
-    Migration {
-        version: 5,
-        description: "version counters, idempotency keys bound to their request, expiring keys, the legacy chain anchored",
-        sql: include_str!("../migrations/postgres/0005_version_counters.sql"),
-    },
+/// One migration: its version, description, and the file of that name in each backend's
+/// folder.
+macro_rules! migration {
+    ($version:literal, $description:literal, $file:literal) => {
+        Migration {
+            version: $version,
+            description: $description,
+            sqlite: include_str!(concat!("../migrations/sqlite/", $file)),
+            postgres: include_str!(concat!("../migrations/postgres/", $file)),
+        }
+    };
+}
+
+/// Every migration, in order; each backend has its own SQL file of the same name.
+const MIGRATIONS: &[Migration] = &[
+    migration!(1, "init", "0001_init.sql"),
+    migration!(
+        2,
+        "per-tenant audit chains, idempotency keys",
+        "0002_tenant_chains.sql"
+    ),
+    migration!(3, "keyed audit log", "0003_audit_mac.sql"),
+    migration!(4, "context versions", "0004_versions.sql"),
+    migration!(
+        5,
+        "version counters, idempotency keys bound to their request, expiring keys, the legacy chain anchored",
+        "0005_version_counters.sql"
+    ),
 ];
 
 /// A connection pool and its backend.
@@ -416,10 +401,7 @@ impl Db {
     }
 
     async fn migrate(&self) -> Result<()> {
-        let migrations = match self.backend {
-            Backend::Sqlite => SQLITE_MIGRATIONS,
-            Backend::Postgres => POSTGRES_MIGRATIONS,
-        };
+        let migrations = MIGRATIONS;
         // One transaction under one lock: two servers starting together on one database do not
         // race (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock held to commit).
         let mut tx = self.begin_write().await?;
@@ -441,7 +423,7 @@ impl Db {
             if done.is_some() {
                 continue;
             }
-            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql))
+            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql(self.backend)))
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| Error::Migration(m.version, e))?;
