@@ -45,7 +45,7 @@ pub enum Command {
 pub async fn command(settings: &Settings, command: Command) -> Result<ExitCode> {
     let opened = stores::open(&StoreChoice::ContextQ, settings).await?;
     let result = match &opened.history {
-        Some(tool) => run(tool, settings, command).await,
+        Some(tool) => run(tool, command).await,
         None => Err(anyhow::anyhow!("history needs a ContextQ store")),
     };
     opened.close().await;
@@ -116,7 +116,7 @@ async fn not_a_file(
     }
 }
 
-async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -> Result<ExitCode> {
+async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
     let command = match command {
         Command::RestoreTree { dir, at, dry_run } => resolve_at(tool, dir, at, dry_run).await?,
         c => c,
@@ -181,7 +181,6 @@ async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -
                 writeln!(out, "Dry run: nothing was changed.")?;
                 return Ok(ExitCode::SUCCESS);
             }
-            refuse_read_only(settings)?;
             let done = match tool.restore(&path, version, Some(latest)).await {
                 Ok(done) => done,
                 Err(contextq_memory_tool::Error::Precondition { .. }) => bail!(
@@ -218,7 +217,6 @@ async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            refuse_read_only(settings)?;
             drop(out);
             let total = plan.changes().count() as u64;
             let bar = if std::io::stderr().is_terminal() && total >= 20 {
@@ -269,15 +267,6 @@ async fn run(tool: &ContextQMemoryTool, settings: &Settings, command: Command) -
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn refuse_read_only(settings: &Settings) -> Result<()> {
-    if settings.read_only {
-        bail!(
-            "the memory is read-only here (--read-only): a restore would change it; nothing was changed"
-        );
-    }
-    Ok(())
 }
 
 async fn newest(tool: &ContextQMemoryTool, path: &str) -> Result<i64> {

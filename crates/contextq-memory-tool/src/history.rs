@@ -283,9 +283,7 @@ impl MemoryTool<ContextQStore> {
         let changed = || Error::Precondition {
             path: path.normalized(),
         };
-        if self.is_read_only() {
-            return Err(Error::ReadOnly { command: "restore" });
-        }
+        self.refuse_if_read_only("restore")?;
         // The file as it is now, first: the write below is conditional on exactly this state
         // (its row and version), so when the caller names the newest version it saw, that
         // version must be this state. Check and write are then one condition the server
@@ -432,9 +430,7 @@ impl MemoryTool<ContextQStore> {
         plan: &RestorePlan,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<RestoreReport> {
-        if self.is_read_only() {
-            return Err(Error::ReadOnly { command: "restore" });
-        }
+        self.refuse_if_read_only("restore")?;
         let changes: Vec<&RestoreStep> = plan.changes().collect();
         let total = changes.len();
         let mut report = RestoreReport::default();

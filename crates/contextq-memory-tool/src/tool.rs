@@ -146,10 +146,16 @@ impl<S: Store> MemoryTool<S> {
         path: &MemoryPath,
         text: Option<&str>,
     ) -> Result<(), Error> {
+        self.refuse_if_read_only(command)?;
+        text.map_or(Ok(()), |text| self.secret_in(path, text))
+    }
+
+    /// [`Error::ReadOnly`] for a write by `command` when the tool is read-only.
+    pub(crate) fn refuse_if_read_only(&self, command: &'static str) -> Result<(), Error> {
         if self.read_only {
             return Err(Error::ReadOnly { command });
         }
-        text.map_or(Ok(()), |text| self.secret_in(path, text))
+        Ok(())
     }
 
     /// The secret guard alone: [`Error::SecretRefused`] when it finds a credential in `text`.
@@ -166,10 +172,7 @@ impl<S: Store> MemoryTool<S> {
 
     /// Refuses a write command when the tool is read-only.
     fn writable(&self, command: &'static str) -> Result<(), ToolError> {
-        if self.read_only {
-            return Err(ToolError::new(render::read_only(command)));
-        }
-        Ok(())
+        Ok(self.refuse_if_read_only(command)?)
     }
 
     /// Refuses `text` (what a command would write to `path`) when the secret guard finds a
