@@ -69,6 +69,42 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code, in the order of their statuses.
+    pub const ALL: [ErrorCode; 14] = [
+        ErrorCode::BadRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::QuotaExceeded,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::RequestTimeout,
+        ErrorCode::Conflict,
+        ErrorCode::EditFailed,
+        ErrorCode::PreconditionFailed,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::ValidationFailed,
+        ErrorCode::RateLimited,
+        ErrorCode::Internal,
+    ];
+
+    /// The code an error answer means: its envelope's `code` when that is one of the
+    /// contract's and goes with the status, else the code its status carries (a proxy's HTML
+    /// 404 is `NotFound`, any 5xx is `Internal`; the status wins over a code that contradicts
+    /// it); `None` for a status the contract does not use.
+    pub fn of_answer(status: u16, code: Option<&str>) -> Option<ErrorCode> {
+        let known = code.and_then(|c| Self::ALL.into_iter().find(|k| k.as_str() == c));
+        if let Some(known) =
+            known.filter(|k| k.status() == status || (status >= 500 && *k == ErrorCode::Internal))
+        {
+            return Some(known);
+        }
+        match status {
+            500..=599 => Some(ErrorCode::Internal),
+            409 => Some(ErrorCode::Conflict),
+            s => Self::ALL.into_iter().find(|k| k.status() == s),
+        }
+    }
+
     /// The code as sent: `bad_request`, `quota_exceeded`, ...
     pub fn as_str(self) -> &'static str {
         match self {
@@ -149,5 +185,30 @@ mod tests {
             serde_json::json!({"error": {"code": "quota_exceeded", "message": "plan free allows 100 contexts"}})
         );
         assert_eq!(ErrorCode::QuotaExceeded.status(), 402);
+    }
+
+    #[test]
+    fn an_answer_means_its_code_or_its_status() {
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                ErrorCode::of_answer(code.status(), Some(code.as_str())),
+                Some(code)
+            );
+            assert_eq!(
+                ErrorCode::of_answer(code.status(), Some("teapot")).map(ErrorCode::status),
+                Some(code.status())
+            );
+        }
+        assert_eq!(ErrorCode::of_answer(409, None), Some(ErrorCode::Conflict));
+        assert_eq!(ErrorCode::of_answer(503, None), Some(ErrorCode::Internal));
+        assert_eq!(ErrorCode::of_answer(418, None), None);
+        assert_eq!(
+            ErrorCode::of_answer(503, Some("internal")),
+            Some(ErrorCode::Internal)
+        );
+        assert_eq!(
+            ErrorCode::of_answer(412, Some("bad_request")),
+            Some(ErrorCode::PreconditionFailed)
+        );
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use contextq_memory_tool::MemoryToolHandlers;
-use contextq_memory_tool::history::StepAction;
+use contextq_memory_tool::contextq::history::StepAction;
 use serde_json::json;
 
 use crate::{database, start_server_with};

@@ -24,7 +24,8 @@ use contextq_memory_tool::anthropic::{
     AnthropicConfig, MemoryRunnableTool, MessageParam, MessageRequest, MessagesClient, ToolRunner,
 };
 use contextq_memory_tool::contextq::{
-    ContextQMemoryTool, ContextQMemoryToolOptions, client::ListParams, contextq_memory_tool,
+    ContextQMemoryTool, ContextQMemoryToolOptions, ErrorCode, client::ListParams,
+    contextq_memory_tool,
 };
 use contextq_server::admin::{self, TenantDeletion};
 use contextq_server::{AppState, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig};
@@ -236,7 +237,7 @@ async fn cleanup(db: &Db, tool: &ContextQMemoryTool, t: &Throwaway, workspace: &
     outln!("  deleted {} context(s) via the API", rows.len());
     match client.delete_workspace(workspace).await {
         Ok(()) => outln!("  deleted workspace {workspace} via the API"),
-        Err(contextq_memory_tool::Error::Api { status: 404, .. }) => {}
+        Err(e) if e.contextq_code() == Some(ErrorCode::NotFound) => {}
         Err(e) => return Err(e.into()),
     }
     admin::delete_key(db, &t.key_id).await?;

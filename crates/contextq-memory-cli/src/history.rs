@@ -1,6 +1,6 @@
 //! `contextq-memory history | show | diff | restore`: what a memory file was, how it changed, and
 //! putting it (or a whole directory) back, on a ContextQ that keeps versions (the embedded
-//! default does; `contextq_memory_tool::history` does the work).
+//! default does; `contextq_memory_tool::contextq::history` does the work).
 //!
 //! Output is for people: tables and a unified diff (coloured on a terminal, plain when piped or
 //! when `NO_COLOR` is set), a restore's plan before it runs, and a report of exactly what it did.
@@ -10,8 +10,10 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use contextq_api::history::Action;
-use contextq_memory_tool::contextq::ContextQMemoryTool;
-use contextq_memory_tool::history::{FileVersion, RestorePlan, Restored, StepAction, StepOutcome};
+use contextq_memory_tool::contextq::history::{
+    FileVersion, RestorePlan, Restored, StepAction, StepOutcome,
+};
+use contextq_memory_tool::contextq::{ContextQError, ContextQMemoryTool};
 
 use crate::stores::{self, Settings, StoreChoice};
 
@@ -205,7 +207,9 @@ async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
         Command::RestoreTree { dir, at, dry_run } => {
             let plan = match tool.restore_plan(&dir, &at).await {
                 Ok(plan) => plan,
-                Err(contextq_memory_tool::Error::OutsideWorkspace { .. }) => bail!(
+                Err(contextq_memory_tool::Error::ContextQ(ContextQError::OutsideWorkspace {
+                    ..
+                })) => bail!(
                     "{dir} spans workspaces here (each first folder under /memories is a ContextQ workspace with its own history): restore one workspace, e.g. `restore /memories/default --at {at}`, or a directory in one"
                 ),
                 Err(e) => return Err(e.into()),

@@ -219,15 +219,17 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
 /// What a CLI user can change when the store refused or could not be reached: the environment
 /// variables that chose it (the tool's own messages, written for Claude, say "the operator").
 pub fn hint(e: &contextq_memory_tool::Error) -> Option<&'static str> {
-    use contextq_memory_tool::Error;
-    match e {
-        Error::Transport { .. } => Some(
+    use contextq_memory_tool::contextq::{ContextQError, ErrorCode};
+    if let contextq_memory_tool::Error::ContextQ(ContextQError::Transport(_)) = e {
+        return Some(
             "check CONTEXT_API_URL (the ContextQ this command talks to; a key alone means http://localhost:38200), or unset CONTEXT_API_URL and CONTEXT_API_KEY to use the embedded store",
-        ),
-        Error::Api { status: 401, .. } => Some(
+        );
+    }
+    match e.contextq_code()? {
+        ErrorCode::Unauthorized => Some(
             "check CONTEXT_API_KEY: it must be a key (sk_live_ + 40 hex) of the ContextQ at CONTEXT_API_URL, not revoked or expired",
         ),
-        Error::Api { status: 403, .. } => Some(
+        ErrorCode::Forbidden => Some(
             "the key in CONTEXT_API_KEY lacks the scope this needs (write, or admin to create workspaces)",
         ),
         _ => None,

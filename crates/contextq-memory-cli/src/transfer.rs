@@ -19,6 +19,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use contextq_memory_tool::contextq::ErrorCode;
 use contextq_memory_tool::render::human_size;
 use contextq_memory_tool::{Error, MemoryPath, MemoryTool, PutMode, Store};
 
@@ -250,11 +251,8 @@ pub async fn import<S: Store>(
                 summary.failed += 1;
                 // Every later write would be refused too: a full store, or a key refused.
                 let quota = matches!(
-                    &e,
-                    Error::Api {
-                        status: 401..=403,
-                        ..
-                    }
+                    e.contextq_code(),
+                    Some(ErrorCode::Unauthorized | ErrorCode::QuotaExceeded | ErrorCode::Forbidden)
                 );
                 bar.suspend(|| {
                     eprintln!("failed: {shown}: {}", e.tool_message());

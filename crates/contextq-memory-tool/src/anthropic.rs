@@ -26,8 +26,8 @@ mod runner;
 
 pub use context::{CONTEXT_MANAGEMENT_BETA, ClearToolUses};
 pub use messages::{
-    API_VERSION, AnthropicConfig, ContentBlock, DEFAULT_BASE_URL, Message, MessageParam,
-    MessageRequest, MessagesClient, Role, StopReason, Usage,
+    API_VERSION, AnthropicConfig, AnthropicError, ContentBlock, DEFAULT_BASE_URL, Message,
+    MessageParam, MessageRequest, MessagesClient, Role, StopReason, Usage,
 };
 pub use runner::{
     DEFAULT_MAX_ITERATIONS, MemoryRunnableTool, RunnableTool, ToolCall, ToolRunner, memory_tool,

@@ -1,6 +1,8 @@
 //! The crate's one error type.
 //!
-//! [`Error`] is what stores, the HTTP clients and configuration return. Variants that a store
+//! [`Error`] is what stores, the HTTP clients and configuration return: the `Store` contract's
+//! outcomes, and the failures of ContextQ ([`Error::ContextQ`]) and of the Messages API kept in
+//! errors of their own. Variants that a store
 //! uses to report an expected outcome ([`Error::NotFound`], [`Error::AlreadyExists`],
 //! [`Error::Precondition`], [`Error::NotSupported`], [`Error::OutcomeUnknown`]) are matched on by
 //! [`crate::MemoryTool`]; every variant has a sentence for Claude, built where every string
@@ -8,6 +10,7 @@
 //! developers and logs. No variant ever holds an API key: the clients keep only the masked form
 //! (`sk_live_…abcd`).
 
+use crate::contextq::ContextQError;
 use crate::path::PathError;
 
 // `Error::tool_message` is implemented in `render.rs`, with every other string Claude reads.
@@ -52,31 +55,11 @@ pub enum Error {
     /// The path was refused by the path rules.
     #[error(transparent)]
     Path(#[from] PathError),
-    /// ContextQ, one workspace per first folder: that folder cannot be a workspace slug.
-    #[error("{segment:?} cannot be a ContextQ workspace slug")]
-    NotAWorkspace {
-        /// The first folder under `/memories`, as written.
-        segment: String,
-    },
-    /// ContextQ, one workspace per first folder: a file directly under `/memories`.
-    #[error("{path} is not inside a workspace")]
-    OutsideWorkspace {
-        /// The path as written.
-        path: String,
-    },
     /// A file operation on a path that is a directory (a ContextQ workspace).
     #[error("{path} is a directory, not a file")]
     IsADirectory {
         /// The path as written.
         path: String,
-    },
-    /// ContextQ has no such workspace (and the store may not create it).
-    #[error("the workspace {workspace:?} does not exist in ContextQ")]
-    WorkspaceNotFound {
-        /// The workspace slug.
-        workspace: String,
-        /// Whether the store was allowed to create it (then creating it failed).
-        create_allowed: bool,
     },
     /// A local store cannot make a directory because a file is in its place.
     #[error("cannot {operation} {path}: a parent of it is a file, not a directory")]
@@ -85,31 +68,6 @@ pub enum Error {
         path: String,
         /// `create` or `rename to`.
         operation: &'static str,
-    },
-    /// ContextQ answered with an error status.
-    #[error("ContextQ answered {status} {code}: {message}")]
-    Api {
-        /// HTTP status.
-        status: u16,
-        /// The `error.code` of the body (`quota_exceeded`, `forbidden`, ...), or `http_<status>`.
-        code: String,
-        /// The `error.message` of the body, or the start of the raw body.
-        message: String,
-        /// `Retry-After` in seconds, when the server sent one.
-        retry_after: Option<u64>,
-    },
-    /// The request never got an answer (connection refused or dropped, timeout, TLS).
-    #[error("could not reach {url}: {message}")]
-    Transport {
-        /// The request URL (never carries the key).
-        url: String,
-        /// What happened.
-        message: String,
-        /// Whether it was a timeout.
-        timeout: bool,
-        /// Whether the request may have reached the server (`false`: the connection was never
-        /// made, so nothing can have been applied).
-        sent: bool,
     },
     /// A write (`put` or `delete`) may or may not have been applied: the server's answer was
     /// lost and reading the row back did not settle it. Every other error from a write means
@@ -124,14 +82,6 @@ pub enum Error {
         #[source]
         cause: Box<Error>,
     },
-    /// ContextQ answered, but not with what the contract says.
-    #[error("unexpected answer from ContextQ at {url}: {message}")]
-    Protocol {
-        /// The request URL.
-        url: String,
-        /// What was wrong.
-        message: String,
-    },
     /// A local file operation failed.
     #[error("{operation} {path}: {source}")]
     Io {
@@ -142,18 +92,6 @@ pub enum Error {
         /// The cause.
         #[source]
         source: std::io::Error,
-    },
-    /// The Anthropic Messages API answered with an error.
-    #[error("Anthropic API answered {status} {error_type}: {message}")]
-    Anthropic {
-        /// HTTP status.
-        status: u16,
-        /// `error.type` (`overloaded_error`, `invalid_request_error`, ...).
-        error_type: String,
-        /// `error.message`.
-        message: String,
-        /// The `request-id` header, for support requests.
-        request_id: Option<String>,
     },
     /// The memory is read-only here (the `read_only` option, `--read-only`): a write was
     /// refused before it reached the store; nothing changed.
@@ -172,15 +110,6 @@ pub enum Error {
         /// The 1-based line it is on.
         line: usize,
     },
-    /// The server keeps no versions (it does not name the `history` extension): history,
-    /// diffs and restores need contextq-server or another ContextQ with that extension.
-    #[error(
-        "the ContextQ at {url} keeps no history (its answers do not name the `history` extension): history, diffs and restores need contextq-server"
-    )]
-    HistoryUnavailable {
-        /// The server's base URL.
-        url: String,
-    },
     /// No kept version with this number (never written, or pruned by the server's retention).
     #[error("{path} has no version {version} (never written, or pruned by retention)")]
     VersionNotFound {
@@ -189,6 +118,13 @@ pub enum Error {
         /// The version asked for.
         version: i64,
     },
+    /// ContextQ failed or refused ([`ContextQError`]: matched by the contract's error code).
+    #[error(transparent)]
+    ContextQ(#[from] ContextQError),
+    /// The Anthropic Messages API failed or refused.
+    #[cfg(feature = "runner")]
+    #[error(transparent)]
+    Anthropic(#[from] crate::anthropic::AnthropicError),
     /// Wrong configuration; the message names what to change.
     #[error("invalid configuration: {message}")]
     Config {

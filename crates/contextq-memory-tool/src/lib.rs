@@ -25,12 +25,11 @@
 //! - [`render`]: every string Claude reads (results, listings, every error's sentence).
 //! - [`handlers`]: [`MemoryToolHandlers`], the handler trait, `execute`, and [`ToolError`].
 //! - [`tool`]: [`MemoryTool`], the six commands over any [`Store`].
-//! - [`store`]: the [`Store`] trait and its backends, [`ContextQStore`], [`MemoryStore`] and
-//!   [`LocalStore`].
-//! - [`contextq`]: the ContextQ client and options, and [`contextq::ContextQMemoryTool`]; the
-//!   wire types are the `contextq-api` crate's.
+//! - [`store`]: the [`Store`] trait and the neutral backends, [`MemoryStore`] and [`LocalStore`].
+//! - [`contextq`]: everything ContextQ: options, client, [`ContextQStore`], history and
+//!   restores ([`contextq::history`]), [`ContextQError`]; the wire types are the
+//!   `contextq-api` crate's.
 //! - [`secrets`]: the secret guard's patterns ([`MemoryTool::secret_guard`]).
-//! - [`history`]: versions, diffs and restores of memory files on a ContextQ that keeps them.
 //! - [`retry`]: the one retry engine of both HTTP clients, and [`RetryConfig`].
 //! - [`error`]: [`Error`], the crate's one error type.
 //! - `anthropic` (feature `runner`): the Messages API client, `ToolRunner`, context management.
@@ -44,7 +43,6 @@ pub mod anthropic;
 pub mod contextq;
 pub mod error;
 pub mod handlers;
-pub mod history;
 pub mod path;
 pub mod protocol;
 pub mod render;
@@ -58,11 +56,14 @@ pub mod conformance;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use contextq::{ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool};
+pub use contextq::{
+    ContextQError, ContextQMemoryTool, ContextQMemoryToolOptions, ContextQStore,
+    contextq_memory_tool,
+};
 pub use error::{Error, Result};
 pub use handlers::{MemoryToolHandlers, ToolError};
 pub use path::{MemoryPath, PathError};
 pub use protocol::{Command, ToolDefinition, ToolResult};
 pub use retry::RetryConfig;
-pub use store::{ContextQStore, Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
+pub use store::{Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
 pub use tool::MemoryTool;

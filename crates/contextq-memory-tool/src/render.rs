@@ -13,8 +13,10 @@
 
 use std::collections::BTreeMap;
 
+use crate::contextq::{ContextQError, ErrorCode};
 use crate::error::Error;
 use crate::path::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MemoryPath, PathError};
+use crate::retry::TransportError;
 use crate::store::{EditFailure, Listing, TextEdit};
 
 /// The memory root, as every message names it.
@@ -593,71 +595,9 @@ impl Error {
                 cause,
             } => outcome_unknown(operation, path, &cause.to_string()),
             Error::Path(e) => e.message(),
-            Error::NotAWorkspace { segment } => format!(
-                "{segment:?} cannot be a workspace: the first folder under {ROOT} is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. {ROOT}/acme/notes.md)"
-            ),
-            Error::OutsideWorkspace { path } => format!(
-                "{path} is not inside a workspace: the first folder under {ROOT} is a ContextQ workspace, so write to {ROOT}/<workspace>/{}",
-                path.rsplit('/').find(|s| !s.is_empty()).unwrap_or("notes.md")
-            ),
             Error::IsADirectory { path } => format!("{path} is a directory, not a file"),
-            Error::WorkspaceNotFound {
-                workspace,
-                create_allowed: false,
-            } => format!(
-                "The workspace {workspace:?} does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)"
-            ),
-            Error::WorkspaceNotFound { workspace, .. } => {
-                format!("The workspace {workspace:?} could not be created")
-            }
             Error::ParentIsAFile { path, operation } => {
                 format!("Cannot {operation} {path}: a parent of it is a file, not a directory")
-            }
-            Error::Api {
-                status,
-                code,
-                message,
-                retry_after,
-            } => match (*status, code.as_str()) {
-                (402, _) | (_, "quota_exceeded") => format!(
-                    "The memory store is full: {message}. Delete memories you no longer need, then retry."
-                ),
-                (403, _) => format!(
-                    "The memory is read-only here: the ContextQ API key may not make this change ({message}); nothing was changed."
-                ),
-                (401, _) => {
-                    "The memory store rejected its API key (401 unauthorized); the operator must fix the key.".to_string()
-                }
-                (413, _) => format!(
-                    "The content is too large for the memory store ({message}); at most 1 MiB per file. Split it into smaller files."
-                ),
-                (409, _) => format!("The memory store refused the change: {message}"),
-                (429, _) => format!(
-                    "The memory store is rate limiting requests{}; nothing was changed by this command. Retry later.",
-                    retry_after
-                        .map(|s| format!(" (retry after {s}s)"))
-                        .unwrap_or_default()
-                ),
-                (s, _) if s >= 500 => format!(
-                    "The memory store failed ({status} {code}: {message}); nothing was changed. Retry later."
-                ),
-                _ => format!("The memory store answered {status} {code}: {message}"),
-            },
-            Error::Transport {
-                message, timeout, ..
-            } => {
-                if *timeout {
-                    format!(
-                        "The memory store did not answer in time ({message}); nothing was changed. Retry later."
-                    )
-                } else {
-                    format!(
-                        "The memory store is unreachable ({message}); nothing was changed. Retry later."
-                    )
-                }
-            }
-            Error::Protocol { message, .. } => {
-                format!("The memory store gave an unexpected answer: {message}")
             }
             Error::Io {
                 operation, source, ..
@@ -667,13 +607,84 @@ impl Error {
             Error::SecretRefused { path, kind, line } => format!(
                 "Nothing was written to {path}: line {line} of the content looks like {kind}. Do not store credentials (API keys, tokens, passwords, private keys) in memory; write the fact without the secret, e.g. where the credential is kept."
             ),
-            Error::HistoryUnavailable { .. } => {
-                "This memory store keeps no history; nothing was changed.".to_string()
-            }
             Error::VersionNotFound { path, version } => {
                 format!("{path} has no version {version}; nothing was changed.")
             }
-            Error::Anthropic { message, .. } => format!("The Anthropic API failed: {message}"),
+            Error::ContextQ(e) => contextq_message(e),
+            #[cfg(feature = "runner")]
+            Error::Anthropic(e) => format!("The Anthropic API failed: {}", e.message()),
+        }
+    }
+}
+
+/// What Claude reads when ContextQ failed or refused: by the contract's error code.
+fn contextq_message(e: &ContextQError) -> String {
+    match e {
+        ContextQError::NotAWorkspace { segment } => format!(
+            "{segment:?} cannot be a workspace: the first folder under {ROOT} is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. {ROOT}/acme/notes.md)"
+        ),
+        ContextQError::OutsideWorkspace { path } => format!(
+            "{path} is not inside a workspace: the first folder under {ROOT} is a ContextQ workspace, so write to {ROOT}/<workspace>/{}",
+            path.rsplit('/').find(|s| !s.is_empty()).unwrap_or("notes.md")
+        ),
+        ContextQError::WorkspaceNotFound {
+            workspace,
+            create_allowed: false,
+        } => format!(
+            "The workspace {workspace:?} does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)"
+        ),
+        ContextQError::WorkspaceNotFound { workspace, .. } => {
+            format!("The workspace {workspace:?} could not be created")
+        }
+        ContextQError::Api {
+            code,
+            code_text,
+            status,
+            message,
+            retry_after,
+        } => match code {
+            Some(ErrorCode::QuotaExceeded) => format!(
+                "The memory store is full: {message}. Delete memories you no longer need, then retry."
+            ),
+            Some(ErrorCode::Forbidden) => format!(
+                "The memory is read-only here: the ContextQ API key may not make this change ({message}); nothing was changed."
+            ),
+            Some(ErrorCode::Unauthorized) => {
+                "The memory store rejected its API key (401 unauthorized); the operator must fix the key.".to_string()
+            }
+            Some(ErrorCode::PayloadTooLarge) => format!(
+                "The content is too large for the memory store ({message}); at most 1 MiB per file. Split it into smaller files."
+            ),
+            Some(ErrorCode::Conflict | ErrorCode::EditFailed) => format!("The memory store refused the change: {message}"),
+            Some(ErrorCode::RateLimited) => format!(
+                "The memory store is rate limiting requests{}; nothing was changed by this command. Retry later.",
+                retry_after
+                    .map(|s| format!(" (retry after {s}s)"))
+                    .unwrap_or_default()
+            ),
+            Some(ErrorCode::Internal) => format!(
+                "The memory store failed ({status} {code_text}: {message}); nothing was changed. Retry later."
+            ),
+            _ => format!("The memory store answered {status} {code_text}: {message}"),
+        },
+        ContextQError::Transport(TransportError {
+            message, timeout, ..
+        }) => {
+            if *timeout {
+                format!(
+                    "The memory store did not answer in time ({message}); nothing was changed. Retry later."
+                )
+            } else {
+                format!(
+                    "The memory store is unreachable ({message}); nothing was changed. Retry later."
+                )
+            }
+        }
+        ContextQError::Protocol { message, .. } => {
+            format!("The memory store gave an unexpected answer: {message}")
+        }
+        ContextQError::HistoryUnavailable { .. } => {
+            "This memory store keeps no history; nothing was changed.".to_string()
         }
     }
 }
@@ -823,11 +834,14 @@ mod tests {
     /// refusals on the in-memory store, so they are pinned here).
     #[test]
     fn every_store_failure_has_its_sentence() {
-        let api = |status: u16, code: &str, retry_after: Option<u64>| Error::Api {
-            status,
-            code: code.into(),
-            message: "m".into(),
-            retry_after,
+        let api = |status: u16, code: &str, retry_after: Option<u64>| {
+            Error::ContextQ(ContextQError::Api {
+                code: ErrorCode::of_answer(status, Some(code)),
+                code_text: code.into(),
+                status,
+                message: "m".into(),
+                retry_after,
+            })
         };
         let cases: Vec<(Error, &str)> = vec![
             (
@@ -858,10 +872,10 @@ mod tests {
                 Error::OutcomeUnknown {
                     path: "/memories/a".into(),
                     operation: "delete",
-                    cause: Box::new(Error::Protocol {
+                    cause: Box::new(Error::ContextQ(ContextQError::Protocol {
                         url: "u".into(),
                         message: "lost".into(),
-                    }),
+                    })),
                 },
                 "The memory store did not confirm whether the delete of /memories/a was applied (unexpected answer from ContextQ at u: lost). View /memories/a to check before retrying.",
             ),
@@ -870,15 +884,15 @@ mod tests {
                 "Path /memories/../x would escape /memories directory",
             ),
             (
-                Error::NotAWorkspace {
+                Error::ContextQ(ContextQError::NotAWorkspace {
                     segment: "Bad Slug".into(),
-                },
+                }),
                 "\"Bad Slug\" cannot be a workspace: the first folder under /memories is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. /memories/acme/notes.md)",
             ),
             (
-                Error::OutsideWorkspace {
+                Error::ContextQ(ContextQError::OutsideWorkspace {
                     path: "/memories/n.md".into(),
-                },
+                }),
                 "/memories/n.md is not inside a workspace: the first folder under /memories is a ContextQ workspace, so write to /memories/<workspace>/n.md",
             ),
             (
@@ -888,17 +902,17 @@ mod tests {
                 "/memories/acme is a directory, not a file",
             ),
             (
-                Error::WorkspaceNotFound {
+                Error::ContextQ(ContextQError::WorkspaceNotFound {
                     workspace: "acme".into(),
                     create_allowed: false,
-                },
+                }),
                 "The workspace \"acme\" does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)",
             ),
             (
-                Error::WorkspaceNotFound {
+                Error::ContextQ(ContextQError::WorkspaceNotFound {
                     workspace: "acme".into(),
                     create_allowed: true,
-                },
+                }),
                 "The workspace \"acme\" could not be created",
             ),
             (
@@ -941,28 +955,28 @@ mod tests {
                 "The memory store answered 418 teapot: m",
             ),
             (
-                Error::Transport {
+                Error::ContextQ(ContextQError::Transport(TransportError {
                     url: "u".into(),
                     message: "refused".into(),
                     timeout: false,
                     sent: false,
-                },
+                })),
                 "The memory store is unreachable (refused); nothing was changed. Retry later.",
             ),
             (
-                Error::Transport {
+                Error::ContextQ(ContextQError::Transport(TransportError {
                     url: "u".into(),
                     message: "slow".into(),
                     timeout: true,
                     sent: true,
-                },
+                })),
                 "The memory store did not answer in time (slow); nothing was changed. Retry later.",
             ),
             (
-                Error::Protocol {
+                Error::ContextQ(ContextQError::Protocol {
                     url: "u".into(),
                     message: "not JSON".into(),
-                },
+                }),
                 "The memory store gave an unexpected answer: not JSON",
             ),
             (

@@ -56,6 +56,23 @@ pub enum Idempotency {
     Unsafe,
 }
 
+/// A request that never got a complete answer (connection refused or dropped, timeout, TLS).
+/// Each client carries it in its own error ([`crate::contextq::ContextQError::Transport`], the
+/// Messages API's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("could not reach {url}: {message}")]
+pub struct TransportError {
+    /// The request URL (never carries a key).
+    pub url: String,
+    /// What happened.
+    pub message: String,
+    /// Whether it was a timeout.
+    pub timeout: bool,
+    /// Whether the request may have reached the server (`false`: the connection was never
+    /// made, so nothing can have been applied).
+    pub sent: bool,
+}
+
 /// What went wrong with one attempt, for the retry decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -126,11 +143,13 @@ impl Answer {
 }
 
 /// Sends `request` and reads the whole answer; a transport failure (never sent, or no complete
-/// answer) becomes an [`Attempt`] whose error never shows `secret` (it is masked).
+/// answer) becomes an [`Attempt`] whose error (`wrap`ped into the client's own) never shows
+/// `secret` (it is masked).
 pub(crate) async fn exchange(
     request: reqwest::RequestBuilder,
     url: &str,
     secret: &str,
+    wrap: fn(TransportError) -> Error,
 ) -> std::result::Result<Answer, Attempt> {
     let transport = |e: reqwest::Error, failure: Failure| {
         use std::error::Error as _;
@@ -143,12 +162,12 @@ pub(crate) async fn exchange(
         }
         Attempt {
             failure,
-            error: Error::Transport {
+            error: wrap(TransportError {
                 url: url.to_string(),
                 message: message.replace(secret, &contextq_api::mask_secret(secret)),
                 timeout: e.is_timeout(),
                 sent: failure != Failure::Connect,
-            },
+            }),
             retry_after: None,
         }
     };
@@ -278,8 +297,7 @@ mod tests {
     fn failure(f: Failure) -> Attempt {
         Attempt {
             failure: f,
-            error: Error::Protocol {
-                url: "u".into(),
+            error: Error::Config {
                 message: format!("{f:?}"),
             },
             retry_after: None,

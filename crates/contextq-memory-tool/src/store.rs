@@ -1,4 +1,5 @@
-//! The small storage trait the memory tool is written once against, and its backends.
+//! The small storage trait the memory tool is written once against, and its neutral backends
+//! (memory and a local directory; ContextQ's is [`crate::contextq::ContextQStore`]).
 //!
 //! # The contract
 //!
@@ -48,11 +49,9 @@ use crate::error::Result;
 use crate::path::MemoryPath;
 pub use contextq_api::{EditFailure, TextEdit};
 
-pub mod contextq;
 pub mod local;
 pub mod memory;
 
-pub use contextq::ContextQStore;
 pub use local::LocalStore;
 pub use memory::MemoryStore;
 

@@ -9,12 +9,12 @@ use common::proxy::Proxy;
 use common::{ALL, Server, content, moment, ok, options, seed_rows};
 use contextq_api::history::Action;
 use contextq_memory_tool::contextq::contextq_memory_tool;
-use contextq_memory_tool::history::{Restored, StepAction, StepOutcome};
-use contextq_memory_tool::{Error, MemoryToolHandlers};
+use contextq_memory_tool::contextq::history::{Restored, StepAction, StepOutcome};
+use contextq_memory_tool::{ContextQError, Error, MemoryToolHandlers};
 use contextq_server::{Backend, Plan, Scope};
 use serde_json::json;
 
-fn actions(h: &[contextq_memory_tool::history::FileVersion]) -> Vec<(i64, Action)> {
+fn actions(h: &[contextq_memory_tool::contextq::history::FileVersion]) -> Vec<(i64, Action)> {
     h.iter().map(|v| (v.version, v.action)).collect()
 }
 
@@ -330,7 +330,7 @@ async fn history_stays_in_its_workspace(b: Backend) {
         per_ws
             .restore_plan("/memories", "2100-01-01T00:00:00Z")
             .await,
-        Err(Error::OutsideWorkspace { .. })
+        Err(Error::ContextQ(ContextQError::OutsideWorkspace { .. }))
     ));
     assert_eq!(
         actions(&per_ws.history("/memories/acme/mine.md").await.unwrap()),
@@ -356,7 +356,13 @@ async fn without_the_extension_history_is_a_clear_error(b: Backend) {
             .await
             .unwrap_err(),
     ] {
-        assert!(matches!(err, Error::HistoryUnavailable { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::ContextQ(ContextQError::HistoryUnavailable { .. })
+            ),
+            "{err}"
+        );
         assert!(err.to_string().contains("keeps no history"), "{err}");
     }
 }

@@ -8,8 +8,8 @@ mod common;
 
 use common::proxy::{Fault, Gate, Late, Proxy};
 use common::{ALL, Server, content, moment, ok, options};
+use contextq_memory_tool::contextq::history::{StepAction, StepOutcome};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
-use contextq_memory_tool::history::{StepAction, StepOutcome};
 use contextq_memory_tool::path::MemoryPath;
 use contextq_memory_tool::store::{PutMode, Store};
 use contextq_memory_tool::{Error, MemoryToolHandlers};

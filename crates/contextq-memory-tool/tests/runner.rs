@@ -4,8 +4,8 @@
 use std::sync::{Arc, Mutex};
 
 use contextq_memory_tool::anthropic::{
-    AnthropicConfig, ClearToolUses, ContentBlock, MessageParam, MessageRequest, MessagesClient,
-    StopReason, ToolRunner, memory_tool,
+    AnthropicConfig, AnthropicError, ClearToolUses, ContentBlock, MessageParam, MessageRequest,
+    MessagesClient, StopReason, ToolRunner, memory_tool,
 };
 use contextq_memory_tool::testing::ScriptedClaude;
 use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers, ToolDefinition};
@@ -184,12 +184,12 @@ async fn api_errors_keep_status_type_and_request_id() {
         .await
         .unwrap_err();
     match err {
-        contextq_memory_tool::Error::Anthropic {
+        contextq_memory_tool::Error::Anthropic(AnthropicError::Api {
             status,
             error_type,
             message,
             request_id,
-        } => {
+        }) => {
             assert_eq!(status, 400);
             assert_eq!(error_type, "invalid_request_error");
             assert!(message.contains("named \"memory\""), "{message}");
@@ -201,12 +201,12 @@ async fn api_errors_keep_status_type_and_request_id() {
     let mut plain = request("hi");
     plain.tools.push(ToolDefinition::new().to_json());
     match client(&claude.url).create(&plain).await.unwrap_err() {
-        contextq_memory_tool::Error::Anthropic {
+        contextq_memory_tool::Error::Anthropic(AnthropicError::Api {
             status,
             error_type,
             message,
             ..
-        } => assert_eq!(
+        }) => assert_eq!(
             (status, error_type.as_str(), message.as_str()),
             (
                 400,

@@ -3,7 +3,7 @@
 //! Typed `text`, `tool_use` and `tool_result` blocks; every other block (thinking, server tool
 //! blocks, anything newer) is kept verbatim as [`ContentBlock::Other`] so it can be sent back
 //! unchanged, and unknown keys of known blocks survive too. Errors keep status, `error.type`,
-//! message and `request-id` ([`Error::Anthropic`]). Requests go through the crate's retry
+//! message and `request-id` ([`AnthropicError::Api`]). Requests go through the crate's retry
 //! engine ([`crate::retry`]): a Messages API call is safe to repeat (it changes nothing), so
 //! 429, 529, 500/502/503/504, lost answers and connection failures are retried with
 //! exponential backoff, honouring `retry-after`.
@@ -14,7 +14,48 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::retry::{self, Attempt, Failure, Idempotency, RetryConfig};
+use crate::retry::{self, Attempt, Failure, Idempotency, RetryConfig, TransportError};
+
+/// A failure of the Messages API, carried by [`Error::Anthropic`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnthropicError {
+    /// The API answered with an error.
+    #[error("Anthropic API answered {status} {error_type}: {message}")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// `error.type` (`overloaded_error`, `invalid_request_error`, ...).
+        error_type: String,
+        /// `error.message`.
+        message: String,
+        /// The `request-id` header, for support requests.
+        request_id: Option<String>,
+    },
+    /// The request never got an answer.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// A complete answer that is not a message.
+    #[error("unexpected answer from the Messages API at {url}: {message}")]
+    Protocol {
+        /// The request URL.
+        url: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl AnthropicError {
+    /// What went wrong, in a few words (the API's message, or why no answer came).
+    pub fn message(&self) -> &str {
+        match self {
+            AnthropicError::Api { message, .. } | AnthropicError::Protocol { message, .. } => {
+                message
+            }
+            AnthropicError::Transport(t) => &t.message,
+        }
+    }
+}
 
 /// The public API.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -526,16 +567,19 @@ impl MessagesClient {
                 if !betas.is_empty() {
                     req = req.header("anthropic-beta", betas.join(","));
                 }
-                let answer = retry::exchange(req, &url, &self.config.api_key).await?;
+                let answer = retry::exchange(req, &url, &self.config.api_key, |t| {
+                    Error::Anthropic(AnthropicError::Transport(t))
+                })
+                .await?;
                 if (200..300).contains(&answer.status) {
                     // A complete answer that is not a message: not the API's, repeating it is
                     // pointless.
                     return serde_json::from_slice(&answer.body).map_err(|e| Attempt {
                         failure: Failure::Status(answer.status),
-                        error: Error::Protocol {
+                        error: Error::Anthropic(AnthropicError::Protocol {
                             url: url.clone(),
                             message: format!("invalid message JSON: {e}"),
-                        },
+                        }),
                         retry_after: None,
                     });
                 }
@@ -553,7 +597,7 @@ impl MessagesClient {
 /// The error of a refused request: `error.type`, `error.message` and `request-id`.
 fn anthropic_error(answer: &retry::Answer) -> Error {
     let parsed: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
-    Error::Anthropic {
+    Error::Anthropic(AnthropicError::Api {
         status: answer.status,
         error_type: parsed["error"]["type"]
             .as_str()
@@ -573,7 +617,7 @@ fn anthropic_error(answer: &retry::Answer) -> Error {
             .get("request-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
-    }
+    })
 }
 
 #[cfg(test)]

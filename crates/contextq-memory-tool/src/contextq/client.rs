@@ -1,9 +1,10 @@
 //! A typed client for every endpoint of the ContextQ contract (`docs/contextq-api.md`), with
 //! the contract's own types (`contextq-api`).
 //!
-//! Requests carry `Authorization: Bearer <key>`; failures keep the status, the contract's error
-//! code and message, and `Retry-After` ([`Error::Api`]), or say why no answer came
-//! ([`Error::Transport`]). Every request states whether repeating it is safe and goes through
+//! Requests carry `Authorization: Bearer <key>`; failures keep the contract's error code, the
+//! status, the message and `Retry-After` ([`ContextQError::Api`]), or say why no answer came
+//! ([`ContextQError::Transport`]). This is the one place that reads HTTP statuses; everything
+//! above it matches [`ErrorCode`]s. Every request states whether repeating it is safe and goes through
 //! the crate's retry engine ([`crate::retry`], configured by [`RetryConfig`]).
 //! The key never appears in a URL, a log line, an error or `Debug` output ([`ApiKey`]).
 
@@ -27,6 +28,7 @@ pub use contextq_api::history::{
     Action, HistoryPage, PastState, PathAt, Version as HistoryVersion, VersionPage, VersionSummary,
 };
 
+use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
 use crate::retry::{self, Attempt, Failure, Idempotency, RetryConfig};
 use contextq_api::ErrorEnvelope;
@@ -107,7 +109,7 @@ fn etag_version(headers: &reqwest::header::HeaderMap) -> Option<i64> {
 /// A text edit that cannot apply (`edit_failed` with its reason) is [`Error::EditRefused`] on
 /// `path` (the request path: the store names the memory path instead).
 fn api_error(answer: &retry::Answer, path: &str) -> Error {
-    let (code, message) = match serde_json::from_slice::<ErrorEnvelope>(&answer.body) {
+    let (code_text, message) = match serde_json::from_slice::<ErrorEnvelope>(&answer.body) {
         Ok(e) if e.error.edit.is_some() && answer.status == 409 => {
             return Error::EditRefused {
                 path: path.to_string(),
@@ -121,12 +123,13 @@ fn api_error(answer: &retry::Answer, path: &str) -> Error {
             (format!("http_{}", answer.status), text)
         }
     };
-    Error::Api {
+    Error::ContextQ(ContextQError::Api {
+        code: ErrorCode::of_answer(answer.status, Some(&code_text)),
+        code_text,
         status: answer.status,
-        code,
         message,
         retry_after: answer.retry_after().map(|d| d.as_secs()),
-    }
+    })
 }
 
 /// Everything but RFC 3986's unreserved characters is escaped.
@@ -281,7 +284,10 @@ impl Client {
             if let Some(k) = idempotency_key {
                 req = req.header(IDEMPOTENCY_KEY_HEADER, k);
             }
-            let answer = retry::exchange(req, &url, self.key.expose()).await?;
+            let answer = retry::exchange(req, &url, self.key.expose(), |t| {
+                Error::ContextQ(ContextQError::Transport(t))
+            })
+            .await?;
             if (200..300).contains(&answer.status) {
                 let etag = etag_version(&answer.headers);
                 self.learn(&answer.headers, etag);
@@ -300,9 +306,11 @@ impl Client {
     }
 
     fn decode<T: DeserializeOwned>(&self, path: &str, body: &[u8]) -> Result<T> {
-        serde_json::from_slice(body).map_err(|e| Error::Protocol {
-            url: format!("{}{}", self.base_url, path),
-            message: format!("invalid JSON: {e}"),
+        serde_json::from_slice(body).map_err(|e| {
+            Error::ContextQ(ContextQError::Protocol {
+                url: format!("{}{}", self.base_url, path),
+                message: format!("invalid JSON: {e}"),
+            })
         })
     }
 
@@ -400,10 +408,10 @@ impl Client {
                 }
             }
         }
-        Err(Error::Protocol {
+        Err(Error::ContextQ(ContextQError::Protocol {
             url: format!("{}/api/contexts", self.base_url),
             message: "more than 10,000 pages: the cursor never ends".into(),
-        })
+        }))
     }
 
     /// `GET /api/contexts/by-external/:externalId`; `None` on 404.
@@ -435,7 +443,7 @@ impl Client {
             .await
         {
             Ok(a) => Ok(Some(a)),
-            Err(Error::Api { status: 404, .. }) => Ok(None),
+            Err(e) if e.contextq_code() == Some(ErrorCode::NotFound) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -447,9 +455,11 @@ impl Client {
         let body = serde_json::to_value(BulkUpsert {
             contexts: items.to_vec(),
         })
-        .map_err(|e| Error::Protocol {
-            url: format!("{}{path}", self.base_url),
-            message: format!("cannot encode the request: {e}"),
+        .map_err(|e| {
+            Error::ContextQ(ContextQError::Protocol {
+                url: format!("{}{path}", self.base_url),
+                message: format!("cannot encode the request: {e}"),
+            })
         })?;
         let kind = if items.iter().any(|i| i.if_absent) {
             Idempotency::Unsafe
@@ -477,9 +487,11 @@ impl Client {
             title: title.map(|t| Some(t.to_string())),
             tags: tags.map(<[String]>::to_vec),
         })
-        .map_err(|e| Error::Protocol {
-            url: format!("{}{path}", self.base_url),
-            message: format!("cannot encode the request: {e}"),
+        .map_err(|e| {
+            Error::ContextQ(ContextQError::Protocol {
+                url: format!("{}{path}", self.base_url),
+                message: format!("cannot encode the request: {e}"),
+            })
         })?;
         let kind = if if_match.is_some() {
             Idempotency::Unsafe
@@ -508,9 +520,11 @@ impl Client {
         idempotency_key: &str,
     ) -> Result<EditedContext> {
         let path = format!("/api/contexts/by-external/{}/edit", segment(external_id));
-        let body = serde_json::to_value(body).map_err(|e| Error::Protocol {
-            url: format!("{}{path}", self.base_url),
-            message: format!("cannot encode the request: {e}"),
+        let body = serde_json::to_value(body).map_err(|e| {
+            Error::ContextQ(ContextQError::Protocol {
+                url: format!("{}{path}", self.base_url),
+                message: format!("cannot encode the request: {e}"),
+            })
         })?;
         let a = self
             .request_with(
@@ -533,14 +547,14 @@ impl Client {
         Ok(())
     }
 
-    /// [`Error::HistoryUnavailable`] unless the server has the `history` extension.
+    /// [`ContextQError::HistoryUnavailable`] unless the server has the `history` extension.
     async fn require_history(&self) -> Result<()> {
         if self.extensions().await?.history {
             Ok(())
         } else {
-            Err(Error::HistoryUnavailable {
+            Err(Error::ContextQ(ContextQError::HistoryUnavailable {
                 url: self.base_url.clone(),
-            })
+            }))
         }
     }
 
@@ -634,10 +648,10 @@ impl Client {
                 _ => return Ok((page.at, paths)),
             }
         }
-        Err(Error::Protocol {
+        Err(Error::ContextQ(ContextQError::Protocol {
             url: format!("{}/api/history", self.base_url),
             message: "more than 10,000 pages: the cursor never ends".into(),
-        })
+        }))
     }
 }
 

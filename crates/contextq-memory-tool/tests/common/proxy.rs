@@ -12,6 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
+use contextq_api::ErrorCode;
 
 #[derive(Debug, Clone)]
 pub enum Fault {
@@ -226,12 +227,8 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
             if let Some(s) = retry_after {
                 b = b.header("retry-after", s.to_string());
             }
-            let code_name = match code {
-                429 => "rate_limited",
-                403 => "forbidden",
-                c if *c >= 500 => "internal",
-                _ => "bad_request",
-            };
+            let code_name =
+                ErrorCode::of_answer(*code, None).map_or("bad_request", ErrorCode::as_str);
             return b
                 .body(Body::from(format!(
                     r#"{{"error":{{"code":"{code_name}","message":"injected {code}"}}}}"#

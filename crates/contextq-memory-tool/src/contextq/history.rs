@@ -15,14 +15,15 @@
 //!   the plan saw, and reports exactly what it did and what it skipped.
 //!
 //! Against a ContextQ without the extension, every function here answers
-//! [`Error::HistoryUnavailable`]. Only this tool's rows count (its tag, the path's workspace),
+//! [`ContextQError::HistoryUnavailable`]. Only this tool's rows count (its tag, the path's workspace),
 //! as for every other operation of [`ContextQStore`].
 
 use contextq_api::history::{Action, PastState, VersionSummary};
 
+use super::{ContextQError, ContextQStore};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
-use crate::store::{ContextQStore, PutMode, Store, Version};
+use crate::store::{PutMode, Store, Version};
 use crate::tool::MemoryTool;
 
 /// One version of a memory file.
@@ -348,12 +349,11 @@ impl MemoryTool<ContextQStore> {
     pub async fn restore_plan(&self, dir: &str, at: &str) -> Result<RestorePlan> {
         let dir = parse(dir)?.normalised_copy();
         let store = self.store();
-        let (workspace, prefix) =
-            store
-                .history_key(&dir, true)?
-                .ok_or_else(|| Error::OutsideWorkspace {
-                    path: format!("{}/<workspace>", dir.raw()),
-                })?;
+        let (workspace, prefix) = store.history_key(&dir, true)?.ok_or_else(|| {
+            Error::ContextQ(ContextQError::OutsideWorkspace {
+                path: format!("{}/<workspace>", dir.raw()),
+            })
+        })?;
         let (at, pasts) = store
             .client()
             .history_at(at, &prefix, Some(&workspace))
@@ -453,9 +453,11 @@ impl MemoryTool<ContextQStore> {
     async fn apply(&self, step: &RestoreStep) -> Result<()> {
         let store = self.store();
         let content = || async {
-            let target = step.target.ok_or_else(|| Error::Protocol {
-                url: store.client().base_url().to_string(),
-                message: "a restore step without a version".into(),
+            let target = step.target.ok_or_else(|| {
+                Error::ContextQ(ContextQError::Protocol {
+                    url: store.client().base_url().to_string(),
+                    message: "a restore step without a version".into(),
+                })
             })?;
             self.fetch_version(&step.path, &step.external_id, &step.workspace, target)
                 .await?

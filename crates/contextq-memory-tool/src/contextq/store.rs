@@ -38,10 +38,11 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::{DirMeta, Edited, Entry, FileMeta, Listing, PutMode, Store, TextEdit, Version};
-use crate::contextq::client::{Client, ContextInput, EditContext, Extensions, Fetched, ListParams};
+use super::client::{Client, ContextInput, EditContext, Extensions, Fetched, ListParams};
+use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
+use crate::store::{DirMeta, Edited, Entry, FileMeta, Listing, PutMode, Store, TextEdit, Version};
 
 /// Where a path lives in ContextQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,14 +80,14 @@ pub struct ContextQStore {
     ids: Mutex<HashMap<String, String>>,
 }
 
-/// Whether a failed write may still have been applied: the request may have reached the server
-/// and no answer says it was refused (503 is a refusal: the server did nothing).
+/// Whether a failed write may still have been applied ([`ContextQError::may_have_applied`]).
 fn is_ambiguous(e: &Error) -> bool {
-    match e {
-        Error::Transport { sent, .. } => *sent,
-        Error::Api { status, .. } => *status >= 500 && *status != 503,
-        _ => false,
-    }
+    matches!(e, Error::ContextQ(e) if e.may_have_applied())
+}
+
+/// Whether `e` is ContextQ's refusal with `code`.
+fn refused(e: &Error, code: ErrorCode) -> bool {
+    e.contextq_code() == Some(code)
 }
 
 fn unknown(path: &MemoryPath, operation: &'static str, cause: Error) -> Error {
@@ -103,9 +104,9 @@ pub(crate) fn workspace_slug(segment: &str) -> Result<String> {
     if contextq_api::valid_slug(&slug) {
         Ok(slug)
     } else {
-        Err(Error::NotAWorkspace {
+        Err(Error::ContextQ(ContextQError::NotAWorkspace {
             segment: segment.to_string(),
-        })
+        }))
     }
 }
 
@@ -303,36 +304,39 @@ impl ContextQStore {
         for attempt in 0..2 {
             match self.client.bulk_upsert(std::slice::from_ref(&input)).await {
                 Ok(results) => {
-                    let r = results.into_iter().next().ok_or_else(|| Error::Protocol {
-                        url: format!("{}/api/contexts/bulk-upsert", self.client.base_url()),
-                        message: "no result for the one item sent".into(),
+                    let r = results.into_iter().next().ok_or_else(|| {
+                        Error::ContextQ(ContextQError::Protocol {
+                            url: format!("{}/api/contexts/bulk-upsert", self.client.base_url()),
+                            message: "no result for the one item sent".into(),
+                        })
                     })?;
                     self.remember(&input.external_id, &r.id);
                     return Ok((r.id, r.version));
                 }
-                Err(Error::Api { status: 404, .. }) if attempt == 0 => {
+                Err(e) if refused(&e, ErrorCode::NotFound) && attempt == 0 => {
                     if !self.create_workspaces {
-                        return Err(Error::WorkspaceNotFound {
+                        return Err(Error::ContextQ(ContextQError::WorkspaceNotFound {
                             workspace: target.workspace.clone(),
                             create_allowed: false,
-                        });
+                        }));
                     }
                     match self
                         .client
                         .create_workspace(&target.workspace, &target.workspace)
                         .await
                     {
-                        Ok(_) | Err(Error::Api { status: 409, .. }) => continue,
+                        Ok(_) => continue,
+                        Err(e) if refused(&e, ErrorCode::Conflict) => continue,
                         Err(e) => return Err(e),
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::WorkspaceNotFound {
+        Err(Error::ContextQ(ContextQError::WorkspaceNotFound {
             workspace: target.workspace.clone(),
             create_allowed: true,
-        })
+        }))
     }
 
     async fn create(
@@ -372,14 +376,14 @@ impl ContextQStore {
         for attempt in 0..2 {
             let e = match self.upsert(target, input.clone()).await {
                 Ok((id, v)) => return Ok(Some(Version::of_row(&id, v as u64))),
-                Err(e @ Error::Api { status: 409, .. }) if lost.is_none() => {
+                Err(e) if refused(&e, ErrorCode::Conflict) && lost.is_none() => {
                     // Exists, or refused for another reason (archived workspace, ...).
                     return match self.client.get_by_external(external_id).await? {
                         Some(_) => Err(exists()),
                         None => Err(e),
                     };
                 }
-                Err(e @ Error::Api { status: 409, .. }) => e,
+                Err(e) if refused(&e, ErrorCode::Conflict) => e,
                 Err(e) if is_ambiguous(&e) => e,
                 Err(e) => return Err(e),
             };
@@ -428,7 +432,7 @@ impl ContextQStore {
                 .await
             {
                 Ok(f) => return Ok(f.etag.map(|v| Version::of_row(id, v as u64))),
-                Err(e @ Error::Api { status: 412, .. }) if lost => {
+                Err(e) if refused(&e, ErrorCode::PreconditionFailed) && lost => {
                     return match self.client.get(id).await {
                         Ok(Some(f))
                             if f.context.content == content
@@ -440,12 +444,12 @@ impl ContextQStore {
                         _ => Err(unknown(path, "write", e)),
                     };
                 }
-                Err(Error::Api { status: 412, .. }) => return Err(precondition()),
+                Err(e) if refused(&e, ErrorCode::PreconditionFailed) => return Err(precondition()),
                 // Gone after an attempt that may still have applied first: not known.
-                Err(e @ Error::Api { status: 404, .. }) if lost => {
+                Err(e) if refused(&e, ErrorCode::NotFound) && lost => {
                     return Err(unknown(path, "write", e));
                 }
-                Err(Error::Api { status: 404, .. }) => {
+                Err(e) if refused(&e, ErrorCode::NotFound) => {
                     return Err(self.row_gone(external_id, path).await?);
                 }
                 Err(e) if is_ambiguous(&e) => {
@@ -555,7 +559,7 @@ impl Store for ContextQStore {
         };
         let pages = match self.client.list_all(&params).await {
             Ok(pages) => pages,
-            Err(Error::Api { status: 404, .. }) => {
+            Err(e) if refused(&e, ErrorCode::NotFound) => {
                 // The workspace does not exist (yet).
                 return Ok(dir.is_root().then(Listing::default));
             }
@@ -603,9 +607,9 @@ impl Store for ContextQStore {
         mode: PutMode,
     ) -> Result<Option<Version>> {
         if self.workspace.is_none() && path.segments().len() < 2 {
-            return Err(Error::OutsideWorkspace {
+            return Err(Error::ContextQ(ContextQError::OutsideWorkspace {
                 path: path.raw().to_string(),
-            });
+            }));
         }
         let target = self
             .target(path)?
@@ -654,7 +658,7 @@ impl Store for ContextQStore {
                     changed_line: edited.changed_line,
                 })
             }
-            Err(Error::Api { status: 404, .. }) => Err(not_found()),
+            Err(e) if refused(&e, ErrorCode::NotFound) => Err(not_found()),
             Err(Error::EditRefused { failure, .. }) => Err(Error::EditRefused {
                 path: path.normalized(),
                 failure,
@@ -702,15 +706,15 @@ impl Store for ContextQStore {
         let result = loop {
             attempt += 1;
             break match self.client.delete(&id, if_match).await {
-                Err(Error::Api { status: 412, .. }) => Err(Error::Precondition {
+                Err(e) if refused(&e, ErrorCode::PreconditionFailed) => Err(Error::Precondition {
                     path: path.normalized(),
                 }),
                 // After a lost attempt that read back as not applied: it committed late.
-                Err(Error::Api { status: 404, .. }) if attempt > 1 => Ok(()),
-                Err(Error::Api { status: 404, .. }) if expected.is_some() => {
+                Err(e) if refused(&e, ErrorCode::NotFound) && attempt > 1 => Ok(()),
+                Err(e) if refused(&e, ErrorCode::NotFound) && expected.is_some() => {
                     Err(self.row_gone(&external_id, path).await?)
                 }
-                Err(Error::Api { status: 404, .. }) => Err(not_found()),
+                Err(e) if refused(&e, ErrorCode::NotFound) => Err(not_found()),
                 // Unknown outcome: read back. Gone: done. Still there (ids are never reused): not
                 // applied, and trying once more is safe when it is unchanged. A read-back that
                 // fails too settles nothing: the outcome stays unknown.
