@@ -21,13 +21,15 @@
 //! ```
 
 mod context;
+pub(crate) mod error;
 mod messages;
 mod runner;
 
 pub use context::{CONTEXT_MANAGEMENT_BETA, ClearToolUses};
+pub use error::AnthropicError;
 pub use messages::{
-    API_VERSION, AnthropicConfig, AnthropicError, ContentBlock, DEFAULT_BASE_URL, Message,
-    MessageParam, MessageRequest, MessagesClient, Role, StopReason, Usage,
+    API_VERSION, AnthropicConfig, ContentBlock, DEFAULT_BASE_URL, Message, MessageParam,
+    MessageRequest, MessagesClient, Role, StopReason, Usage,
 };
 pub use runner::{
     DEFAULT_MAX_ITERATIONS, MemoryRunnableTool, RunnableTool, ToolCall, ToolRunner, memory_tool,

@@ -33,10 +33,7 @@ pub use crate::retry::RetryConfig;
 pub use client::{ApiKey, Client};
 pub use error::{ContextQError, ErrorCode};
 pub use options::{
-    ContextQMemoryToolOptions, DEFAULT_BASE_URL, DEFAULT_CONTEXT_TYPE, DEFAULT_TAG,
-    DEFAULT_TIMEOUT, contextq_memory_tool,
+    ContextQMemoryTool, ContextQMemoryToolOptions, DEFAULT_BASE_URL, DEFAULT_CONTEXT_TYPE,
+    DEFAULT_TAG, DEFAULT_TIMEOUT, contextq_memory_tool,
 };
 pub use store::ContextQStore;
-
-/// The memory tool on ContextQ.
-pub type ContextQMemoryTool = crate::tool::MemoryTool<ContextQStore>;

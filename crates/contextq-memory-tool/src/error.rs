@@ -10,7 +10,7 @@
 //! developers and logs. No variant ever holds an API key: the clients keep only the masked form
 //! (`sk_live_…abcd`).
 
-use crate::contextq::ContextQError;
+use crate::contextq::error::{ContextQError, ErrorCode};
 use crate::path::PathError;
 
 // `Error::tool_message` is implemented in `render.rs`, with every other string Claude reads.
@@ -124,7 +124,7 @@ pub enum Error {
     /// The Anthropic Messages API failed or refused.
     #[cfg(feature = "runner")]
     #[error(transparent)]
-    Anthropic(#[from] crate::anthropic::AnthropicError),
+    Anthropic(#[from] crate::anthropic::error::AnthropicError),
     /// Wrong configuration; the message names what to change.
     #[error("invalid configuration: {message}")]
     Config {
@@ -135,3 +135,13 @@ pub enum Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The ContextQ code of a refusal ([`ContextQError::code`]); `None` for anything else.
+    pub fn contextq_code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::ContextQ(e) => e.code(),
+            _ => None,
+        }
+    }
+}

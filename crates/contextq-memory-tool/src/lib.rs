@@ -50,6 +50,7 @@ pub mod retry;
 pub mod secrets;
 pub mod store;
 pub mod tool;
+mod transport;
 
 #[cfg(feature = "test-util")]
 pub mod conformance;

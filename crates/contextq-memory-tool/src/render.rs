@@ -13,11 +13,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::contextq::{ContextQError, ErrorCode};
+use crate::contextq::error::{ContextQError, ErrorCode};
 use crate::error::Error;
 use crate::path::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MemoryPath, PathError};
-use crate::retry::TransportError;
 use crate::store::{EditFailure, Listing, TextEdit};
+use crate::transport::TransportError;
 
 /// The memory root, as every message names it.
 const ROOT: &str = "/memories";

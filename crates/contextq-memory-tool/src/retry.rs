@@ -16,6 +16,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+pub use crate::transport::TransportError;
 
 /// How to retry. Defaults: 3 retries, 100 ms first backoff doubling to at most 5 s, 30 s in all.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,23 +55,6 @@ pub enum Idempotency {
     Safe,
     /// Repeating it after an unknown outcome could apply it twice or misreport it.
     Unsafe,
-}
-
-/// A request that never got a complete answer (connection refused or dropped, timeout, TLS).
-/// Each client carries it in its own error ([`crate::contextq::ContextQError::Transport`], the
-/// Messages API's).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("could not reach {url}: {message}")]
-pub struct TransportError {
-    /// The request URL (never carries a key).
-    pub url: String,
-    /// What happened.
-    pub message: String,
-    /// Whether it was a timeout.
-    pub timeout: bool,
-    /// Whether the request may have reached the server (`false`: the connection was never
-    /// made, so nothing can have been applied).
-    pub sent: bool,
 }
 
 /// What went wrong with one attempt, for the retry decision.

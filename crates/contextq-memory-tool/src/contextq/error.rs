@@ -8,7 +8,7 @@
 
 pub use contextq_api::ErrorCode;
 
-pub use crate::retry::TransportError;
+pub use crate::transport::TransportError;
 
 /// A ContextQ failure.
 #[derive(Debug, thiserror::Error)]
@@ -90,16 +90,6 @@ impl ContextQError {
                 *code == Some(ErrorCode::Internal) && *status != 503
             }
             _ => false,
-        }
-    }
-}
-
-impl crate::Error {
-    /// The ContextQ code of a refusal ([`ContextQError::code`]); `None` for anything else.
-    pub fn contextq_code(&self) -> Option<ErrorCode> {
-        match self {
-            crate::Error::ContextQ(e) => e.code(),
-            _ => None,
         }
     }
 }

@@ -20,7 +20,8 @@
 
 use contextq_api::history::{Action, PastState, VersionSummary};
 
-use super::{ContextQError, ContextQStore};
+use super::error::ContextQError;
+use super::store::ContextQStore;
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
 use crate::store::{PutMode, Store, Version};

@@ -3,10 +3,14 @@
 
 use std::time::Duration;
 
-use super::{ApiKey, Client, ContextQMemoryTool, ContextQStore};
+use super::client::{ApiKey, Client};
+use super::store::ContextQStore;
 use crate::error::{Error, Result};
 use crate::retry::RetryConfig;
 use crate::tool::MemoryTool;
+
+/// The memory tool on ContextQ.
+pub type ContextQMemoryTool = MemoryTool<ContextQStore>;
 
 /// Default ContextQ base URL.
 pub const DEFAULT_BASE_URL: &str = "http://localhost:38200";

@@ -1,0 +1,45 @@
+//! [`AnthropicError`], the Messages API's failures, in a file of its own so that the crate's
+//! [`crate::Error`] can carry it without importing the client.
+
+use crate::transport::TransportError;
+
+/// A failure of the Messages API, carried by [`Error::Anthropic`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnthropicError {
+    /// The API answered with an error.
+    #[error("Anthropic API answered {status} {error_type}: {message}")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// `error.type` (`overloaded_error`, `invalid_request_error`, ...).
+        error_type: String,
+        /// `error.message`.
+        message: String,
+        /// The `request-id` header, for support requests.
+        request_id: Option<String>,
+    },
+    /// The request never got an answer.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// A complete answer that is not a message.
+    #[error("unexpected answer from the Messages API at {url}: {message}")]
+    Protocol {
+        /// The request URL.
+        url: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl AnthropicError {
+    /// What went wrong, in a few words (the API's message, or why no answer came).
+    pub fn message(&self) -> &str {
+        match self {
+            AnthropicError::Api { message, .. } | AnthropicError::Protocol { message, .. } => {
+                message
+            }
+            AnthropicError::Transport(t) => &t.message,
+        }
+    }
+}
