@@ -1,11 +1,16 @@
 //! The write transaction's two steps on a real database ([`Db::begin_with_read`],
 //! [`Write::commit`]), on SQLite and PostgreSQL: values inlined as literals come back exactly as
 //! they went in, a batch whose statement changes another number of rows than it must commits
-//! nothing, and a refused write leaves nothing behind.
+//! nothing, and a refused write leaves nothing behind. A property test round-trips arbitrary
+//! strings (quotes, `$` tags, backslashes, any Unicode, the longest values the contract allows)
+//! through both of the write's queries.
 
+use contextq_api::limits::{MAX_CONTENT_BYTES, MAX_EXTERNAL_ID_BYTES};
 use contextq_server::db::{Batch, BatchError, Bind, Write};
 use contextq_server::testing::TestDatabase;
 use contextq_server::{Backend, Db, DbOptions};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use sqlx::Row;
 
 async fn db(b: Backend) -> (TestDatabase, Db) {
@@ -127,7 +132,87 @@ async fn an_aborted_write_leaves_nothing(b: Backend) {
     write.abort().await;
 }
 
+/// One piece of awkward text: what breaks quoting (quotes, `$`, tag-like runs, backslashes) and
+/// any character but NUL (refused before any query, [`contextq_server::db::has_nul`]).
+fn piece() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("'".to_string()),
+        Just("''".to_string()),
+        Just("$".to_string()),
+        Just("$$".to_string()),
+        Just("$cq".to_string()),
+        Just("\\".to_string()),
+        Just("$1".to_string()),
+        "cq[0-9a-f]{0,16}\\$?",
+        any::<char>()
+            .prop_filter("NUL is refused before any query", |c| *c != '\0')
+            .prop_map(String::from),
+    ]
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(piece(), 0..48).prop_map(|p| p.concat())
+}
+
+/// Writes `values` (the last also as the read's echo) in one batch and reads them back.
+async fn round_trip(db: &Db, values: &[String]) -> Result<(), TestCaseError> {
+    sqlx::raw_sql("DELETE FROM probe")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let echo = values.last().cloned().unwrap_or_default();
+    let (write, row) = db
+        .begin_with_read(
+            "SELECT 1 FROM probe WHERE body = $1 FOR UPDATE",
+            "SELECT $1 AS echo, $2 AS n",
+            vec![Bind::Text(echo.clone()), Bind::Int(-1)],
+        )
+        .await
+        .unwrap();
+    let row = row.unwrap();
+    prop_assert_eq!(row.try_get::<String, _>("echo").unwrap(), echo);
+    let mut batch = Batch::default();
+    for (i, text) in values.iter().enumerate() {
+        batch.push(
+            "INSERT INTO probe (id, body) VALUES ($1, $2)",
+            vec![Bind::Int(i as i64), Bind::Text(text.clone())],
+            Some(1),
+        );
+    }
+    write.commit(batch).await.unwrap();
+    prop_assert_eq!(bodies(db).await, values);
+    Ok(())
+}
+
+async fn arbitrary_strings_round_trip(b: Backend) {
+    let (_database, db) = db(b).await;
+    // The longest values the contract allows: a whole file, an external id.
+    let longest = [
+        "$cq'\\\u{1F980}".repeat(MAX_CONTENT_BYTES / 9),
+        "'$".repeat(MAX_EXTERNAL_ID_BYTES / 2),
+    ];
+    for value in &longest {
+        assert!(value.len() <= MAX_CONTENT_BYTES);
+        round_trip(&db, std::slice::from_ref(value)).await.unwrap();
+    }
+    let handle = tokio::runtime::Handle::current();
+    let mut runner = TestRunner::new(Config {
+        cases: 96,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let outcome = tokio::task::block_in_place(|| {
+        runner.run(&prop::collection::vec(text(), 1..12), |values| {
+            handle.block_on(round_trip(&db, &values))
+        })
+    });
+    if let Err(e) = outcome {
+        panic!("{b:?}: {e}");
+    }
+}
+
 contextq_server::database_tests!(
+    arbitrary_strings_round_trip,
     inlined_values_come_back_exactly,
     a_wrong_row_count_commits_nothing,
     an_aborted_write_leaves_nothing,

@@ -1,0 +1,441 @@
+//! The pool and the write path: [`Db`] (SQLite or PostgreSQL behind sqlx's `Any` driver), its
+//! settings ([`DbOptions`]), this process's SQLite writer slot, and the transactions a write
+//! runs in ([`WriteTx`], [`Write`]) and reads use ([`Reader`]).
+
+use std::time::Duration;
+
+use sqlx::any::AnyRow;
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::{Any, AnyPool, Transaction};
+
+use super::backend::sqlite_url;
+use super::batch::{Batch, BatchError, BatchMismatch, Bind, inline, is_failed_check};
+use super::{Backend, redact_url};
+use crate::error::{Error, Result};
+
+/// A connection pool and its backend.
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+    /// SQLite: this process's writer slot, and in it the write connection of
+    /// [`Db::begin_with_read`] (opened on first use, dropped when a write fails to end cleanly).
+    writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>>,
+    /// The URL connections are opened with.
+    url: String,
+    /// The audit key, if the audit log is keyed.
+    audit_key: Option<std::sync::Arc<crate::audit::key::AuditKey>>,
+    /// How many versions of each external id are kept.
+    versions_kept: u32,
+}
+
+/// Set on every SQLite connection.
+const SQLITE_PRAGMAS: &[&str] = &[
+    "PRAGMA busy_timeout = 30000",
+    "PRAGMA foreign_keys = ON",
+    "PRAGMA synchronous = FULL",
+];
+
+/// A write transaction (and, on SQLite, this process's writer slot until it ends).
+#[derive(Debug)]
+pub struct WriteTx {
+    tx: Transaction<'static, Any>,
+    _guard: Option<tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>>,
+}
+
+impl WriteTx {
+    /// Commits (and frees the writer slot).
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        self.tx.commit().await
+    }
+}
+
+impl std::ops::Deref for WriteTx {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.tx
+    }
+}
+
+/// Pool settings.
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// Most connections held open (default 16; SQLite 8).
+    pub max_connections: u32,
+    /// How long to wait for a free connection (default 30 s).
+    pub acquire_timeout: Duration,
+    /// The audit key (default none: rows are hash-chained but carry no MAC). A database keyed
+    /// once is refused without its key ([`Db::connect`]).
+    pub audit_key: Option<crate::audit::key::AuditKey>,
+    /// Key a database whose audit log was written without a key, from its next row on (default
+    /// false: such a database is refused with a key, saying how to key it). A fresh database is
+    /// keyed without asking.
+    pub adopt_audit_key: bool,
+    /// Open a database whose audit log has rows but no keying record although a key is given,
+    /// to verify it (`verify-audit`, which then reports it; default false: such a database is
+    /// refused, since it was never keyed or was stripped of its keying).
+    pub inspect_audit: bool,
+    /// Open an existing database only (default false: a SQLite file that does not exist is
+    /// created, with its directories). Operator commands that only read or change what is there
+    /// set it, so that a typo in the URL is an error rather than a new, empty database.
+    pub existing_only: bool,
+    /// Versions kept of each external id (extension `history`; default
+    /// [`DEFAULT_VERSIONS_KEPT`], 100; at least 1). A tenant keeps at most its plan's context cap
+    /// times this many versions in all (a deleted context's versions count until pruned, oldest
+    /// first).
+    pub versions_kept: u32,
+}
+
+/// Default [`DbOptions::versions_kept`]: 100.
+pub const DEFAULT_VERSIONS_KEPT: u32 = 100;
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(30),
+            audit_key: None,
+            adopt_audit_key: false,
+            inspect_audit: false,
+            existing_only: false,
+            versions_kept: DEFAULT_VERSIONS_KEPT,
+        }
+    }
+}
+
+impl Db {
+    /// Connects to `url` (`sqlite:PATH`, created if missing unless `existing_only`; or
+    /// `postgres://...`) and migrates; [`Db::connect`] (module `open`) then checks the audit
+    /// log's keying.
+    pub(crate) async fn open_pool(url: &str, options: &DbOptions) -> Result<Db> {
+        install_default_drivers();
+        if options.versions_kept == 0 {
+            return Err(Error::Config(
+                "versions_kept must be at least 1 (the current state is a version)".into(),
+            ));
+        }
+        let backend = Backend::from_url(url)?;
+        let url = match backend {
+            Backend::Sqlite => {
+                let url = sqlite_url(url)?;
+                let rest = url.trim_start_matches("sqlite://");
+                let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+                if options.existing_only && !std::path::Path::new(path).is_file() {
+                    return Err(Error::Config(format!(
+                        "no database at {path}: check --database-url (this command opens an \
+                         existing database only; bootstrap, create-tenant and init-audit-key \
+                         create one)"
+                    )));
+                }
+                if query.contains("mode=rwc") {
+                    // Private (directories 0700, the file 0600; SQLite gives its `-wal` and
+                    // `-shm` files the database file's mode): other local users cannot read
+                    // any tenant's content or key hashes. What exists already is left as it is.
+                    crate::private_file::ensure(std::path::Path::new(path))
+                        .map_err(|e| Error::Config(format!("cannot create {path}: {e}")))?;
+                }
+                url
+            }
+            Backend::Postgres => url.to_string(),
+        };
+        // No ping before handing out a connection: it would cost every request one more round
+        // trip; a connection found broken fails its query (a 500 the client treats as such).
+        let mut pool_options = AnyPoolOptions::new()
+            .test_before_acquire(false)
+            .acquire_timeout(options.acquire_timeout)
+            .max_connections(match backend {
+                Backend::Sqlite => options.max_connections.min(8),
+                Backend::Postgres => options.max_connections,
+            });
+        if backend == Backend::Sqlite {
+            pool_options = pool_options.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    for pragma in SQLITE_PRAGMAS {
+                        sqlx::query(*pragma).execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            });
+        }
+        let pool = pool_options
+            .connect(&url)
+            .await
+            .map_err(|e| Error::Connect(redact_url(&url), e))?;
+        let db = Db {
+            pool,
+            backend,
+            writer: Default::default(),
+            url,
+            audit_key: options.audit_key.clone().map(std::sync::Arc::new),
+            versions_kept: options.versions_kept,
+        };
+        if backend == Backend::Sqlite {
+            // Persistent in the file: set once.
+            sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&db.pool)
+                .await?;
+        }
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    /// The audit key rows and heads are MACed with, if any.
+    pub fn audit_key(&self) -> Option<&crate::audit::key::AuditKey> {
+        self.audit_key.as_deref()
+    }
+
+    /// Versions kept of each external id ([`DbOptions::versions_kept`]).
+    pub fn versions_kept(&self) -> u32 {
+        self.versions_kept
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// SQLite: the file that signals key revocations to every server process on this database
+    /// (`<database>-revocations`, rewritten after each revocation commits; see
+    /// [`crate::auth::KeyCache`]). `None` on PostgreSQL.
+    pub fn revocations_file(&self) -> Option<std::path::PathBuf> {
+        if self.backend != Backend::Sqlite {
+            return None;
+        }
+        let rest = self.url.trim_start_matches("sqlite://");
+        let path = rest.split_once('?').map_or(rest, |(p, _)| p);
+        Some(std::path::PathBuf::from(format!("{path}-revocations")))
+    }
+
+    /// The URL this pool connects with (it may hold a password: never log it, see
+    /// [`redact_url`]).
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// A connection for reads. On SQLite, the write connection when no write holds it (its page
+    /// cache stays warm across this process's own writes, and nothing is checked out of the
+    /// pool, so there is no release ping: one hop to SQLite's worker thread per query instead
+    /// of two); a pooled connection while a write runs, so reads never wait for writes. On
+    /// PostgreSQL, a pooled connection.
+    pub async fn reader(&self) -> Result<Reader, sqlx::Error> {
+        if self.backend == Backend::Sqlite
+            && let Ok(mut slot) = self.writer.clone().try_lock_owned()
+        {
+            if slot.is_none() {
+                *slot = Some(self.sqlite_connection().await?);
+            }
+            return Ok(Reader(Held::Slot(slot)));
+        }
+        Ok(Reader(Held::Pooled(self.pool.acquire().await?)))
+    }
+
+    /// A new SQLite connection outside the pool, set up as the pool's are.
+    async fn sqlite_connection(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
+        use sqlx::Connection as _;
+        let mut conn = sqlx::AnyConnection::connect(&self.url).await?;
+        for pragma in SQLITE_PRAGMAS {
+            sqlx::query(*pragma).execute(&mut conn).await?;
+        }
+        Ok(conn)
+    }
+
+    /// Starts a read-write transaction that takes the write lock at once.
+    ///
+    /// SQLite has one writer at a time: writers of this process queue on a fair async lock
+    /// first (held until commit or drop), so they never spin in SQLite's busy handler, whose
+    /// sleeps (up to 100 ms) would otherwise dominate tail latency; the busy timeout still
+    /// arbitrates between processes. PostgreSQL writers serialise on the audit head row lock.
+    pub async fn begin_write(&self) -> Result<WriteTx, sqlx::Error> {
+        Ok(match self.backend {
+            Backend::Sqlite => {
+                let guard = self.writer.clone().lock_owned().await;
+                WriteTx {
+                    tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
+                    _guard: Some(guard),
+                }
+            }
+            Backend::Postgres => WriteTx {
+                tx: self.pool.begin().await?,
+                _guard: None,
+            },
+        })
+    }
+
+    /// Closes the pool (waits for connections to be returned).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// A write transaction opened by its read (see [`Db::begin_with_read`]); finished by
+/// [`Write::commit`] with the batch of its changes, or by [`Write::abort`].
+///
+/// A pooled connection inside a transaction begun by hand (on SQLite, with this process's
+/// writer slot). If it is dropped before commit or rollback (a panic), it is closed, not
+/// returned to the pool, so that the database rolls the transaction back and no other request
+/// ever runs inside it.
+#[derive(Debug)]
+pub struct Write {
+    conn: Held,
+    backend: Backend,
+    open: bool,
+}
+
+/// The connection a [`Write`] or a [`Reader`] holds.
+#[derive(Debug)]
+enum Held {
+    /// A pooled connection (PostgreSQL; SQLite reads while a write holds the slot).
+    Pooled(sqlx::pool::PoolConnection<Any>),
+    /// SQLite: the write connection, in the writer slot (held until the write or read ends).
+    Slot(tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>),
+}
+
+impl Held {
+    fn get(&mut self) -> &mut sqlx::AnyConnection {
+        match self {
+            Held::Pooled(c) => c,
+            Held::Slot(slot) => slot.as_mut().expect("the slot holds a connection"),
+        }
+    }
+
+    /// Closes the connection instead of reusing it (the database rolls back what it had open).
+    fn discard(&mut self) {
+        match self {
+            Held::Pooled(c) => c.close_on_drop(),
+            Held::Slot(slot) => drop(slot.take()),
+        }
+    }
+}
+
+/// A connection for reads ([`Db::reader`]); `&mut *reader` is an executor.
+#[derive(Debug)]
+pub struct Reader(Held);
+
+impl std::ops::Deref for Reader {
+    type Target = sqlx::AnyConnection;
+    fn deref(&self) -> &Self::Target {
+        match &self.0 {
+            Held::Pooled(c) => c,
+            Held::Slot(slot) => slot.as_ref().expect("the slot holds a connection"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Reader {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.get()
+    }
+}
+
+impl Drop for Write {
+    fn drop(&mut self) {
+        if self.open {
+            self.conn.discard();
+        }
+    }
+}
+
+impl Db {
+    /// Round trip 1 of a write: begins the transaction, runs `lock` (a statement that takes
+    /// the write's row locks and returns no rows), then `read` (which reads what the write
+    /// needs), both with `binds`, in one simple-protocol query, the values inlined as literals
+    /// ([`inline`]). On PostgreSQL `read` runs after `lock` was granted, with a snapshot of its
+    /// own (READ COMMITTED), so it sees every write committed before the lock. On SQLite,
+    /// `BEGIN IMMEDIATE` is the lock (one writer; `lock` is not sent), taken after this
+    /// process's writer slot, so that writers queue fairly instead of polling SQLite's lock; the
+    /// one query is one hop to sqlx's SQLite worker thread instead of three.
+    pub async fn begin_with_read(
+        &self,
+        lock: &str,
+        read: &str,
+        binds: Vec<Bind>,
+    ) -> Result<(Write, Option<AnyRow>), sqlx::Error> {
+        let conn = match self.backend {
+            Backend::Sqlite => {
+                let mut slot = self.writer.clone().lock_owned().await;
+                if slot.is_none() {
+                    *slot = Some(self.sqlite_connection().await?);
+                }
+                Held::Slot(slot)
+            }
+            Backend::Postgres => Held::Pooled(self.pool.acquire().await?),
+        };
+        let mut write = Write {
+            conn,
+            backend: self.backend,
+            open: true,
+        };
+        let query = match self.backend {
+            Backend::Sqlite => {
+                format!("BEGIN IMMEDIATE; {}", inline(read, &binds, Backend::Sqlite))
+            }
+            Backend::Postgres => format!(
+                "BEGIN; {}; {}",
+                inline(lock, &binds, Backend::Postgres),
+                inline(read, &binds, Backend::Postgres)
+            ),
+        };
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+            .fetch_all(write.conn.get())
+            .await
+        {
+            Ok(rows) => Ok((write, rows.into_iter().next())),
+            Err(e) => {
+                write.rollback().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Write {
+    /// Round trip 2 of a write: every statement of `batch`, each checked for the rows it had to
+    /// change, and `COMMIT`, in one query ([`Batch::into_checked`]). Nothing is committed when
+    /// a check fails or the database refuses a statement.
+    pub async fn commit(mut self, batch: Batch) -> Result<(), BatchError> {
+        let (sql, expects) = batch.into_checked(self.backend);
+        let query = format!("{sql}; COMMIT");
+        match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+            .execute(self.conn.get())
+            .await
+        {
+            Ok(_) => {
+                self.open = false;
+                Ok(())
+            }
+            Err(e) => {
+                self.rollback().await;
+                if is_failed_check(&e, self.backend) {
+                    Err(BatchError::Mismatch(BatchMismatch { expected: expects }))
+                } else {
+                    Err(BatchError::Database(e))
+                }
+            }
+        }
+    }
+
+    /// Ends the transaction without changing anything (a refused write).
+    pub async fn abort(mut self) {
+        self.rollback().await;
+    }
+
+    /// Ends a transaction that will not commit; a connection that cannot even do that is
+    /// closed instead of returned to the pool.
+    async fn rollback(&mut self) {
+        match sqlx::raw_sql("ROLLBACK").execute(self.conn.get()).await {
+            Ok(_) => self.open = false,
+            Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
+        }
+    }
+}
