@@ -27,6 +27,7 @@ pub use key::AuditKey;
 
 use sha2::{Digest, Sha256};
 use sqlx::Row;
+use sqlx::any::AnyRow;
 
 use crate::db::{Backend, Batch, Bind, Db};
 use crate::error::Error;
@@ -621,33 +622,59 @@ async fn verify_keying(db: &Db, key: &AuditKey) -> Result<Option<BadRow>> {
     Ok(None)
 }
 
-async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> {
+/// The chain a [`walk`] reads: the frozen global chain (rows written before per-tenant chains),
+/// or one tenant's.
+#[derive(Clone, Copy)]
+enum Chain<'a> {
+    Legacy,
+    Tenant(&'a str),
+}
+
+/// Where a [`walk`] ended: at the chain's last row (`seq`, 0 for an empty chain, and its
+/// hash), or at the first row that breaks it.
+enum Walked {
+    End { seq: i64, hash: Option<String> },
+    Bad { seq: i64, why: String },
+}
+
+/// The one walker of a hash chain: reads `chain` from row 1 in order, a page at a time, and
+/// checks that rows are numbered without gaps, each links to the previous row's hash, and each
+/// hashes to what it stores; `each` checks more of a row (its MAC) and may name why it is bad.
+async fn walk(
+    db: &Db,
+    chain: Chain<'_>,
+    v: &mut Verification,
+    mut each: impl FnMut(i64, &AnyRow, &str) -> Result<Option<String>>,
+) -> Result<Walked> {
     const PAGE: i64 = 1000;
-    let mut expected_seq = 1i64;
+    let mut expected = 1i64;
     let mut prev: Option<String> = None;
-    let bad = |seq: i64, why: String| {
-        Ok(Some(BadRow {
-            tenant_id: None,
-            seq,
-            why,
-        }))
-    };
     loop {
-        let page = sqlx::query(
-            "SELECT seq, tenant_id, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash \
-             FROM activity_logs WHERE tenant_seq IS NULL AND seq >= $1 ORDER BY seq LIMIT $2",
-        )
-        .bind(expected_seq)
-        .bind(PAGE)
+        let page = match chain {
+            Chain::Legacy => sqlx::query(
+                "SELECT seq, tenant_id, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash \
+                 FROM activity_logs WHERE tenant_seq IS NULL AND seq >= $1 ORDER BY seq LIMIT $2",
+            )
+            .bind(expected)
+            .bind(PAGE),
+            Chain::Tenant(tenant_id) => sqlx::query(
+                "SELECT tenant_seq AS seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac \
+                 FROM activity_logs WHERE tenant_id = $1 AND tenant_seq >= $2 ORDER BY tenant_seq LIMIT $3",
+            )
+            .bind(tenant_id.to_string())
+            .bind(expected)
+            .bind(PAGE),
+        }
         .fetch_all(db.pool())
         .await?;
         let n = page.len();
         for row in page {
             let seq: i64 = row.try_get("seq")?;
-            if seq != expected_seq {
+            let bad = |seq: i64, why: String| Ok(Walked::Bad { seq, why });
+            if seq != expected {
                 return bad(
-                    expected_seq,
-                    format!("row {expected_seq} is missing (next row is {seq})"),
+                    expected,
+                    format!("row {expected} is missing (next row is {seq})"),
                 );
             }
             let prev_hash: Option<String> = row.try_get("prev_hash")?;
@@ -658,17 +685,38 @@ async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> 
                 );
             }
             let api_key_id: Option<String> = row.try_get("api_key_id")?;
-            let computed = legacy_hash(
-                prev_hash.as_deref(),
-                seq,
-                &row.try_get::<String, _>("tenant_id")?,
-                api_key_id.as_deref(),
-                &row.try_get::<String, _>("action")?,
-                &row.try_get::<String, _>("entity_type")?,
-                &row.try_get::<String, _>("entity_id")?,
-                &row.try_get::<String, _>("detail")?,
-                &row.try_get::<String, _>("created_at")?,
+            let field = |name: &str| row.try_get::<String, _>(name);
+            let (action, entity_type, entity_id, detail, created_at) = (
+                field("action")?,
+                field("entity_type")?,
+                field("entity_id")?,
+                field("detail")?,
+                field("created_at")?,
             );
+            let computed = match chain {
+                Chain::Legacy => legacy_hash(
+                    prev_hash.as_deref(),
+                    seq,
+                    &field("tenant_id")?,
+                    api_key_id.as_deref(),
+                    &action,
+                    &entity_type,
+                    &entity_id,
+                    &detail,
+                    &created_at,
+                ),
+                Chain::Tenant(tenant_id) => chain_hash(
+                    prev_hash.as_deref(),
+                    seq,
+                    tenant_id,
+                    api_key_id.as_deref(),
+                    &action,
+                    &entity_type,
+                    &entity_id,
+                    &detail,
+                    &created_at,
+                ),
+            };
             let stored: String = row.try_get("hash")?;
             if computed != stored {
                 return bad(
@@ -676,15 +724,36 @@ async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> 
                     "its contents do not match its hash (the row was edited)".into(),
                 );
             }
+            if let Some(why) = each(seq, &row, &stored)? {
+                return bad(seq, why);
+            }
             prev = Some(stored);
-            expected_seq += 1;
+            expected += 1;
             v.rows += 1;
         }
         if (n as i64) < PAGE {
             break;
         }
     }
-    if expected_seq > 1 {
+    Ok(Walked::End {
+        seq: expected - 1,
+        hash: prev,
+    })
+}
+
+async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> {
+    let bad = |seq: i64, why: String| {
+        Ok(Some(BadRow {
+            tenant_id: None,
+            seq,
+            why,
+        }))
+    };
+    let (last, prev) = match walk(db, Chain::Legacy, v, |_, _, _| Ok(None)).await? {
+        Walked::Bad { seq, why } => return bad(seq, why),
+        Walked::End { seq, hash } => (seq, hash),
+    };
+    if last > 0 {
         v.chains += 1;
     }
     let head = sqlx::query("SELECT seq, last_hash FROM audit_head WHERE id = 1")
@@ -694,12 +763,11 @@ async fn verify_legacy(db: &Db, v: &mut Verification) -> Result<Option<BadRow>> 
         Some(h) => (h.try_get("seq")?, h.try_get("last_hash")?),
         None => (0, None),
     };
-    if head_seq != expected_seq - 1 || head_hash != prev {
+    if head_seq != last || head_hash != prev {
         return bad(
-            expected_seq,
+            last + 1,
             format!(
-                "the chain head points at row {head_seq} but the log ends at row {} (rows were removed from the end)",
-                expected_seq - 1
+                "the chain head points at row {head_seq} but the log ends at row {last} (rows were removed from the end)"
             ),
         );
     }
@@ -819,9 +887,6 @@ async fn verify_tenant(
         Some(_) => keyed_from.unwrap_or(i64::MAX),
         None => i64::MAX,
     };
-    const PAGE: i64 = 1000;
-    let mut expected = 1i64;
-    let mut prev: Option<String> = None;
     let bad = |seq: i64, why: String| {
         Ok(Some(BadRow {
             tenant_id: Some(tenant_id.to_string()),
@@ -829,79 +894,34 @@ async fn verify_tenant(
             why,
         }))
     };
-    loop {
-        let page = sqlx::query(
-            "SELECT tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac \
-             FROM activity_logs WHERE tenant_id = $1 AND tenant_seq >= $2 ORDER BY tenant_seq LIMIT $3",
-        )
-        .bind(tenant_id.to_string())
-        .bind(expected)
-        .bind(PAGE)
-        .fetch_all(db.pool())
-        .await?;
-        let n = page.len();
-        for row in page {
-            let seq: i64 = row.try_get("tenant_seq")?;
-            if seq != expected {
-                return bad(
-                    expected,
-                    format!("row {expected} is missing (next row is {seq})"),
-                );
+    let mut keyed_rows = 0;
+    let walked = walk(db, Chain::Tenant(tenant_id), v, |seq, row, stored| {
+        if let Some(key) = key
+            && seq >= keyed_from
+        {
+            let mac: Option<String> = row.try_get("mac")?;
+            if !AuditKey::same(mac.as_deref(), &key.row_mac(tenant_id, seq, stored)) {
+                return Ok(Some(
+                    "its MAC does not verify with the audit key (the row was edited, \
+                     re-chained or written without the key)"
+                        .into(),
+                ));
             }
-            let prev_hash: Option<String> = row.try_get("prev_hash")?;
-            if prev_hash != prev {
-                return bad(
-                    seq,
-                    "its prev_hash does not match the previous row's hash".into(),
-                );
-            }
-            let api_key_id: Option<String> = row.try_get("api_key_id")?;
-            let computed = chain_hash(
-                prev_hash.as_deref(),
-                seq,
-                tenant_id,
-                api_key_id.as_deref(),
-                &row.try_get::<String, _>("action")?,
-                &row.try_get::<String, _>("entity_type")?,
-                &row.try_get::<String, _>("entity_id")?,
-                &row.try_get::<String, _>("detail")?,
-                &row.try_get::<String, _>("created_at")?,
-            );
-            let stored: String = row.try_get("hash")?;
-            if computed != stored {
-                return bad(
-                    seq,
-                    "its contents do not match its hash (the row was edited)".into(),
-                );
-            }
-            if let Some(key) = key
-                && seq >= keyed_from
-            {
-                let mac: Option<String> = row.try_get("mac")?;
-                if !AuditKey::same(mac.as_deref(), &key.row_mac(tenant_id, seq, &stored)) {
-                    return bad(
-                        seq,
-                        "its MAC does not verify with the audit key (the row was edited, \
-                         re-chained or written without the key)"
-                            .into(),
-                    );
-                }
-                v.keyed_rows += 1;
-            }
-            prev = Some(stored);
-            expected += 1;
-            v.rows += 1;
+            keyed_rows += 1;
         }
-        if (n as i64) < PAGE {
-            break;
-        }
-    }
-    if head_seq != expected - 1 || head_hash != prev {
+        Ok(None)
+    })
+    .await?;
+    v.keyed_rows += keyed_rows;
+    let (last, prev) = match walked {
+        Walked::Bad { seq, why } => return bad(seq, why),
+        Walked::End { seq, hash } => (seq, hash),
+    };
+    if head_seq != last || head_hash != prev {
         return bad(
-            expected,
+            last + 1,
             format!(
-                "the chain head points at row {head_seq} but the chain ends at row {} (rows were removed from the end)",
-                expected - 1
+                "the chain head points at row {head_seq} but the chain ends at row {last} (rows were removed from the end)"
             ),
         );
     }
