@@ -12,7 +12,15 @@ use crate::auth::hash_key;
 use crate::db::Db;
 use crate::store::{Actor, Error, Result, tenants, workspaces};
 
-pub use crate::store::tenants::{NewKey, TenantDeletion};
+pub use crate::audit::repair_keying as repair_audit_keying;
+pub use crate::store::tenants::{
+    NewKey, TenantDeletion, create_key, create_tenant, create_user, delete_key, delete_tenant,
+    delete_user, tenant_by_name,
+};
+pub use crate::store::workspaces::list as workspaces;
+
+/// Why a tenant with audit rows is kept.
+pub const CHAINED_AUDIT_REFUSAL: &str = "it has chained audit rows: they form the tenant's own hash chain, which the audit trail keeps (removing them would break its verification; the rows outlive the tenant's data on purpose)";
 
 /// What [`bootstrap`] made.
 #[derive(Debug, Clone, Serialize)]
@@ -40,36 +48,6 @@ impl Bootstrap {
         })
         .to_string()
     }
-}
-
-/// Creates a tenant; returns its id.
-pub async fn create_tenant(db: &Db, name: &str, plan: Plan) -> Result<String> {
-    tenants::create_tenant(db, name, plan).await
-}
-
-/// The id of the tenant named `name`, if any.
-pub async fn tenant_by_name(db: &Db, name: &str) -> Result<Option<String>> {
-    tenants::tenant_by_name(db, name).await
-}
-
-/// Creates an owner user of a tenant; returns its id.
-pub async fn create_user(db: &Db, tenant_id: &str, email: &str) -> Result<String> {
-    tenants::create_user(db, tenant_id, email).await
-}
-
-/// Deletes a user (delete its keys first); returns whether one was deleted.
-pub async fn delete_user(db: &Db, user_id: &str) -> Result<bool> {
-    tenants::delete_user(db, user_id).await
-}
-
-/// Mints a key for a tenant (optionally owned by a user); returned once, stored hashed.
-pub async fn create_key(
-    db: &Db,
-    tenant_id: &str,
-    user_id: Option<&str>,
-    scopes: &[Scope],
-) -> Result<NewKey> {
-    tenants::create_key(db, tenant_id, user_id, scopes).await
 }
 
 /// Mints a key that stops working `expires_in` from now (checked on every request).
@@ -105,16 +83,6 @@ pub async fn revoke_key(db: &Db, id_or_key: &str) -> Result<bool> {
     Ok(revoked)
 }
 
-/// Deletes a key's row; returns whether one was deleted.
-pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
-    tenants::delete_key(db, key_id).await
-}
-
-/// Every workspace of a tenant, by slug.
-pub async fn workspaces(db: &Db, tenant_id: &str) -> Result<Vec<Workspace>> {
-    workspaces::list(db, tenant_id).await
-}
-
 /// Creates a workspace for a tenant (audited, without a key).
 pub async fn create_workspace(
     db: &Db,
@@ -129,7 +97,8 @@ pub async fn create_workspace(
     workspaces::create(db, actor, slug, name).await
 }
 
-/// Tenant, owner user, key and workspace in one go.
+/// Tenant, owner user, key and workspace in one transaction: all of them, or (any failure, a
+/// name taken) none.
 pub async fn bootstrap(
     db: &Db,
     name: &str,
@@ -142,34 +111,21 @@ pub async fn bootstrap(
             "invalid workspace slug {workspace:?}: use a-z, 0-9 and '-', starting with a letter or digit"
         )));
     }
-    let tenant_id = create_tenant(db, name, plan).await?;
-    let user_id = create_user(db, &tenant_id, &format!("owner@{name}.invalid")).await?;
-    let key = create_key(db, &tenant_id, Some(&user_id), scopes).await?;
-    create_workspace(db, &tenant_id, workspace, workspace).await?;
+    let made = tenants::bootstrap(
+        db,
+        name,
+        plan,
+        &format!("owner@{name}.invalid"),
+        scopes,
+        workspace,
+    )
+    .await?;
     Ok(Bootstrap {
-        tenant_id,
-        user_id,
-        key,
-        workspace: workspace.to_string(),
+        tenant_id: made.tenant_id,
+        user_id: made.user_id,
+        key: made.key,
+        workspace: made.workspace.slug,
     })
-}
-
-/// Why a tenant with audit rows is kept.
-pub const CHAINED_AUDIT_REFUSAL: &str = "it has chained audit rows: they form the tenant's own hash chain, which the audit trail keeps (removing them would break its verification; the rows outlive the tenant's data on purpose)";
-
-/// Deletes a tenant with its keys, users, workspaces and contexts, unless it has chained audit
-/// rows: then nothing is deleted and the outcome says so ([`TenantDeletion::KeptForAudit`]).
-pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
-    tenants::delete_tenant(db, tenant_id).await
-}
-
-/// Keys a tenant's chain again after a server without the key extended it (see
-/// [`crate::audit::repair_keying`]).
-pub async fn repair_audit_keying(
-    db: &Db,
-    tenant_id: &str,
-) -> std::result::Result<crate::audit::KeyingRepair, crate::Error> {
-    crate::audit::repair_keying(db, tenant_id).await
 }
 
 /// Verifies the audit chains: every tenant's (and the global chain of rows written before

@@ -304,7 +304,82 @@ async fn two_servers_on_one_database(b: Backend) {
     s1.stop().await;
 }
 
+/// `admin::bootstrap` is one transaction: when its last step fails (a trigger refuses the
+/// workspace), no tenant, user or key is left behind, and the name can be bootstrapped again.
+async fn bootstrap_is_all_or_nothing(b: Backend) {
+    let s = TestServer::start(b).await;
+    let db = &s.db;
+    let refuse = match b {
+        Backend::Sqlite => vec![
+            "CREATE TRIGGER refuse BEFORE INSERT ON workspaces BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        ],
+        Backend::Postgres => vec![
+            "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER refuse BEFORE INSERT ON workspaces FOR EACH ROW EXECUTE FUNCTION refuse()",
+        ],
+    };
+    for sql in &refuse {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))
+            .execute(db.pool())
+            .await
+            .unwrap();
+    }
+    let count = |table: &'static str| async move {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) AS n FROM {table}"
+        )))
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        sqlx::Row::try_get::<i64, _>(&row, "n").unwrap()
+    };
+    let before: Vec<i64> = futures::future::join_all(
+        [
+            "tenants",
+            "users",
+            "api_keys",
+            "audit_heads",
+            "activity_logs",
+        ]
+        .map(count),
+    )
+    .await;
+    let err = admin::bootstrap(db, "atomic", Plan::Free, "notes", ALL)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("refused"), "{err}");
+    let after: Vec<i64> = futures::future::join_all(
+        [
+            "tenants",
+            "users",
+            "api_keys",
+            "audit_heads",
+            "activity_logs",
+        ]
+        .map(count),
+    )
+    .await;
+    assert_eq!(before, after, "a failed bootstrap left rows behind");
+    assert!(admin::tenant_by_name(db, "atomic").await.unwrap().is_none());
+    sqlx::raw_sql("DROP TRIGGER refuse ON workspaces")
+        .execute(db.pool())
+        .await
+        .or(sqlx::raw_sql("DROP TRIGGER refuse")
+            .execute(db.pool())
+            .await)
+        .unwrap();
+    let made = admin::bootstrap(db, "atomic", Plan::Free, "notes", ALL)
+        .await
+        .unwrap();
+    assert_eq!(made.workspace, "notes");
+    let v = admin::verify_audit(db, Some(&made.tenant_id))
+        .await
+        .unwrap();
+    assert!(v.ok() && v.rows == 1, "{v:?}");
+}
+
 contextq_server::database_tests!(
+    bootstrap_is_all_or_nothing,
     audit_chain_verifies_and_detects_tampering,
     tenant_deletion_is_refused_with_chained_rows,
     concurrent_version_checked_writers_lose_nothing,

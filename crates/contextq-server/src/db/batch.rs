@@ -133,6 +133,24 @@ impl Batch {
         self.statements.push((sql.into(), binds, expect));
     }
 
+    /// Runs the statements one at a time, bound (not inlined), on `conn`, inside a transaction
+    /// the caller began ([`crate::db::Db::begin_write`]); a statement that changes another number
+    /// of rows than it had to fails the run, and the caller's transaction is then rolled back
+    /// when dropped. For writes off the request path (provisioning), where round trips do not
+    /// matter and statements must see each other's rows.
+    pub async fn run_in(self, conn: &mut sqlx::AnyConnection) -> Result<(), BatchError> {
+        let expected: Vec<Option<u64>> = self.statements.iter().map(|s| s.2).collect();
+        for (sql, binds, expect) in self.statements {
+            let done = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+                .execute(&mut *conn)
+                .await?;
+            if expect.is_some_and(|n| n != done.rows_affected()) {
+                return Err(BatchError::Mismatch(BatchMismatch { expected }));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether nothing was added.
     pub fn is_empty(&self) -> bool {
         self.statements.is_empty()

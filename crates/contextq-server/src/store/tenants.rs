@@ -2,7 +2,7 @@
 //! authentication looks up. (None of this is an audited change in the contract.)
 
 use contextq_api::{Plan, Scope};
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 
 use super::{Error, Result, new_id, now};
 use crate::auth::{KeyRecord, generate_key, hash_key};
@@ -42,18 +42,30 @@ pub enum TenantDeletion {
 
 /// Creates a tenant and the head of its audit chain; returns its id.
 pub async fn create_tenant(db: &Db, name: &str, plan: Plan) -> Result<String> {
+    let mut tx = db.begin_write().await?;
+    let id = insert_tenant(&mut tx, db, name, plan).await?;
+    tx.commit().await?;
+    Ok(id)
+}
+
+/// [`create_tenant`] on `conn`, in the caller's transaction.
+async fn insert_tenant(
+    conn: &mut AnyConnection,
+    db: &Db,
+    name: &str,
+    plan: Plan,
+) -> Result<String> {
     if name.trim().is_empty() {
         return Err(Error::Invalid("the tenant name must not be empty".into()));
     }
     let id = new_id("ten");
-    let mut tx = db.begin_write().await?;
     let res =
         sqlx::query("INSERT INTO tenants (id, name, plan, created_at) VALUES ($1, $2, $3, $4)")
             .bind(id.clone())
             .bind(name.to_string())
             .bind(plan.as_str().to_string())
             .bind(now())
-            .execute(&mut *tx)
+            .execute(&mut *conn)
             .await;
     match res {
         Ok(_) => {}
@@ -71,10 +83,55 @@ pub async fn create_tenant(db: &Db, name: &str, plan: Plan) -> Result<String> {
     .bind(id.clone())
     .bind(keyed_from)
     .bind(mac)
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await?;
-    tx.commit().await?;
     Ok(id)
+}
+
+/// What [`bootstrap`] made.
+#[derive(Debug, Clone)]
+pub struct Bootstrapped {
+    /// The new tenant's id.
+    pub tenant_id: String,
+    /// Its owner user's id.
+    pub user_id: String,
+    /// The owner's key (shown once).
+    pub key: NewKey,
+    /// Its first workspace.
+    pub workspace: contextq_api::Workspace,
+}
+
+/// A tenant, its owner user (`email`), the owner's key and a first workspace (audited, as
+/// through the API), in one transaction: all of it or, on any failure, nothing.
+pub async fn bootstrap(
+    db: &Db,
+    name: &str,
+    plan: Plan,
+    email: &str,
+    scopes: &[Scope],
+    workspace: &str,
+) -> Result<Bootstrapped> {
+    super::workspaces::check(workspace, workspace)?;
+    let mut tx = db.begin_write().await?;
+    let tenant_id = insert_tenant(&mut tx, db, name, plan).await?;
+    let user_id = insert_user(&mut tx, &tenant_id, email).await?;
+    let key = insert_key(
+        &mut tx,
+        &tenant_id,
+        Some(&user_id),
+        scopes,
+        None,
+        KeyKind::Key,
+    )
+    .await?;
+    let workspace = super::workspaces::create_first(&mut tx, db, &tenant_id, workspace).await?;
+    tx.commit().await?;
+    Ok(Bootstrapped {
+        tenant_id,
+        user_id,
+        key,
+        workspace,
+    })
 }
 
 /// The id of the tenant named `name`, if any.
@@ -86,10 +143,10 @@ pub async fn tenant_by_name(db: &Db, name: &str) -> Result<Option<String>> {
     Ok(row.map(|r| r.try_get("id")).transpose()?)
 }
 
-async fn require_tenant(db: &Db, tenant_id: &str) -> Result<()> {
+async fn require_tenant(conn: &mut AnyConnection, tenant_id: &str) -> Result<()> {
     let exists = sqlx::query("SELECT id FROM tenants WHERE id = $1")
         .bind(tenant_id.to_string())
-        .fetch_optional(db.pool())
+        .fetch_optional(&mut *conn)
         .await?;
     match exists {
         Some(_) => Ok(()),
@@ -101,14 +158,18 @@ async fn require_tenant(db: &Db, tenant_id: &str) -> Result<()> {
 
 /// Creates an owner user of a tenant; returns its id.
 pub async fn create_user(db: &Db, tenant_id: &str, email: &str) -> Result<String> {
-    require_tenant(db, tenant_id).await?;
+    insert_user(&mut *db.pool().acquire().await?, tenant_id, email).await
+}
+
+async fn insert_user(conn: &mut AnyConnection, tenant_id: &str, email: &str) -> Result<String> {
+    require_tenant(conn, tenant_id).await?;
     let id = new_id("usr");
     sqlx::query("INSERT INTO users (id, tenant_id, email, role, created_at) VALUES ($1, $2, $3, 'owner', $4)")
         .bind(id.clone())
         .bind(tenant_id.to_string())
         .bind(email.to_string())
         .bind(now())
-        .execute(db.pool())
+        .execute(&mut *conn)
         .await?;
     Ok(id)
 }
@@ -160,7 +221,19 @@ pub async fn create_key_with(
     expires_at: Option<&str>,
     kind: KeyKind,
 ) -> Result<NewKey> {
-    require_tenant(db, tenant_id).await?;
+    let mut conn = db.pool().acquire().await?;
+    insert_key(&mut conn, tenant_id, user_id, scopes, expires_at, kind).await
+}
+
+async fn insert_key(
+    conn: &mut AnyConnection,
+    tenant_id: &str,
+    user_id: Option<&str>,
+    scopes: &[Scope],
+    expires_at: Option<&str>,
+    kind: KeyKind,
+) -> Result<NewKey> {
+    require_tenant(conn, tenant_id).await?;
     let key = generate_key();
     let id = new_id("key");
     sqlx::query(
@@ -175,7 +248,7 @@ pub async fn create_key_with(
     .bind(now())
     .bind(expires_at.map(str::to_string))
     .bind(kind.as_str())
-    .execute(db.pool())
+    .execute(&mut *conn)
     .await?;
     Ok(NewKey {
         key_id: id,

@@ -3,10 +3,12 @@
 use contextq_api::{Workspace, valid_slug};
 use sqlx::Row;
 
+use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
 use super::{Actor, Error, Outcome, Result, new_id, now, workspace_from_row, write};
-use crate::db::{Batch, Bind, Db};
+use crate::audit::Head;
+use crate::db::{Batch, BatchError, Bind, Db};
 
 /// The columns of a workspace row, in one place.
 macro_rules! columns {
@@ -67,8 +69,8 @@ fn locked(row: &AnyRow) -> Result<Option<(Workspace, i64)>> {
     })
 }
 
-/// Creates a workspace (refused if the slug exists). An empty `name` becomes the slug.
-pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result<Workspace> {
+/// Refuses a slug or a name the contract does not allow.
+pub(crate) fn check(slug: &str, name: &str) -> Result<()> {
     if !valid_slug(slug) {
         return Err(Error::Invalid(format!(
             "invalid workspace slug {slug:?}: use 1 to 63 characters of a-z, 0-9 and '-', starting with a letter or digit"
@@ -81,6 +83,47 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
             name.len()
         )));
     }
+    Ok(())
+}
+
+/// A new workspace's row and its audit record, added to `batch` and `head`.
+fn insert(
+    actor: Actor<'_>,
+    slug: &str,
+    name: &str,
+    head: &mut Head,
+    batch: &mut Batch,
+) -> Workspace {
+    let ws = Workspace {
+        id: new_id("ws"),
+        slug: slug.to_string(),
+        name: if name.is_empty() { slug } else { name }.to_string(),
+        archived: false,
+        created_at: now(),
+    };
+    batch.push(
+        "INSERT INTO workspaces (id, tenant_id, slug, name, archived, created_at) VALUES ($1, $2, $3, $4, 0, $5)",
+        vec![
+            Bind::Text(ws.id.clone()),
+            Bind::Text(actor.tenant_id.to_string()),
+            Bind::Text(ws.slug.clone()),
+            Bind::Text(ws.name.clone()),
+            Bind::Text(ws.created_at.clone()),
+        ],
+        Some(1),
+    );
+    head.append(actor.record(
+        "workspace.create",
+        "workspace",
+        &ws.id,
+        serde_json::json!({"slug": slug}),
+    ));
+    ws
+}
+
+/// Creates a workspace (refused if the slug exists). An empty `name` becomes the slug.
+pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result<Workspace> {
+    check(slug, name)?;
     let read = lock_workspace(actor.tenant_id, slug);
     write(db, actor.tenant_id, slug, read, |mut head, row| {
         if locked(row)?.is_some() {
@@ -88,34 +131,47 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
                 slug: slug.to_string(),
             });
         }
-        let ws = Workspace {
-            id: new_id("ws"),
-            slug: slug.to_string(),
-            name: if name.is_empty() { slug } else { name }.to_string(),
-            archived: false,
-            created_at: now(),
-        };
         let mut batch = Batch::default();
-        batch.push(
-            "INSERT INTO workspaces (id, tenant_id, slug, name, archived, created_at) VALUES ($1, $2, $3, $4, 0, $5)",
-            vec![
-                Bind::Text(ws.id.clone()),
-                Bind::Text(actor.tenant_id.to_string()),
-                Bind::Text(ws.slug.clone()),
-                Bind::Text(ws.name.clone()),
-                Bind::Text(ws.created_at.clone()),
-            ],
-            Some(1),
-        );
-        head.append(actor.record(
-            "workspace.create",
-            "workspace",
-            &ws.id,
-            serde_json::json!({"slug": slug}),
-        ));
+        let ws = insert(actor, slug, name, &mut head, &mut batch);
         Ok(Outcome::Write(head, batch, ws))
     })
     .await
+}
+
+/// The first workspace of a tenant just created on `conn`, in the caller's transaction
+/// ([`super::tenants::bootstrap`]): the first row of the tenant's fresh audit chain, by an
+/// operator command.
+pub(crate) async fn create_first(
+    conn: &mut AnyConnection,
+    db: &Db,
+    tenant_id: &str,
+    slug: &str,
+) -> Result<Workspace> {
+    check(slug, slug)?;
+    let (keyed_from, mac) = crate::audit::new_head(db.audit_key(), tenant_id);
+    let mut head = Head::new(
+        tenant_id,
+        0,
+        None,
+        keyed_from,
+        mac.as_deref(),
+        db.audit_key(),
+    )
+    .map_err(Error::Corrupt)?;
+    let actor = Actor {
+        tenant_id,
+        key_id: None,
+    };
+    let mut batch = Batch::default();
+    let ws = insert(actor, slug, slug, &mut head, &mut batch);
+    head.write(&mut batch, db.backend());
+    batch.run_in(conn).await.map_err(|e| match e {
+        BatchError::Database(e) => Error::from(e),
+        BatchError::Mismatch(_) => Error::ChangedConcurrently {
+            id: slug.to_string(),
+        },
+    })?;
+    Ok(ws)
 }
 
 /// Archives a workspace: it becomes read-only.
