@@ -16,7 +16,6 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
@@ -25,6 +24,7 @@ use contextq_memory_tool::MemoryToolHandlers;
 use contextq_memory_tool::contextq::{
     ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool,
 };
+use contextq_memory_tool::testing::proxy::Proxy;
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -268,80 +268,6 @@ impl Drop for Process {
     }
 }
 
-/// A forwarding HTTP proxy in front of a server: counts requests (for HTTP requests per
-/// command) and can hide extensions of the contract (removes their tokens from
-/// `ContextQ-Extensions`), as a server without them would answer.
-struct Front {
-    url: String,
-    count: Arc<AtomicUsize>,
-}
-
-/// Hop-by-hop and framing headers a proxy does not copy.
-const NOT_FORWARDED: &[&str] = &[
-    "host",
-    "connection",
-    "content-length",
-    "transfer-encoding",
-    "keep-alive",
-];
-
-async fn front(upstream: &str, hide: &'static [&'static str]) -> Result<Front> {
-    let count = Arc::new(AtomicUsize::new(0));
-    let (c, up, http) = (count.clone(), upstream.to_string(), reqwest::Client::new());
-    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
-        let (c, up, http) = (c.clone(), up.clone(), http.clone());
-        async move {
-            c.fetch_add(1, Ordering::Relaxed);
-            let method = req.method().clone();
-            let path = req
-                .uri()
-                .path_and_query()
-                .map(|p| p.to_string())
-                .unwrap_or_default();
-            let headers = req.headers().clone();
-            let body = axum::body::to_bytes(req.into_body(), 64 << 20)
-                .await
-                .unwrap_or_default();
-            let mut r = http.request(method, format!("{up}{path}")).body(body);
-            for (name, value) in &headers {
-                if !NOT_FORWARDED.contains(&name.as_str()) {
-                    r = r.header(name, value);
-                }
-            }
-            let resp = r.send().await.expect("upstream");
-            let mut b = axum::http::Response::builder().status(resp.status().as_u16());
-            for (name, value) in resp.headers() {
-                if NOT_FORWARDED.contains(&name.as_str()) {
-                    continue;
-                }
-                if name
-                    .as_str()
-                    .eq_ignore_ascii_case(contextq_memory_tool::contextq::client::EXTENSIONS_HEADER)
-                {
-                    let kept: Vec<&str> = value
-                        .to_str()
-                        .unwrap_or_default()
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|t| !t.is_empty() && !hide.contains(t))
-                        .collect();
-                    b = b.header(name, kept.join(", "));
-                } else {
-                    b = b.header(name, value.as_bytes());
-                }
-            }
-            b.body(axum::body::Body::from(
-                resp.bytes().await.unwrap_or_default(),
-            ))
-            .expect("response")
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}", listener.local_addr()?);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    Ok(Front { url, count })
-}
-
 struct Stats {
     ops: usize,
     wall: Duration,
@@ -411,7 +337,8 @@ async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
     for backend in backends {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
         let server = start_server(&db, dir)?;
-        let count = front(&server.url, &[]).await?;
+        // Counts HTTP requests per command.
+        let count = Proxy::start(&server.url).await;
         let counted = Arc::new(server.tool(&count.url, "ws")?);
         // The client learns the server's extensions from its first answer: let that happen
         // before anything is counted.
@@ -483,7 +410,7 @@ async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
                 let st = drive(&tool, conc, ops, move |t, i| m(t, i)).await?;
                 // Requests per command, counted through the proxy on fresh inputs.
                 let per_op = if conc == 1 {
-                    let before = count.count.load(Ordering::Relaxed);
+                    let before = count.requests();
                     let probe = match name {
                         "create" => {
                             json!({"command": "create", "path": format!("{base}/probe.md"), "file_text": "p"})
@@ -505,7 +432,7 @@ async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
                     };
                     let r = counted.execute(probe).await;
                     anyhow::ensure!(!r.is_error, "{}", r.content);
-                    (count.count.load(Ordering::Relaxed) - before).to_string()
+                    (count.requests() - before).to_string()
                 } else {
                     "".into()
                 };

@@ -22,7 +22,9 @@ use contextq_server::{Db, DbOptions, Plan, Scope, admin};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::{Front, front, spawn_server, tool};
+use contextq_memory_tool::testing::proxy::Proxy;
+
+use crate::{spawn_server, tool};
 
 /// One tenant's key (each tenant has the workspace `ws`).
 struct Tenant {
@@ -86,8 +88,8 @@ pub async fn run(options: Options) -> Result<()> {
             // The same replicas, seen through a front that hides `text-edit` (or nothing).
             let hidden: &'static [&'static str] = if hide { &["text-edit"] } else { &[] };
             let fronts = [
-                front(&replicas[0].url, hidden).await?,
-                front(&replicas[1].url, hidden).await?,
+                Proxy::hiding(&replicas[0].url, hidden).await,
+                Proxy::hiding(&replicas[1].url, hidden).await,
             ];
             for (n, m) in [(8, 25), (32, 10)] {
                 let c = contend(&tenants[0], &fronts, n, m).await?;
@@ -224,7 +226,7 @@ struct Contention {
 
 /// `n` writers (writer `w` through `fronts[w % 2]`) each insert `m` distinct lines at the top of
 /// one new file, all at once; then the file is read and every acknowledged line looked for.
-async fn contend(tenant: &Tenant, fronts: &[Front], n: usize, m: usize) -> Result<Contention> {
+async fn contend(tenant: &Tenant, fronts: &[Proxy], n: usize, m: usize) -> Result<Contention> {
     let path = format!("/memories/contention-{:08x}.md", fastrand::u32(..));
     let setup = tool(&tenant.key, &fronts[0].url, "ws")?;
     let created = setup

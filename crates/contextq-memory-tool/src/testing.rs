@@ -1,5 +1,6 @@
 //! Test support (feature `test-util`): a scripted stand-in for the Claude Messages API, on
-//! loopback, and a deterministic command trace ([`trace`]).
+//! loopback, a deterministic command trace ([`trace`]), and a fault-injecting ContextQ proxy
+//! ([`proxy`]).
 //!
 //! The stand-in checks every request the way the real API would and refuses bad ones with a 400
 //! `invalid_request_error` (and records the violation):
@@ -21,6 +22,7 @@
 //! - `RATE_LIMITED_ONCE` / `OVERLOADED_ONCE`: a 429 (`retry-after: 0`) / 529 first;
 //! - after tool results: a final text (`Saved it.`, `You told me: <fact>`, or the error).
 
+pub mod proxy;
 pub mod trace;
 
 use std::sync::{Arc, Mutex};

@@ -6,9 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::proxy::{Fault, Gate, Proxy};
 use common::{ALL, Server, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
+use contextq_memory_tool::testing::proxy::{Fault, Gate, Proxy};
 use contextq_memory_tool::{MemoryToolHandlers, ToolResult};
 use contextq_server::Backend;
 use contextq_server::{Plan, Scope};

@@ -7,10 +7,10 @@
 mod common;
 
 use async_trait::async_trait;
-use common::proxy::Proxy;
 use common::{ALL, Server, options, ws_name};
 use contextq_memory_tool::conformance::{self, Profile};
 use contextq_memory_tool::store::{Entry, Listing, PutMode, Store, Version};
+use contextq_memory_tool::testing::proxy::Proxy;
 use contextq_memory_tool::{ContextQStore, MemoryPath, Result};
 use contextq_server::Backend;
 use contextq_server::Plan;

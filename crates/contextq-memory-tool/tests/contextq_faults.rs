@@ -9,10 +9,10 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::proxy::{Fault, Gate, Proxy};
 use common::{ALL, Server, content, handle, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::handlers::{Applied, PathEffect, ToolError};
+use contextq_memory_tool::testing::proxy::{Fault, Gate, Proxy};
 use contextq_server::Backend;
 use contextq_server::Plan;
 use reqwest::Method;

@@ -9,9 +9,9 @@ mod common;
 
 use std::sync::Arc;
 
-use common::proxy::{Fault, Gate, Proxy};
 use common::{ALL, Server, content, handle, options};
 use contextq_memory_tool::contextq::contextq_memory_tool;
+use contextq_memory_tool::testing::proxy::{Fault, Gate, Proxy};
 use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers};
 use contextq_server::Backend;
 use contextq_server::Plan;

@@ -5,11 +5,11 @@
 
 mod common;
 
-use common::proxy::Proxy;
 use common::{ALL, Server, content, moment, ok, options, seed_rows};
 use contextq_api::history::Action;
 use contextq_memory_tool::contextq::contextq_memory_tool;
 use contextq_memory_tool::contextq::history::{Restored, StepAction, StepOutcome};
+use contextq_memory_tool::testing::proxy::Proxy;
 use contextq_memory_tool::{ContextQError, Error, MemoryToolHandlers};
 use contextq_server::{Backend, Plan, Scope};
 use serde_json::json;

@@ -6,12 +6,12 @@
 
 mod common;
 
-use common::proxy::{Fault, Gate, Late, Proxy};
 use common::{ALL, Server, content, moment, ok, options};
 use contextq_memory_tool::contextq::history::{StepAction, StepOutcome};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::path::MemoryPath;
 use contextq_memory_tool::store::{PutMode, Store};
+use contextq_memory_tool::testing::proxy::{Fault, Gate, Late, Proxy};
 use contextq_memory_tool::{Error, MemoryToolHandlers};
 use contextq_server::{Backend, Plan};
 use reqwest::Method;

@@ -18,10 +18,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::proxy::Proxy;
 use common::{ALL, Server, options};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::handlers::{Applied, ToolError};
+use contextq_memory_tool::testing::proxy::Proxy;
 use contextq_memory_tool::{Command, MemoryToolHandlers};
 use contextq_server::Backend;
 use contextq_server::Plan;

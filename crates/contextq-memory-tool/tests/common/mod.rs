@@ -3,8 +3,6 @@
 //! proxy that counts requests, injects faults or hides the contract's extensions.
 #![allow(dead_code)]
 
-pub mod proxy;
-
 use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, RetryConfig};
 use contextq_server::testing;
 use contextq_server::{Backend, Plan, Scope};

@@ -3,7 +3,8 @@
 //! held until the test releases them), or plays the ContextQ the seed describes, without any
 //! extension of the contract: no `ContextQ-Extensions`, no `ETag`, `If-Match` and `ifAbsent`
 //! ignored, no `externalIdPrefix`, no `cursor`/`nextCursor` (one page of at most 500), no
-//! `sizeBytes`.
+//! `sizeBytes`. Tests of the adapter use it for fault injection; the bench binary counts HTTP
+//! requests per command with it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use contextq_api::ErrorCode;
 
+/// What the proxy does to a request instead of forwarding it plainly.
 #[derive(Debug, Clone)]
 pub enum Fault {
     /// Answer this status without forwarding (with Retry-After seconds when given).
@@ -73,12 +75,13 @@ struct Rule {
     remaining: usize,
 }
 
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 struct Shared {
     upstream: String,
     http: reqwest::Client,
     rules: Arc<Mutex<Vec<Rule>>>,
     log: Arc<Mutex<Vec<String>>>,
+    requests: Arc<std::sync::atomic::AtomicUsize>,
     plain: bool,
     /// Extension tokens removed from `ContextQ-Extensions` (the server still has them).
     hidden: Vec<String>,
@@ -86,12 +89,16 @@ struct Shared {
     chaos: Arc<Mutex<(u32, Vec<&'static str>)>>,
 }
 
+/// The proxy, listening on a loopback port until the process ends.
+#[derive(Debug)]
 pub struct Proxy {
+    /// `http://127.0.0.1:PORT`.
     pub url: String,
     shared: Shared,
 }
 
 impl Proxy {
+    /// A proxy that forwards everything as it is (until told to inject faults).
     pub async fn start(upstream: &str) -> Proxy {
         Self::start_with(upstream, false, &[]).await
     }
@@ -149,6 +156,7 @@ impl Proxy {
         m
     }
 
+    /// Forgets every fault rule not used up yet.
     pub fn clear_faults(&self) {
         self.shared.rules.lock().unwrap().clear();
     }
@@ -156,6 +164,13 @@ impl Proxy {
     /// Requests seen ("METHOD /path"), and clears the log.
     pub fn take_log(&self) -> Vec<String> {
         std::mem::take(&mut *self.shared.log.lock().unwrap())
+    }
+
+    /// Requests received since the proxy started (the log aside).
+    pub fn requests(&self) -> usize {
+        self.shared
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -183,6 +198,8 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
     let body = axum::body::to_bytes(req.into_body(), 64 << 20)
         .await
         .unwrap_or_default();
+    s.requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     s.log
         .lock()
         .unwrap()
