@@ -2,7 +2,9 @@
 //! the real API would); the e2e on SQLite and PostgreSQL, its cleanup order asserted, also after
 //! a failed conversation.
 
-use std::io::Write;
+mod common;
+use common::{BIN, embedded, run_with_input};
+
 use std::process::{Command, Stdio};
 
 use contextq_memory_tool::testing::ScriptedClaude;
@@ -10,33 +12,22 @@ use contextq_server::Backend;
 use contextq_server::testing::TestDatabase;
 use sqlx::{Connection, Row};
 
-const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
-
 #[tokio::test]
 async fn chat_talks_to_claude_with_the_embedded_memory() {
     let claude = ScriptedClaude::start().await.unwrap();
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .arg("chat")
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+    let mut chat = embedded(data.path());
+    chat.arg("chat")
         .env("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
-        .env("ANTHROPIC_BASE_URL", &claude.url)
-        .env_remove("CONTEXT_API_URL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"Remember under /memories/team/ that FACT: standup is at 9:30\n\nWhat is under /memories/team/?\n")
-        .unwrap();
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
+        .env("ANTHROPIC_BASE_URL", &claude.url);
+    let out = tokio::task::spawn_blocking(move || {
+        run_with_input(
+            &mut chat,
+            b"Remember under /memories/team/ that FACT: standup is at 9:30\n\nWhat is under /memories/team/?\n",
+        )
+    })
+    .await
+    .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -69,20 +60,13 @@ async fn chat_talks_to_claude_with_the_embedded_memory() {
 #[test]
 fn chat_exits_1_after_a_failed_turn() {
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .arg("chat")
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
-        .env("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
-        .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")
-        .env_remove("CONTEXT_API_URL")
-        .env_remove("CONTEXT_API_KEY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        embedded(data.path())
+            .arg("chat")
+            .env("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
+            .env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9"),
+        b"hello\n",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(

@@ -1,34 +1,17 @@
 //! The `contextq-memory` binary: `exec`'s line protocol on every store, the embedded default
 //! (provisioned once, shared by processes), `demo`, and errors that name what to change.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
+use common::{BIN, embedded, run_with_input};
 
-const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
+use std::process::{Command, Stdio};
 
 fn exec(
     data_dir: &std::path::Path,
     args: &[&str],
     input: &str,
 ) -> (Vec<serde_json::Value>, String, bool) {
-    let mut child = Command::new(BIN)
-        .arg("exec")
-        .args(args)
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data_dir)
-        .env_remove("CONTEXT_API_URL")
-        .env_remove("CONTEXT_API_KEY")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(embedded(data_dir).arg("exec").args(args), input.as_bytes());
     let lines = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -238,25 +221,16 @@ fn retry_warnings_are_plain_text_when_piped() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let mut child = Command::new(BIN)
-        .args(["--workspace", "ws", "exec"])
-        .env("CONTEXT_API_URL", format!("http://127.0.0.1:{port}"))
-        .env(
-            "CONTEXT_API_KEY",
-            "sk_live_0123456789abcdef0123456789abcdef0123abcd",
-        )
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"{\"command\":\"view\",\"path\":\"/memories\"}\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(
+        Command::new(BIN)
+            .args(["--workspace", "ws", "exec"])
+            .env("CONTEXT_API_URL", format!("http://127.0.0.1:{port}"))
+            .env(
+                "CONTEXT_API_KEY",
+                "sk_live_0123456789abcdef0123456789abcdef0123abcd",
+            ),
+        b"{\"command\":\"view\",\"path\":\"/memories\"}\n",
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(result["is_error"], true, "{stdout}");
@@ -288,11 +262,8 @@ fn a_closed_output_stops_the_command_cleanly() {
         .collect();
     for (args, input) in [(&["demo"][..], None), (&["exec"][..], Some(views))] {
         let data = tempfile::tempdir().unwrap();
-        let mut child = Command::new(BIN)
+        let mut child = embedded(data.path())
             .args(args)
-            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
-            .env_remove("CONTEXT_API_URL")
-            .env_remove("CONTEXT_API_KEY")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -431,20 +402,9 @@ fn a_new_sign_in_link_for_a_running_serve() {
 
 /// `contextq-memory serve --listen 127.0.0.1:0 EXTRA` on `data` (embedded store); its URL.
 fn serve(data: &std::path::Path, extra: &[&str]) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut child = Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data)
-        .env_remove("CONTEXT_API_URL")
-        .env_remove("CONTEXT_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    (child, url.trim().to_string())
+    contextq_server::testing::spawn_serving(
+        embedded(data)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra),
+    )
 }

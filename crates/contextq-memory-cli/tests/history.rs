@@ -4,14 +4,14 @@
 //! the diff, restored), a directory restored to a point in time, read-only use through `exec` and
 //! MCP.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
+use common::{BIN, run_with_input};
+
+use std::process::Command;
 
 use contextq_server::testing::TestServer;
 use contextq_server::{Backend, Plan, Scope};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
 
 struct Cli {
     url: String,
@@ -31,10 +31,7 @@ impl Cli {
             .args(args)
             .env("CONTEXT_API_URL", &self.url)
             .env("CONTEXT_API_KEY", &self.key)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .env("NO_COLOR", "1");
         c
     }
 
@@ -51,15 +48,8 @@ impl Cli {
     fn exec(&self, extra: &[&str], inputs: &[Value]) -> Vec<Value> {
         let mut args = vec!["exec"];
         args.extend_from_slice(extra);
-        let mut child = self.command(&args).spawn().unwrap();
         let text: String = inputs.iter().map(|i| format!("{i}\n")).collect();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = run_with_input(&mut self.command(&args), text.as_bytes());
         assert!(
             out.status.success(),
             "{}",

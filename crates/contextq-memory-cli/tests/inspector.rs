@@ -9,14 +9,15 @@
 //! chromedriver the test says so and passes, unless `CONTEXTQ_BROWSER_TESTS=required` (CI), when
 //! it fails.
 
-use std::io::{BufRead, BufReader, Write};
+mod common;
+use common::{BIN, embedded, run_with_input};
+
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
 
 struct Killed(Child);
 impl Drop for Killed {
@@ -39,22 +40,8 @@ fn chromedriver() -> Option<String> {
 }
 
 fn exec(data: &std::path::Path, inputs: &[Value]) {
-    let mut child = Command::new(BIN)
-        .args(["exec"])
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data)
-        .env_remove("CONTEXT_API_URL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
     let text: String = inputs.iter().map(|i| format!("{i}\n")).collect();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_input(embedded(data).arg("exec"), text.as_bytes());
     for line in String::from_utf8(out.stdout).unwrap().lines() {
         let r: Value = serde_json::from_str(line).unwrap();
         assert_eq!(r["is_error"], false, "{r}");

@@ -168,9 +168,8 @@ pub trait Store: Send + Sync + 'static {
     /// Everything beneath the directory `dir`, or `None` if it is not a directory.
     async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>>;
 
-    /// Writes `content` at `path` under `mode`; returns the new version.
-    async fn put(&self, path: &MemoryPath, content: &str, mode: PutMode)
-    -> Result<Option<Version>>;
+    /// Writes `text` (the whole file) at `path` under `mode`; returns the new version.
+    async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>>;
 
     /// Deletes the file at `path`, only at version `expected` when given.
     async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()>;
@@ -213,13 +212,8 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
         (**self).list(dir).await
     }
-    async fn put(
-        &self,
-        path: &MemoryPath,
-        content: &str,
-        mode: PutMode,
-    ) -> Result<Option<Version>> {
-        (**self).put(path, content, mode).await
+    async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
+        (**self).put(path, text, mode).await
     }
     async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
         (**self).delete(path, expected).await

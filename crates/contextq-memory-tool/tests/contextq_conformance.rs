@@ -89,18 +89,13 @@ impl Store for UnderWorkspace {
             l
         }))
     }
-    async fn put(
-        &self,
-        path: &MemoryPath,
-        content: &str,
-        mode: PutMode,
-    ) -> Result<Option<Version>> {
+    async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         if path.is_root() {
             return Err(contextq_memory_tool::Error::AlreadyExists {
                 path: path.normalized(),
             });
         }
-        self.inner.put(&self.inside(path), content, mode).await
+        self.inner.put(&self.inside(path), text, mode).await
     }
     async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()> {
         self.inner.delete(&self.inside(path), expected).await

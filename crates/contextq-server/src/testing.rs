@@ -177,6 +177,24 @@ impl TestServer {
     }
 }
 
+/// Spawns a server binary (`command`: `contextq-server serve` or `contextq-memory serve`, on
+/// `--listen 127.0.0.1:0`) with its stdout piped and its log discarded, and returns it with the
+/// first line it prints: the URL it serves.
+pub fn spawn_serving(command: &mut std::process::Command) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server binary starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("the server prints its URL");
+    (child, line.trim().to_string())
+}
+
 /// A TCP proxy between a server and its database, for measuring what the network costs: it
 /// counts round trips (each time the client speaks after the database has answered) and delays
 /// each direction by a fixed time, as a database across a network does.

@@ -3,6 +3,8 @@
 //! by `verify-audit` with the key, or (for what only an outside anchor can show) against a
 //! signed checkpoint. The documented limits are pinned too: what passes without a checkpoint.
 
+mod common;
+
 use contextq_server::admin::{self, TenantDeletion};
 use contextq_server::audit::checkpoint::{self, Checkpoint};
 use contextq_server::audit::{AuditKey, Verification, chain_hash};
@@ -407,47 +409,15 @@ async fn removed_and_appended_rows_are_detected(b: Backend) {
 
     let k = keyed(b, 2).await;
     let (seq, last, _, _) = k.head(&k.b).await;
-    let created_at = "2026-12-03T00:00:00.000Z";
-    let detail = r#"{"slug":"forged"}"#;
-    let hash = chain_hash(
-        last.as_deref(),
-        seq + 1,
+    common::append_chained_row(
+        &k.db,
         &k.b,
-        None,
-        "workspace.create",
-        "workspace",
+        (seq, last),
         "ws_forged",
-        detail,
-        created_at,
-    );
-    let sql = match b {
-        Backend::Sqlite => {
-            "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
-             VALUES ((SELECT MAX(seq) + 1 FROM activity_logs), $1, $2, NULL, 'workspace.create', 'workspace', 'ws_forged', $3, $4, $5, $6, $7)"
-        }
-        Backend::Postgres => {
-            "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
-             VALUES ($1, $2, NULL, 'workspace.create', 'workspace', 'ws_forged', $3, $4, $5, $6, $7)"
-        }
-    };
-    sqlx::query(sql)
-        .bind(k.b.clone())
-        .bind(seq + 1)
-        .bind(detail)
-        .bind(created_at)
-        .bind(last)
-        .bind(hash.clone())
-        .bind("00".repeat(32))
-        .execute(k.db.pool())
-        .await
-        .unwrap();
-    sqlx::query("UPDATE audit_heads SET seq = $1, last_hash = $2 WHERE tenant_id = $3")
-        .bind(seq + 1)
-        .bind(hash)
-        .bind(k.b.clone())
-        .execute(k.db.pool())
-        .await
-        .unwrap();
+        Some("00".repeat(32)),
+        false,
+    )
+    .await;
     broken(&k.verify().await, &k.b, "MAC does not verify");
 }
 

@@ -1,6 +1,8 @@
 //! The `contextq-server` binary: serve prints its address, logs never contain keys, admin
 //! commands print what they promise and fail loudly; on SQLite and PostgreSQL.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -255,15 +257,7 @@ async fn audit_key_checkpoint_and_verify(b: Backend) {
     };
     w("one");
     let saved = {
-        let d = contextq_server::Db::connect(
-            &db,
-            &contextq_server::DbOptions {
-                audit_key: Some(contextq_server::audit::AuditKey::load(key_file.as_ref()).unwrap()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let d = open_keyed(&db, key_file.as_ref()).await;
         let row = sqlx::query("SELECT seq, last_hash, keyed_from, mac FROM audit_heads")
             .fetch_one(d.pool())
             .await
@@ -291,15 +285,7 @@ async fn audit_key_checkpoint_and_verify(b: Backend) {
     // Roll the chain back to the head saved after "one" (rows after it removed).
     {
         use sqlx::Row;
-        let d = contextq_server::Db::connect(
-            &db,
-            &contextq_server::DbOptions {
-                audit_key: Some(contextq_server::audit::AuditKey::load(key_file.as_ref()).unwrap()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let d = open_keyed(&db, key_file.as_ref()).await;
         let seq: i64 = saved.get("seq");
         sqlx::query("DELETE FROM activity_logs WHERE tenant_seq > $1")
             .bind(seq)
@@ -325,6 +311,19 @@ async fn audit_key_checkpoint_and_verify(b: Backend) {
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("rolled back"), "{text}");
+}
+
+/// The database at `url`, opened with the audit key in `key_file`.
+async fn open_keyed(url: &str, key_file: &std::path::Path) -> contextq_server::Db {
+    contextq_server::Db::connect(
+        url,
+        &contextq_server::DbOptions {
+            audit_key: Some(contextq_server::audit::AuditKey::load(key_file).unwrap()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
 }
 
 contextq_server::database_tests!(
@@ -417,17 +416,7 @@ async fn keying_cannot_race_a_running_writer(b: Backend) {
         if with_key {
             cmd.args(["--audit-key-file", &key_file]);
         }
-        let mut child = cmd
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut addr = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut addr)
-            .unwrap();
-        (child, addr.trim().to_string())
+        contextq_server::testing::spawn_serving(cmd.env("RUST_LOG", "error"))
     };
     let write = |url: String, key: String, n: usize| async move {
         reqwest::Client::new()
@@ -464,17 +453,7 @@ async fn keying_cannot_race_a_running_writer(b: Backend) {
     server.wait().unwrap();
 
     // What an older server without the key did: a row and a head without MACs after keying.
-    let conn = contextq_server::Db::connect(
-        &db,
-        &contextq_server::DbOptions {
-            audit_key: Some(
-                contextq_server::audit::AuditKey::load(std::path::Path::new(&key_file)).unwrap(),
-            ),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let conn = open_keyed(&db, std::path::Path::new(&key_file)).await;
     let (seq, last): (i64, Option<String>) = {
         use sqlx::Row;
         let r = sqlx::query("SELECT seq, last_hash FROM audit_heads WHERE tenant_id = $1")
@@ -484,45 +463,7 @@ async fn keying_cannot_race_a_running_writer(b: Backend) {
             .unwrap();
         (r.get("seq"), r.get("last_hash"))
     };
-    let (detail, at) = (r#"{"slug":"late"}"#, "2026-12-03T00:00:00.000Z");
-    let hash = contextq_server::audit::chain_hash(
-        last.as_deref(),
-        seq + 1,
-        &tenant,
-        None,
-        "workspace.create",
-        "workspace",
-        "ws_late",
-        detail,
-        at,
-    );
-    let insert = match b {
-        Backend::Sqlite => {
-            "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
-             VALUES ((SELECT MAX(seq) + 1 FROM activity_logs), $1, $2, NULL, 'workspace.create', 'workspace', 'ws_late', $3, $4, $5, $6, NULL)"
-        }
-        Backend::Postgres => {
-            "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
-             VALUES ($1, $2, NULL, 'workspace.create', 'workspace', 'ws_late', $3, $4, $5, $6, NULL)"
-        }
-    };
-    sqlx::query(insert)
-        .bind(tenant.clone())
-        .bind(seq + 1)
-        .bind(detail)
-        .bind(at)
-        .bind(last)
-        .bind(hash.clone())
-        .execute(conn.pool())
-        .await
-        .unwrap();
-    sqlx::query("UPDATE audit_heads SET seq = $1, last_hash = $2, mac = NULL WHERE tenant_id = $3")
-        .bind(seq + 1)
-        .bind(hash)
-        .bind(tenant.clone())
-        .execute(conn.pool())
-        .await
-        .unwrap();
+    common::append_chained_row(&conn, &tenant, (seq, last), "ws_late", None, true).await;
     conn.close().await;
     assert!(!keyed(&["verify-audit"]).status.success());
     let out = keyed(&["repair-audit-keying", "--tenant-id", &tenant]);

@@ -5,8 +5,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,18 +24,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_contextq-server");
 type Acked = Arc<Mutex<HashMap<String, (i64, usize, usize)>>>;
 
 fn spawn_server(db: &str) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--database-url", db, "--listen", "127.0.0.1:0"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (child, line.trim().to_string())
+    contextq_server::testing::spawn_serving(
+        Command::new(BIN)
+            .args(["serve", "--database-url", db, "--listen", "127.0.0.1:0"])
+            .env("RUST_LOG", "warn"),
+    )
 }
 
 /// Content of write `n` by writer `w`: long enough that a torn write would show.

@@ -7,6 +7,30 @@ use contextq_server::{Backend, Plan, admin};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
 
+/// Runs `command` with `input` on its stdin (then closed) and its stdout and stderr captured.
+pub fn run_with_input(command: &mut std::process::Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The binary with no ContextQ in its environment and `data` as its data directory: the
+/// embedded default.
+pub fn embedded(data: &std::path::Path) -> std::process::Command {
+    let mut c = std::process::Command::new(BIN);
+    c.env("CONTEXTQ_MEMORY_DATA_DIR", data)
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY");
+    c
+}
+
 /// A running server with one tenant (workspace `ws`, a read+write+admin key).
 pub struct Served {
     pub url: String,

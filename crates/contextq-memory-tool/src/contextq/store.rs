@@ -600,12 +600,7 @@ impl Store for ContextQStore {
         Ok(Some(listing))
     }
 
-    async fn put(
-        &self,
-        path: &MemoryPath,
-        content: &str,
-        mode: PutMode,
-    ) -> Result<Option<Version>> {
+    async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         if self.workspace.is_none() && path.segments().len() < 2 {
             return Err(Error::ContextQ(ContextQError::OutsideWorkspace {
                 path: path.raw().to_string(),
@@ -619,9 +614,9 @@ impl Store for ContextQStore {
             })?;
         let external_id = target.external_id(&self.tag);
         match mode {
-            PutMode::Create => self.create(&target, &external_id, path, content).await,
-            PutMode::Overwrite => self.overwrite(&target, &external_id, path, content).await,
-            PutMode::Update(expected) => self.update(&external_id, path, content, &expected).await,
+            PutMode::Create => self.create(&target, &external_id, path, text).await,
+            PutMode::Overwrite => self.overwrite(&target, &external_id, path, text).await,
+            PutMode::Update(expected) => self.update(&external_id, path, text, &expected).await,
         }
     }
 

@@ -224,18 +224,13 @@ impl Store for LocalStore {
         .await
     }
 
-    async fn put(
-        &self,
-        path: &MemoryPath,
-        content: &str,
-        mode: PutMode,
-    ) -> Result<Option<Version>> {
+    async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         let _guard = match mode {
             PutMode::Create => None,
             _ => Some(self.lock.lock().await),
         };
         let path = path.clone();
-        let content = content.to_string();
+        let content = text.to_string();
         self.blocking(move |s| {
             let fs_path = s.resolve(&path)?;
             if let Some(parent) = fs_path.parent() {

@@ -78,12 +78,7 @@ impl Store for MemoryStore {
         }))
     }
 
-    async fn put(
-        &self,
-        path: &MemoryPath,
-        content: &str,
-        mode: PutMode,
-    ) -> Result<Option<Version>> {
+    async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         let mut inner = self.lock();
         let current = inner.files.get(path).map(|(_, v)| *v);
         match (mode, current) {
@@ -118,7 +113,7 @@ impl Store for MemoryStore {
             }
         }
         let v = inner.bump();
-        inner.files.insert(path.clone(), (content.to_string(), v));
+        inner.files.insert(path.clone(), (text.to_string(), v));
         Ok(Some(Version::new(v)))
     }
 

@@ -209,3 +209,64 @@ impl Api {
 pub fn seg(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
+
+/// Appends to `tenant`'s chain, after its head (`seq`, `last`), a `workspace.create` row for
+/// `entity_id` that is correctly hash-chained but carries `mac` (a forgery, or what a server
+/// without the audit key wrote), and moves the head to it (its MAC cleared when
+/// `clear_head_mac`). Returns the row's hash.
+pub async fn append_chained_row(
+    db: &Db,
+    tenant: &str,
+    (seq, last): (i64, Option<String>),
+    entity_id: &str,
+    mac: Option<String>,
+    clear_head_mac: bool,
+) -> String {
+    let (detail, created_at) = (r#"{"slug":"forged"}"#, "2026-12-03T00:00:00.000Z");
+    let hash = contextq_server::audit::chain_hash(
+        last.as_deref(),
+        seq + 1,
+        tenant,
+        None,
+        "workspace.create",
+        "workspace",
+        entity_id,
+        detail,
+        created_at,
+    );
+    let sql = match db.backend() {
+        Backend::Sqlite => {
+            "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+             VALUES ((SELECT MAX(seq) + 1 FROM activity_logs), $1, $2, NULL, 'workspace.create', 'workspace', $3, $4, $5, $6, $7, $8)"
+        }
+        Backend::Postgres => {
+            "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+             VALUES ($1, $2, NULL, 'workspace.create', 'workspace', $3, $4, $5, $6, $7, $8)"
+        }
+    };
+    sqlx::query(sql)
+        .bind(tenant.to_string())
+        .bind(seq + 1)
+        .bind(entity_id.to_string())
+        .bind(detail)
+        .bind(created_at)
+        .bind(last)
+        .bind(hash.clone())
+        .bind(mac)
+        .execute(db.pool())
+        .await
+        .unwrap();
+    let head = if clear_head_mac {
+        "UPDATE audit_heads SET seq = $1, last_hash = $2, mac = NULL WHERE tenant_id = $3"
+    } else {
+        "UPDATE audit_heads SET seq = $1, last_hash = $2 WHERE tenant_id = $3"
+    };
+    sqlx::query(head)
+        .bind(seq + 1)
+        .bind(hash.clone())
+        .bind(tenant.to_string())
+        .execute(db.pool())
+        .await
+        .unwrap();
+    hash
+}
