@@ -4,11 +4,11 @@
 //! own just before the read of what the write needs, in the same round trip, see
 //! [`crate::store`]): writes of one tenant are serialised, writes of different tenants never wait
 //! for each other. Each change appends a row
-//! numbered `tenant_seq` (1, 2, ... per tenant) whose `hash` is [`chain_hash`] of the previous
+//! numbered `tenant_seq` (1, 2, ... per tenant) whose `hash` is [`Hashed::chain_hash`] of the previous
 //! row's hash and the row's canonical fields, and moves the head to it.
 //!
 //! Rows written before per-tenant chains (migration 2) form one global chain in `seq` order
-//! ([`legacy_hash`], `tenant_seq` NULL), frozen with its head in `audit_head`; [`verify`] checks
+//! ([`Hashed::legacy_hash`], `tenant_seq` NULL), frozen with its head in `audit_head`; [`verify`] checks
 //! it too, so they stay verifiable. [`verify`] names the first row that was edited, removed or
 //! relinked, chain by chain.
 //!
@@ -61,57 +61,58 @@ fn hash_parts(parts: &[&str]) -> String {
     hex::encode(h.finalize())
 }
 
-/// The hash of a row of a tenant's chain (domain-separated from [`legacy_hash`]).
-#[allow(clippy::too_many_arguments)]
-pub fn chain_hash(
-    prev_hash: Option<&str>,
-    tenant_seq: i64,
-    tenant_id: &str,
-    api_key_id: Option<&str>,
-    action: &str,
-    entity_type: &str,
-    entity_id: &str,
-    detail: &str,
-    created_at: &str,
-) -> String {
-    hash_parts(&[
-        "contextq-audit/tenant-chain/1",
-        prev_hash.unwrap_or(""),
-        &tenant_seq.to_string(),
-        tenant_id,
-        api_key_id.unwrap_or(""),
-        action,
-        entity_type,
-        entity_id,
-        detail,
-        created_at,
-    ])
+/// What a row's hash covers: its link to the previous row, its number and its content.
+#[derive(Debug, Clone, Copy)]
+pub struct Hashed<'a> {
+    /// The previous row's hash (`None` for row 1).
+    pub prev_hash: Option<&'a str>,
+    /// The row's number in its chain (`tenant_seq`, or `seq` in the global chain).
+    pub seq: i64,
+    /// The tenant.
+    pub tenant_id: &'a str,
+    /// The key that made the change (`None`: an operator command).
+    pub api_key_id: Option<&'a str>,
+    /// What was done (`context.create`, ...).
+    pub action: &'a str,
+    /// `context` or `workspace`.
+    pub entity_type: &'a str,
+    /// The context's or workspace's id.
+    pub entity_id: &'a str,
+    /// The row's `detail` JSON, as stored.
+    pub detail: &'a str,
+    /// When, as stored.
+    pub created_at: &'a str,
 }
 
-/// The hash of a row of the global chain written before per-tenant chains.
-#[allow(clippy::too_many_arguments)]
-pub fn legacy_hash(
-    prev_hash: Option<&str>,
-    seq: i64,
-    tenant_id: &str,
-    api_key_id: Option<&str>,
-    action: &str,
-    entity_type: &str,
-    entity_id: &str,
-    detail: &str,
-    created_at: &str,
-) -> String {
-    hash_parts(&[
-        prev_hash.unwrap_or(""),
-        &seq.to_string(),
-        tenant_id,
-        api_key_id.unwrap_or(""),
-        action,
-        entity_type,
-        entity_id,
-        detail,
-        created_at,
-    ])
+impl Hashed<'_> {
+    /// The hash of a row of a tenant's chain (domain-separated from [`Hashed::legacy_hash`]).
+    pub fn chain_hash(&self) -> String {
+        self.hash(Some("contextq-audit/tenant-chain/1"))
+    }
+
+    /// The hash of a row of the global chain written before per-tenant chains.
+    pub fn legacy_hash(&self) -> String {
+        self.hash(None)
+    }
+
+    fn hash(&self, domain: Option<&str>) -> String {
+        let seq = self.seq.to_string();
+        let parts = [
+            self.prev_hash.unwrap_or(""),
+            &seq,
+            self.tenant_id,
+            self.api_key_id.unwrap_or(""),
+            self.action,
+            self.entity_type,
+            self.entity_id,
+            self.detail,
+            self.created_at,
+        ];
+        match domain {
+            Some(d) => hash_parts(&[&[d][..], &parts[..]].concat()),
+            None => hash_parts(&parts),
+        }
+    }
 }
 
 /// A row to append.
@@ -198,17 +199,18 @@ impl Head {
         debug_assert_eq!(record.tenant_id, self.tenant_id);
         let tenant_seq = self.seq + 1;
         let created_at = crate::db::now();
-        let hash = chain_hash(
-            self.last_hash.as_deref(),
-            tenant_seq,
-            &self.tenant_id,
-            record.api_key_id,
-            record.action,
-            record.entity_type,
-            record.entity_id,
-            &record.detail,
-            &created_at,
-        );
+        let hash = Hashed {
+            prev_hash: self.last_hash.as_deref(),
+            seq: tenant_seq,
+            tenant_id: &self.tenant_id,
+            api_key_id: record.api_key_id,
+            action: record.action,
+            entity_type: record.entity_type,
+            entity_id: record.entity_id,
+            detail: &record.detail,
+            created_at: &created_at,
+        }
+        .chain_hash();
         let mac = self
             .key
             .as_ref()
@@ -693,29 +695,24 @@ async fn walk(
                 field("detail")?,
                 field("created_at")?,
             );
+            let tenant_id = match chain {
+                Chain::Legacy => field("tenant_id")?,
+                Chain::Tenant(tenant_id) => tenant_id.to_string(),
+            };
+            let hashed = Hashed {
+                prev_hash: prev_hash.as_deref(),
+                seq,
+                tenant_id: &tenant_id,
+                api_key_id: api_key_id.as_deref(),
+                action: &action,
+                entity_type: &entity_type,
+                entity_id: &entity_id,
+                detail: &detail,
+                created_at: &created_at,
+            };
             let computed = match chain {
-                Chain::Legacy => legacy_hash(
-                    prev_hash.as_deref(),
-                    seq,
-                    &field("tenant_id")?,
-                    api_key_id.as_deref(),
-                    &action,
-                    &entity_type,
-                    &entity_id,
-                    &detail,
-                    &created_at,
-                ),
-                Chain::Tenant(tenant_id) => chain_hash(
-                    prev_hash.as_deref(),
-                    seq,
-                    tenant_id,
-                    api_key_id.as_deref(),
-                    &action,
-                    &entity_type,
-                    &entity_id,
-                    &detail,
-                    &created_at,
-                ),
+                Chain::Legacy => hashed.legacy_hash(),
+                Chain::Tenant(_) => hashed.chain_hash(),
             };
             let stored: String = row.try_get("hash")?;
             if computed != stored {
@@ -949,16 +946,20 @@ mod tests {
 
     #[test]
     fn hashes_are_length_prefixed_and_domain_separated() {
-        let a = chain_hash(None, 1, "t", None, "ab", "c", "e", "{}", "now");
-        let b = chain_hash(None, 1, "t", None, "a", "bc", "e", "{}", "now");
-        assert_ne!(a, b);
-        assert_eq!(
-            a,
-            chain_hash(None, 1, "t", None, "ab", "c", "e", "{}", "now")
-        );
-        assert_ne!(
-            a,
-            legacy_hash(None, 1, "t", None, "ab", "c", "e", "{}", "now")
-        );
+        let row = |action, entity_type| Hashed {
+            prev_hash: None,
+            seq: 1,
+            tenant_id: "t",
+            api_key_id: None,
+            action,
+            entity_type,
+            entity_id: "e",
+            detail: "{}",
+            created_at: "now",
+        };
+        let a = row("ab", "c").chain_hash();
+        assert_ne!(a, row("a", "bc").chain_hash());
+        assert_eq!(a, row("ab", "c").chain_hash());
+        assert_ne!(a, row("ab", "c").legacy_hash());
     }
 }

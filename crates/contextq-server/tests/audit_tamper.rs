@@ -7,7 +7,7 @@ mod common;
 
 use contextq_server::admin::{self, TenantDeletion};
 use contextq_server::audit::checkpoint::{self, Checkpoint};
-use contextq_server::audit::{AuditKey, Verification, chain_hash};
+use contextq_server::audit::{AuditKey, Hashed, Verification};
 use contextq_server::testing::TestDatabase;
 use contextq_server::{Backend, Db, DbOptions, Plan};
 use sqlx::Row;
@@ -129,17 +129,18 @@ impl Keyed {
             let old_seq: i64 = r.get("tenant_seq");
             let seq = i as i64 + 1;
             let api_key_id: Option<String> = r.get("api_key_id");
-            let hash = chain_hash(
-                prev.as_deref(),
+            let hash = Hashed {
+                prev_hash: prev.as_deref(),
                 seq,
-                tenant,
-                api_key_id.as_deref(),
-                r.get::<String, _>("action").as_str(),
-                r.get::<String, _>("entity_type").as_str(),
-                r.get::<String, _>("entity_id").as_str(),
-                r.get::<String, _>("detail").as_str(),
-                r.get::<String, _>("created_at").as_str(),
-            );
+                tenant_id: tenant,
+                api_key_id: api_key_id.as_deref(),
+                action: r.get::<String, _>("action").as_str(),
+                entity_type: r.get::<String, _>("entity_type").as_str(),
+                entity_id: r.get::<String, _>("entity_id").as_str(),
+                detail: r.get::<String, _>("detail").as_str(),
+                created_at: r.get::<String, _>("created_at").as_str(),
+            }
+            .chain_hash();
             sqlx::query(
                 "UPDATE activity_logs SET tenant_seq = $1, prev_hash = $2, hash = $3 \
                  WHERE tenant_id = $4 AND tenant_seq = $5",
@@ -534,17 +535,18 @@ async fn a_forged_legacy_row_is_detected(b: Backend) {
         .await
         .unwrap();
     let (detail, at) = (r#"{"slug":"forged"}"#, "2020-01-01T00:00:00.000Z");
-    let hash = contextq_server::audit::legacy_hash(
-        None,
-        1,
-        &k.a,
-        None,
-        "workspace.delete",
-        "workspace",
-        "ws_forged",
+    let hash = Hashed {
+        prev_hash: None,
+        seq: 1,
+        tenant_id: &k.a,
+        api_key_id: None,
+        action: "workspace.delete",
+        entity_type: "workspace",
+        entity_id: "ws_forged",
         detail,
-        at,
-    );
+        created_at: at,
+    }
+    .legacy_hash();
     sqlx::query(
         "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
          VALUES (1, $1, NULL, NULL, 'workspace.delete', 'workspace', 'ws_forged', $2, $3, NULL, $4, NULL)",

@@ -223,17 +223,18 @@ pub async fn append_chained_row(
     clear_head_mac: bool,
 ) -> String {
     let (detail, created_at) = (r#"{"slug":"forged"}"#, "2026-12-03T00:00:00.000Z");
-    let hash = contextq_server::audit::chain_hash(
-        last.as_deref(),
-        seq + 1,
-        tenant,
-        None,
-        "workspace.create",
-        "workspace",
+    let hash = contextq_server::audit::Hashed {
+        prev_hash: last.as_deref(),
+        seq: seq + 1,
+        tenant_id: tenant,
+        api_key_id: None,
+        action: "workspace.create",
+        entity_type: "workspace",
         entity_id,
         detail,
         created_at,
-    );
+    }
+    .chain_hash();
     let sql = match db.backend() {
         Backend::Sqlite => {
             "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
