@@ -39,6 +39,19 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Counts one file's outcome (written, left as it was, or failed); the error, if it failed.
+    fn count<E>(&mut self, outcome: std::result::Result<bool, E>) -> Option<E> {
+        match outcome {
+            Ok(true) => self.files += 1,
+            Ok(false) => self.skipped += 1,
+            Err(e) => {
+                self.failed += 1;
+                return Some(e);
+            }
+        }
+        None
+    }
+
     /// The one-line summary.
     pub fn line(&self, verb: &str) -> String {
         let mut s = format!(
@@ -117,13 +130,8 @@ pub async fn export(store: &dyn Store, out: &Path) -> Result<Summary> {
             Ok(true)
         }
         .await;
-        match outcome {
-            Ok(true) => summary.files += 1,
-            Ok(false) => summary.skipped += 1,
-            Err(e) => {
-                summary.failed += 1;
-                bar.suspend(|| eprintln!("failed: {}: {e:#}", path.normalized()));
-            }
+        if let Some(e) = summary.count(outcome) {
+            bar.suspend(|| eprintln!("failed: {}: {e:#}", path.normalized()));
         }
         bar.inc(1);
     }
@@ -244,26 +252,21 @@ pub async fn import<S: Store>(
             }
         }
         .await;
-        match outcome {
-            Ok(true) => summary.files += 1,
-            Ok(false) => summary.skipped += 1,
-            Err(e) => {
-                summary.failed += 1;
-                // Every later write would be refused too: a full store, or a key refused.
-                let quota = matches!(
-                    e.contextq_code(),
-                    Some(ErrorCode::Unauthorized | ErrorCode::QuotaExceeded | ErrorCode::Forbidden)
-                );
-                bar.suspend(|| {
-                    eprintln!("failed: {shown}: {}", e.tool_message());
-                    if let Some(hint) = crate::stores::hint(&e) {
-                        eprintln!("hint: {hint}");
-                    }
-                });
-                if quota {
-                    summary.stopped = Some(e.tool_message());
-                    break;
+        if let Some(e) = summary.count(outcome) {
+            // Every later write would be refused too: a full store, or a key refused.
+            let quota = matches!(
+                e.contextq_code(),
+                Some(ErrorCode::Unauthorized | ErrorCode::QuotaExceeded | ErrorCode::Forbidden)
+            );
+            bar.suspend(|| {
+                eprintln!("failed: {shown}: {}", e.tool_message());
+                if let Some(hint) = crate::stores::hint(&e) {
+                    eprintln!("hint: {hint}");
                 }
+            });
+            if quota {
+                summary.stopped = Some(e.tool_message());
+                break;
             }
         }
         bar.inc(1);

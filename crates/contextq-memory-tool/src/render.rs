@@ -200,28 +200,23 @@ fn listing_rows(dir: &MemoryPath, listing: &Listing) -> (String, Vec<ListingRow>
         }
     }
 
-    let base = dir.normalized();
-    let mut rows = Vec::new();
-    for (name, child) in &root.children {
-        if hidden(name) {
-            continue;
-        }
-        let slash = if child.is_dir { "/" } else { "" };
-        rows.push(ListingRow {
-            size: child.size_text(),
-            path: format!("{base}/{name}{slash}"),
-        });
-        for (grand, g) in &child.children {
-            if hidden(grand) {
-                continue;
-            }
-            let slash = if g.is_dir { "/" } else { "" };
+    // Each entry, then (one level down only) its own entries; hidden names are skipped with
+    // everything beneath them.
+    fn rows_of(node: &Node, prefix: &str, depth: usize, rows: &mut Vec<ListingRow>) {
+        for (name, child) in node.children.iter().filter(|(name, _)| !hidden(name)) {
+            let path = format!("{prefix}/{name}");
+            let slash = if child.is_dir { "/" } else { "" };
             rows.push(ListingRow {
-                size: g.size_text(),
-                path: format!("{base}/{name}/{grand}{slash}"),
+                size: child.size_text(),
+                path: format!("{path}{slash}"),
             });
+            if depth > 1 {
+                rows_of(child, &path, depth - 1, rows);
+            }
         }
     }
+    let mut rows = Vec::new();
+    rows_of(&root, &dir.normalized(), 2, &mut rows);
     (root.size_text(), rows)
 }
 

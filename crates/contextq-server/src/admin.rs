@@ -62,15 +62,11 @@ pub async fn create_expiring_key(
         .and_then(|d| chrono::Utc::now().checked_add_signed(d))
         .ok_or_else(|| Error::Invalid(format!("an expiry {expires_in:?} from now is too far")))?
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    tenants::create_key_with(
-        db,
-        tenant_id,
-        None,
-        scopes,
-        Some(&expires_at),
-        tenants::KeyKind::Key,
-    )
-    .await
+    let spec = tenants::KeySpec {
+        expires_at: Some(&expires_at),
+        ..tenants::KeySpec::new(tenant_id, scopes)
+    };
+    tenants::create_key_with(db, spec).await
 }
 
 /// Revokes a key given its id or the key itself; returns whether an active key was revoked.

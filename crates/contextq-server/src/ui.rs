@@ -132,15 +132,12 @@ async fn session(
             let expires_at = (chrono::Utc::now()
                 + chrono::Duration::from_std(SESSION_TTL).expect("8 hours fit"))
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            let minted = tenants::create_key_with(
-                &s.db,
-                &record.tenant_id,
-                None,
-                &record.scopes,
-                Some(&expires_at),
-                tenants::KeyKind::UiSession,
-            )
-            .await?;
+            let spec = tenants::KeySpec {
+                expires_at: Some(&expires_at),
+                kind: tenants::KeyKind::UiSession,
+                ..tenants::KeySpec::new(&record.tenant_id, &record.scopes)
+            };
+            let minted = tenants::create_key_with(&s.db, spec).await?;
             let mut response = Json(serde_json::json!({
                 "apiKey": minted.api_key,
                 "expiresAt": expires_at,

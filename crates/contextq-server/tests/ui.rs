@@ -177,16 +177,12 @@ async fn an_expired_key_is_refused(b: Backend) {
     let t = s.tenant(Plan::Free, ALL).await;
     let soon = (chrono::Utc::now() + chrono::Duration::milliseconds(1500))
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let key = contextq_server::store::tenants::create_key_with(
-        &s.db,
-        &t.tenant_id,
-        None,
-        ALL,
-        Some(&soon),
-        contextq_server::store::tenants::KeyKind::Key,
-    )
-    .await
-    .unwrap();
+    use contextq_server::store::tenants::{KeySpec, create_key_with};
+    let spec = KeySpec {
+        expires_at: Some(&soon),
+        ..KeySpec::new(&t.tenant_id, ALL)
+    };
+    let key = create_key_with(&s.db, spec).await.unwrap();
     let c = t.client.with_key(&key.api_key);
     assert_eq!(c.get("/api/workspaces").await.status, StatusCode::OK);
     tokio::time::sleep(std::time::Duration::from_millis(1600)).await;

@@ -93,22 +93,42 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// A caller whose key has the `write` scope. Like every extractor of the request's head, it runs
-/// before the body extractor, so a key without the scope is refused (403) before any byte of
-/// the body is read.
-#[derive(Debug)]
-pub struct Writer(pub Caller);
+/// An extractor of a caller whose key has a scope, on a server that accepts changes. Like every
+/// extractor of the request's head, it runs before the body extractor, so a key without the
+/// scope is refused (403) before any byte of the body is read.
+macro_rules! scoped_caller {
+    ($(#[$doc:meta])* $name:ident, $scope:expr) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name(pub Caller);
 
-impl FromRequestParts<AppState> for Writer {
-    type Rejection = ApiError;
+        impl FromRequestParts<AppState> for $name {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        caller.require(Scope::Write)?;
-        refuse_when_read_only(state)?;
-        Ok(Writer(caller))
-    }
+            async fn from_request_parts(
+                parts: &mut Parts,
+                state: &AppState,
+            ) -> Result<Self, ApiError> {
+                let caller = Caller::from_request_parts(parts, state).await?;
+                caller.require($scope)?;
+                refuse_when_read_only(state)?;
+                Ok($name(caller))
+            }
+        }
+    };
 }
+
+scoped_caller!(
+    /// A caller whose key has the `write` scope, checked before the body is read.
+    Writer,
+    Scope::Write
+);
+
+scoped_caller!(
+    /// A caller whose key has the `admin` scope, checked before the body is read.
+    Admin,
+    Scope::Admin
+);
 
 /// 403 for a write on a server that serves read-only ([`ServerConfig::read_only`](super::ServerConfig::read_only)).
 fn refuse_when_read_only(state: &AppState) -> Result<(), ApiError> {
@@ -119,21 +139,6 @@ fn refuse_when_read_only(state: &AppState) -> Result<(), ApiError> {
         ));
     }
     Ok(())
-}
-
-/// A caller whose key has the `admin` scope, checked before the body is read (see [`Writer`]).
-#[derive(Debug)]
-pub struct Admin(pub Caller);
-
-impl FromRequestParts<AppState> for Admin {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = Caller::from_request_parts(parts, state).await?;
-        caller.require(Scope::Admin)?;
-        refuse_when_read_only(state)?;
-        Ok(Admin(caller))
-    }
 }
 
 /// Which body limit of [`ServerConfig`](super::ServerConfig) a request body falls under.

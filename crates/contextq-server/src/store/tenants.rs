@@ -115,15 +115,11 @@ pub async fn bootstrap(
     let mut tx = db.begin_write().await?;
     let tenant_id = insert_tenant(&mut tx, db, name, plan).await?;
     let user_id = insert_user(&mut tx, &tenant_id, email).await?;
-    let key = insert_key(
-        &mut tx,
-        &tenant_id,
-        Some(&user_id),
-        scopes,
-        None,
-        KeyKind::Key,
-    )
-    .await?;
+    let spec = KeySpec {
+        user_id: Some(&user_id),
+        ..KeySpec::new(&tenant_id, scopes)
+    };
+    let key = insert_key(&mut tx, spec).await?;
     let workspace = super::workspaces::create_first(&mut tx, db, &tenant_id, workspace).await?;
     tx.commit().await?;
     Ok(Bootstrapped {
@@ -190,7 +186,11 @@ pub async fn create_key(
     user_id: Option<&str>,
     scopes: &[Scope],
 ) -> Result<NewKey> {
-    create_key_with(db, tenant_id, user_id, scopes, None, KeyKind::Key).await
+    let spec = KeySpec {
+        user_id,
+        ..KeySpec::new(tenant_id, scopes)
+    };
+    create_key_with(db, spec).await
 }
 
 /// What a key is for.
@@ -211,28 +211,47 @@ impl KeyKind {
     }
 }
 
-/// [`create_key`], expiring at `expires_at` (RFC 3339, as [`crate::db::now`] writes it) when
-/// given, of `kind`.
-pub async fn create_key_with(
-    db: &Db,
-    tenant_id: &str,
-    user_id: Option<&str>,
-    scopes: &[Scope],
-    expires_at: Option<&str>,
-    kind: KeyKind,
-) -> Result<NewKey> {
-    let mut conn = db.pool().acquire().await?;
-    insert_key(&mut conn, tenant_id, user_id, scopes, expires_at, kind).await
+/// A key to mint ([`create_key_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct KeySpec<'a> {
+    /// The tenant.
+    pub tenant_id: &'a str,
+    /// The user who owns it, if any.
+    pub user_id: Option<&'a str>,
+    /// What it may do.
+    pub scopes: &'a [Scope],
+    /// When it stops working (RFC 3339, as [`crate::db::now`] writes it); `None`: never.
+    pub expires_at: Option<&'a str>,
+    /// What it is for.
+    pub kind: KeyKind,
 }
 
-async fn insert_key(
-    conn: &mut AnyConnection,
-    tenant_id: &str,
-    user_id: Option<&str>,
-    scopes: &[Scope],
-    expires_at: Option<&str>,
-    kind: KeyKind,
-) -> Result<NewKey> {
+impl<'a> KeySpec<'a> {
+    /// A key of `tenant_id` with `scopes`, owned by nobody, never expiring.
+    pub fn new(tenant_id: &'a str, scopes: &'a [Scope]) -> Self {
+        KeySpec {
+            tenant_id,
+            user_id: None,
+            scopes,
+            expires_at: None,
+            kind: KeyKind::Key,
+        }
+    }
+}
+
+/// [`create_key`] of any [`KeySpec`] (an expiry, a kind).
+pub async fn create_key_with(db: &Db, spec: KeySpec<'_>) -> Result<NewKey> {
+    insert_key(&mut *db.pool().acquire().await?, spec).await
+}
+
+async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKey> {
+    let KeySpec {
+        tenant_id,
+        user_id,
+        scopes,
+        expires_at,
+        kind,
+    } = spec;
     require_tenant(conn, tenant_id).await?;
     let key = generate_key();
     let id = new_id("key");
