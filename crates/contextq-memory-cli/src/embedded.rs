@@ -66,22 +66,18 @@ impl Embedded {
         let key_file = data_dir.join("audit.key");
         let (audit_key, created) = AuditKey::load_or_create(&key_file)
             .with_context(|| format!("cannot use the audit key {}", key_file.display()))?;
-        let options = DbOptions {
-            audit_key: Some(audit_key),
-            adopt_audit_key: created,
-            ..DbOptions::default()
-        };
+        let options = DbOptions::default()
+            .audit_key(Some(audit_key))
+            .adopt_audit_key(created);
         let db = Db::connect(&db_url, &options)
             .await
             .with_context(|| format!("cannot open {}", data_dir.join("contextq.db").display()))?;
         let credentials = credentials(&db, data_dir).await?;
         // Raises the descriptor limit and fits the connection cap under it: `serve` answers other
         // processes with the server's own connection limits.
-        let config = ServerConfig {
-            connections: ConnectionLimits::default().for_this_process(),
-            read_only,
-            ..ServerConfig::default()
-        };
+        let config = ServerConfig::default()
+            .connections(ConnectionLimits::default().for_this_process())
+            .read_only(read_only);
         let state = AppState::new(db.clone(), config);
         let sign_in = state.sign_in.clone();
         let server = RunningServer::bind(listen, state).await?;

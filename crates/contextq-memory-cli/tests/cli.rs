@@ -172,26 +172,21 @@ fn configuration_errors_name_what_to_change() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("local:DIR"));
-    let out = Command::new(BIN)
-        .arg("exec")
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
-        .env("CONTEXT_API_URL", "http://127.0.0.1:9")
-        .env_remove("CONTEXT_API_KEY")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    // `exec` on nothing, with one variable set.
+    let exec = |name: &str, value: &str| {
+        embedded(data.path())
+            .arg("exec")
+            .env(name, value)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = exec("CONTEXT_API_URL", "http://127.0.0.1:9");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("CONTEXT_API_KEY"));
     // A key without a URL is the library's default URL, said on stderr, never the embedded
     // store silently.
-    let out = Command::new(BIN)
-        .arg("exec")
-        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
-        .env_remove("CONTEXT_API_URL")
-        .env("CONTEXT_API_KEY", format!("sk_live_{}", "0".repeat(40)))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = exec("CONTEXT_API_KEY", &format!("sk_live_{}", "0".repeat(40)));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("CONTEXT_API_KEY is set without CONTEXT_API_URL")

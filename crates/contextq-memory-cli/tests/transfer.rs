@@ -52,6 +52,17 @@ fn sample(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// Every file of `files` is under `dir/memories`, byte for byte.
+fn same_files(dir: &Path, files: &[(String, Vec<u8>)]) {
+    for (rel, bytes) in files {
+        assert_eq!(
+            &std::fs::read(dir.join("memories").join(rel)).unwrap(),
+            bytes,
+            "{rel}"
+        );
+    }
+}
+
 async fn round_trip_is_byte_identical_and_idempotent(b: Backend) {
     let served = Served::start(b, Plan::Pro).await;
     let s = Some(&served);
@@ -75,13 +86,7 @@ async fn round_trip_is_byte_identical_and_idempotent(b: Backend) {
     let o = run(data.path(), s, &["export", "--out", out_arg]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(stdout(&o), "exported 5 files (1.0M), skipped 0, failed 0");
-    for (rel, bytes) in &files {
-        assert_eq!(
-            &std::fs::read(out.path().join("memories").join(rel)).unwrap(),
-            bytes,
-            "{rel}"
-        );
-    }
+    same_files(out.path(), &files);
     let o = run(data.path(), s, &["export", "--out", out_arg]).await;
     assert_eq!(stdout(&o), "exported 0 files (0B), skipped 5, failed 0");
 
@@ -147,13 +152,7 @@ async fn the_embedded_default_round_trips() {
     )
     .await;
     assert_eq!(stdout(&o), "exported 5 files (1.0M), skipped 0, failed 0");
-    for (rel, bytes) in &files {
-        assert_eq!(
-            &std::fs::read(out.path().join("memories").join(rel)).unwrap(),
-            bytes,
-            "{rel}"
-        );
-    }
+    same_files(out.path(), &files);
 }
 
 async fn import_over_quota_stops_with_a_clear_error(b: Backend) {

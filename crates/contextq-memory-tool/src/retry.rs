@@ -19,7 +19,9 @@ use crate::error::{Error, Result};
 pub use crate::transport::TransportError;
 
 /// How to retry. Defaults: 3 retries, 100 ms first backoff doubling to at most 5 s, 30 s in all.
+/// Built from `Default` with its setters: `RetryConfig::default().max_retries(5)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetryConfig {
     /// Retries after the first attempt (0 disables retrying).
     pub max_retries: u32,
@@ -69,6 +71,34 @@ pub enum Failure {
 }
 
 impl RetryConfig {
+    /// Sets [`RetryConfig::max_retries`].
+    #[must_use]
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = n;
+        self
+    }
+
+    /// Sets [`RetryConfig::initial_backoff`].
+    #[must_use]
+    pub fn initial_backoff(mut self, d: Duration) -> Self {
+        self.initial_backoff = d;
+        self
+    }
+
+    /// Sets [`RetryConfig::max_backoff`].
+    #[must_use]
+    pub fn max_backoff(mut self, d: Duration) -> Self {
+        self.max_backoff = d;
+        self
+    }
+
+    /// Sets [`RetryConfig::retry_timeout`].
+    #[must_use]
+    pub fn retry_timeout(mut self, d: Duration) -> Self {
+        self.retry_timeout = d;
+        self
+    }
+
     /// Whether `failure` of a request of `kind` may be retried.
     pub fn retryable(kind: Idempotency, failure: Failure) -> bool {
         match failure {

@@ -238,7 +238,7 @@ async fn never_touches_rows_without_the_tag(b: Backend) {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     assert!(
         !run(&tool, create("/memories/dir/mine.md", "mine"))
             .await
@@ -345,7 +345,7 @@ async fn listings_page_past_500_rows(b: Backend) {
         .map(|n| json!({"externalId": format!("mem-tool:ws/bulk/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "12345", "tags": ["mem-tool"]}))
         .collect();
     common::seed_rows(&server.url, &key, &rows).await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     let out = run(&tool, view("/memories/bulk")).await.content;
     assert_eq!(
         out.lines().count(),
@@ -616,7 +616,7 @@ async fn contextq_refusals_become_actionable_tool_errors(b: Backend) {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     let r = run(&tool, create("/memories/one-too-many.md", "x")).await;
     assert!(r.is_error, "{r:?}");
     assert!(
@@ -643,7 +643,7 @@ async fn contextq_refusals_become_actionable_tool_errors(b: Backend) {
 
     // Archived workspace: read-only.
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     assert!(!run(&tool, create("/memories/a.md", "x")).await.is_error);
     tool.store().client().archive_workspace("ws").await.unwrap();
     let r = run(&tool, create("/memories/b.md", "x")).await;
@@ -666,7 +666,7 @@ async fn contextq_refusals_become_actionable_tool_errors(b: Backend) {
 
     // Too large.
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     let r = run(
         &tool,
         create("/memories/big.md", &"x".repeat((1 << 20) + 1)),

@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use common::{ALL, Server, options, ws_name};
 use contextq_memory_tool::conformance::{self, Profile};
@@ -23,35 +25,6 @@ async fn front(url: &str, plain: bool) -> (Proxy, Profile) {
     } else {
         (Proxy::start(url).await, Profile::DERIVED)
     }
-}
-
-/// The suite on a pinned store, directly or through a plain-ContextQ proxy.
-async fn pinned(b: Backend, plain: bool) {
-    let server = Server::start(b).await;
-    let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
-    let (proxy, profile) = front(&server.url, plain).await;
-    let (server, tenant, key, url) = (&server, &tenant, &key, &proxy.url);
-    conformance::run_all(
-        || async move {
-            let ws = ws_name();
-            server.workspace(tenant, &ws).await;
-            options(url, key).workspace(ws).store().unwrap()
-        },
-        profile,
-    )
-    .await;
-    // The stores saw what the server offers.
-    let store = options(url, key).workspace("first").store().unwrap();
-    assert!(store.list(&MemoryPath::root()).await.unwrap().is_some());
-    assert_eq!(store.conditional_requests(), Some(!plain));
-}
-
-async fn pinned_mode_conforms(b: Backend) {
-    pinned(b, false).await;
-}
-
-async fn pinned_mode_conforms_on_a_plain_contextq(b: Backend) {
-    pinned(b, true).await;
 }
 
 /// Per-workspace mode: `/memories/X` of the suite becomes `/memories/<fresh ws>/X` of an
@@ -102,8 +75,8 @@ impl Store for UnderWorkspace {
     }
 }
 
-/// The suite on an unpinned store, directly or through a plain-ContextQ proxy.
-async fn per_workspace(b: Backend, plain: bool) {
+/// The suite on a pinned store or an unpinned one, directly or through a plain-ContextQ proxy.
+async fn suite(b: Backend, plain: bool, pinned: bool) {
     let server = Server::start(b).await;
     let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
     let (proxy, profile) = front(&server.url, plain).await;
@@ -112,22 +85,39 @@ async fn per_workspace(b: Backend, plain: bool) {
         || async move {
             let ws = ws_name();
             server.workspace(tenant, &ws).await;
-            UnderWorkspace {
-                inner: options(url, key).store().unwrap(),
-                ws: MemoryPath::parse(&format!("/memories/{}", ws.to_uppercase())).unwrap(),
-            }
+            let store: Arc<dyn Store> = if pinned {
+                Arc::new(options(url, key).workspace(ws).store().unwrap())
+            } else {
+                Arc::new(UnderWorkspace {
+                    inner: options(url, key).store().unwrap(),
+                    ws: MemoryPath::parse(&format!("/memories/{}", ws.to_uppercase())).unwrap(),
+                })
+            };
+            store
         },
         profile,
     )
     .await;
+    // The stores saw what the server offers.
+    let store = options(url, key).workspace("first").store().unwrap();
+    assert!(store.list(&MemoryPath::root()).await.unwrap().is_some());
+    assert_eq!(store.conditional_requests(), Some(!plain));
+}
+
+async fn pinned_mode_conforms(b: Backend) {
+    suite(b, false, true).await;
+}
+
+async fn pinned_mode_conforms_on_a_plain_contextq(b: Backend) {
+    suite(b, true, true).await;
 }
 
 async fn per_workspace_mode_conforms(b: Backend) {
-    per_workspace(b, false).await;
+    suite(b, false, false).await;
 }
 
 async fn per_workspace_mode_conforms_on_a_plain_contextq(b: Backend) {
-    per_workspace(b, true).await;
+    suite(b, true, false).await;
 }
 
 contextq_server::database_tests!(

@@ -56,7 +56,7 @@ async fn create_never_overwrites_from_a_second_process(b: Backend) {
     );
 
     // On contextq-server itself the second create is refused by the server (ifAbsent).
-    let direct = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let direct = server.tool(&key);
     let e = handle(&direct, create("/memories/p.md", "third"))
         .await
         .unwrap_err();
@@ -110,7 +110,7 @@ async fn a_capped_listing_says_so_and_directory_commands_reach_every_file(b: Bac
         .await,
         Ok("Successfully renamed /memories/big to /memories/moved".to_string())
     );
-    let direct = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let direct = server.tool(&key);
     let moved = handle(
         &direct,
         json!({"command": "view", "path": "/memories/moved"}),

@@ -21,7 +21,7 @@ fn actions(h: &[contextq_memory_tool::contextq::history::FileVersion]) -> Vec<(i
 async fn every_command_leaves_versions(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     ok(
         &tool,
         json!({"command": "create", "path": "/memories/a.md", "file_text": "one\n"}),
@@ -129,8 +129,7 @@ async fn every_command_leaves_versions(b: Backend) {
 async fn restore_a_file(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
-    let other = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let (tool, other) = (server.tool(&key), server.tool(&key));
     ok(
         &tool,
         json!({"command": "create", "path": "/memories/f.md", "file_text": "right\n"}),
@@ -192,7 +191,7 @@ async fn restore_a_file(b: Backend) {
 async fn restore_a_tree_to_a_point_in_time(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     for (p, t) in [
         ("p/a.md", "a1\n"),
         ("p/b.md", "b1\n"),
@@ -370,7 +369,7 @@ async fn without_the_extension_history_is_a_clear_error(b: Backend) {
 async fn read_only_and_the_secret_guard(b: Backend) {
     let server = Server::start(b).await;
     let (tenant, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let tool = server.tool(&key);
     ok(
         &tool,
         json!({"command": "create", "path": "/memories/a.md", "file_text": "a\n"}),

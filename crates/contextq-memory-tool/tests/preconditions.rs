@@ -31,8 +31,7 @@ async fn recreate(other: &ContextQMemoryTool, name: &str, text: &str) {
 async fn a_version_read_from_one_row_never_matches_the_next(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
-    let other = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let (tool, other) = (server.tool(&key), server.tool(&key));
     let path = MemoryPath::parse("/memories/a.md").unwrap();
     for (name, write) in [("update", true), ("delete", false)] {
         ok(
@@ -84,8 +83,7 @@ async fn a_version_read_from_one_row_never_matches_the_next(b: Backend) {
 async fn a_tree_restore_never_writes_to_a_recreated_row(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let tool = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
-    let other = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let (tool, other) = (server.tool(&key), server.tool(&key));
     ok(
         &tool,
         json!({"command": "create", "path": "/memories/t/f.md", "file_text": "one\n"}),
@@ -119,7 +117,7 @@ async fn a_file_restore_checks_and_writes_in_one_condition(b: Backend) {
     let tool = std::sync::Arc::new(
         contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap(),
     );
-    let other = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let other = server.tool(&key);
     ok(
         &tool,
         json!({"command": "create", "path": "/memories/f.md", "file_text": "right\n"}),

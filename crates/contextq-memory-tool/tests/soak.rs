@@ -280,7 +280,7 @@ async fn soak(b: Backend, plain: bool) {
             .timeout(Duration::from_millis(2000));
         o.retry.max_retries = 2;
         let tool = contextq_memory_tool(o).unwrap();
-        let clean = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+        let clean = server.tool(&key);
         tasks.push(tokio::spawn(worker(id, tool, clean, until)));
     }
     let mut total = Tally::default();

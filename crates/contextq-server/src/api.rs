@@ -45,8 +45,9 @@ pub use extract::BodyBudget;
 pub use extract::Caller;
 use extract::{Admin, JsonBody, Writer, if_match};
 
-/// Server settings, with documented defaults.
+/// Server settings, with documented defaults; built from `Default` with its setters.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Largest body of a one-context request (`PUT /api/contexts/:id`, a text edit, a workspace
     /// create), in bytes; 413 above. Default [`DEFAULT_MAX_BODY_BYTES`]: 2 MiB + 64 KiB, room for
@@ -104,6 +105,17 @@ impl Default for ServerConfig {
         }
     }
 }
+
+crate::setters::setters!(ServerConfig {
+    max_body_bytes: usize,
+    max_bulk_body_bytes: usize,
+    body_budget_bytes: usize,
+    body_share_bytes: usize,
+    min_body_rate: u64,
+    request_timeout: Duration,
+    connections: ConnectionLimits,
+    read_only: bool,
+});
 
 /// Shared state of the handlers.
 #[derive(Debug, Clone)]

@@ -48,6 +48,7 @@ pub mod listen;
 mod open;
 mod private_file;
 mod router;
+mod setters;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;

@@ -55,8 +55,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore};
 use tower::ServiceExt;
 
-/// How long and how many connections the server keeps, with documented defaults.
+/// How long and how many connections the server keeps, with documented defaults; built from
+/// `Default` with its setters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectionLimits {
     /// Time allowed to send a complete request head, counted from when the server waits for
     /// one (default 20 s). Also the longest an idle keep-alive connection is kept.
@@ -71,6 +73,12 @@ pub struct ConnectionLimits {
 /// Descriptors kept free for the database, log files and the listener itself when
 /// [`ConnectionLimits::fit_fd_limit`] sizes the cap.
 pub const RESERVED_FDS: u64 = 64;
+
+crate::setters::setters!(ConnectionLimits {
+    header_read_timeout: Duration,
+    idle_timeout: Duration,
+    max_connections: usize,
+});
 
 impl Default for ConnectionLimits {
     fn default() -> Self {

@@ -240,16 +240,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             versions_kept,
         } => {
             let secs = std::time::Duration::from_secs;
-            let connections = contextq_server::ConnectionLimits {
-                header_read_timeout: secs(header_read_timeout_secs),
-                idle_timeout: secs(idle_timeout_secs),
-                max_connections,
-            }
-            .for_this_process();
-            let options = DbOptions {
-                versions_kept,
-                ..db_options(audit_key_file.as_deref())?
-            };
+            let connections = contextq_server::ConnectionLimits::default()
+                .header_read_timeout(secs(header_read_timeout_secs))
+                .idle_timeout(secs(idle_timeout_secs))
+                .max_connections(max_connections)
+                .for_this_process();
+            let options = db_options(audit_key_file.as_deref())?.versions_kept(versions_kept);
             let db = Db::connect(&database_url, &options).await?;
             if db.audit_key().is_none() {
                 tracing::warn!(
@@ -263,16 +259,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             // A URL, as clients (CONTEXT_API_URL) and browsers take it.
             println!("http://{addr}");
             tracing::info!(%addr, database = %contextq_server::db::redact_url(&database_url), "listening");
-            let config = ServerConfig {
-                max_body_bytes,
-                max_bulk_body_bytes,
-                body_budget_bytes,
-                body_share_bytes,
-                min_body_rate,
-                request_timeout: secs(request_timeout_secs),
-                connections,
-                read_only,
-            };
+            let config = ServerConfig::default()
+                .max_body_bytes(max_body_bytes)
+                .max_bulk_body_bytes(max_bulk_body_bytes)
+                .body_budget_bytes(body_budget_bytes)
+                .body_share_bytes(body_share_bytes)
+                .min_body_rate(min_body_rate)
+                .request_timeout(secs(request_timeout_secs))
+                .connections(connections)
+                .read_only(read_only);
             contextq_server::serve(
                 listener,
                 AppState::new(db.clone(), config),
@@ -444,12 +439,10 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
 
 /// Database options with the audit key in `key_file`, if given.
 fn db_options(key_file: Option<&std::path::Path>) -> Result<DbOptions> {
-    Ok(DbOptions {
-        audit_key: key_file
-            .map(contextq_server::audit::AuditKey::load)
-            .transpose()?,
-        ..DbOptions::default()
-    })
+    let key = key_file
+        .map(contextq_server::audit::AuditKey::load)
+        .transpose()?;
+    Ok(DbOptions::default().audit_key(key))
 }
 
 async fn shutdown_signal() {

@@ -433,10 +433,7 @@ async fn bodies_wait_for_room_in_the_budget(b: Backend) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let s = TestServer::start_with(
         b,
-        contextq_server::ServerConfig {
-            body_budget_bytes: 3 << 20,
-            ..Default::default()
-        },
+        contextq_server::ServerConfig::default().body_budget_bytes(3 << 20),
     )
     .await;
     let t = s.tenant(Plan::Pro, ALL).await;
@@ -494,11 +491,9 @@ async fn bodies_wait_for_room_in_the_budget(b: Backend) {
 async fn request_body_limit_is_413(b: Backend) {
     let s = TestServer::start_with(
         b,
-        contextq_server::ServerConfig {
-            max_body_bytes: 64 * 1024,
-            max_bulk_body_bytes: 64 * 1024,
-            ..Default::default()
-        },
+        contextq_server::ServerConfig::default()
+            .max_body_bytes(64 * 1024)
+            .max_bulk_body_bytes(64 * 1024),
     )
     .await;
     let t = s.tenant(Plan::Free, ALL).await;
@@ -1234,14 +1229,8 @@ async fn text_edit_extension(b: Backend) {
 /// A server started read-only refuses every write with 403 in the envelope, whatever the key,
 /// and still answers reads.
 async fn a_read_only_server_refuses_every_write(b: Backend) {
-    let s = TestServer::start_with(
-        b,
-        contextq_server::ServerConfig {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .await;
+    let s =
+        TestServer::start_with(b, contextq_server::ServerConfig::default().read_only(true)).await;
     let t = s.tenant(Plan::Pro, ALL).await;
     let c = &t.client;
     let refused = |r: common::Reply| {

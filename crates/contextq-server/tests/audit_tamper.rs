@@ -25,15 +25,9 @@ async fn keyed(backend: Backend, rows: usize) -> Keyed {
     let database = TestDatabase::fresh(backend).await;
     let dir = tempfile::tempdir().unwrap();
     let key = AuditKey::create(&dir.path().join("audit.key")).unwrap();
-    let db = Db::connect(
-        &database.url,
-        &DbOptions {
-            audit_key: Some(key),
-            ..DbOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let db = Db::connect(&database.url, &DbOptions::default().audit_key(Some(key)))
+        .await
+        .unwrap();
     let a = admin::create_tenant(&db, "a", Plan::Free).await.unwrap();
     let b = admin::create_tenant(&db, "b", Plan::Free).await.unwrap();
     let k = Keyed {
@@ -358,10 +352,7 @@ async fn a_keyed_database_needs_its_key(b: Backend) {
         .unwrap_err()
         .to_string();
     assert!(e.contains("--audit-key-file"), "{e}");
-    let other = DbOptions {
-        audit_key: Some(AuditKey::generate().unwrap()),
-        ..DbOptions::default()
-    };
+    let other = DbOptions::default().audit_key(Some(AuditKey::generate().unwrap()));
     let e = Db::connect(&url, &other).await.unwrap_err().to_string();
     assert!(e.contains("is not this database's"), "{e}");
 }
@@ -377,10 +368,7 @@ async fn an_unkeyed_database_is_adopted_explicitly(b: Backend) {
     admin::create_workspace(&db, &t, "one", "").await.unwrap();
     db.close().await;
     let key = AuditKey::generate().unwrap();
-    let mut options = DbOptions {
-        audit_key: Some(key),
-        ..DbOptions::default()
-    };
+    let mut options = DbOptions::default().audit_key(Some(key));
     let e = Db::connect(&database.url, &options)
         .await
         .unwrap_err()
@@ -598,16 +586,10 @@ async fn a_stripped_keying_is_never_blessed(b: Backend) {
     // saying why; only an explicit adoption keys it.
     let url = k._database.url.clone();
     let key = AuditKey::load(&k._dir.path().join("audit.key")).unwrap();
-    let e = Db::connect(
-        &url,
-        &DbOptions {
-            audit_key: Some(key),
-            ..DbOptions::default()
-        },
-    )
-    .await
-    .unwrap_err()
-    .to_string();
+    let e = Db::connect(&url, &DbOptions::default().audit_key(Some(key)))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stripped") && e.contains("--never-keyed"), "{e}");
 }
 
@@ -621,15 +603,9 @@ async fn a_log_keyed_before_the_anchor_is_anchored_on_open(b: Backend) {
         .unwrap();
     assert!(!k.verify().await.ok(), "an empty anchor must not verify");
     let key = AuditKey::load(&k._dir.path().join("audit.key")).unwrap();
-    let db = Db::connect(
-        &k._database.url,
-        &DbOptions {
-            audit_key: Some(key),
-            ..DbOptions::default()
-        },
-    )
-    .await
-    .unwrap();
+    let db = Db::connect(&k._database.url, &DbOptions::default().audit_key(Some(key)))
+        .await
+        .unwrap();
     let v = admin::verify_audit(&db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");
     db.close().await;

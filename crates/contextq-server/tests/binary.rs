@@ -317,10 +317,9 @@ async fn audit_key_checkpoint_and_verify(b: Backend) {
 async fn open_keyed(url: &str, key_file: &std::path::Path) -> contextq_server::Db {
     contextq_server::Db::connect(
         url,
-        &contextq_server::DbOptions {
-            audit_key: Some(contextq_server::audit::AuditKey::load(key_file).unwrap()),
-            ..Default::default()
-        },
+        &contextq_server::DbOptions::default().audit_key(Some(
+            contextq_server::audit::AuditKey::load(key_file).unwrap(),
+        )),
     )
     .await
     .unwrap()

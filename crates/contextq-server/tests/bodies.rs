@@ -43,12 +43,10 @@ async fn one_tenant_cannot_hold_the_budget(b: Backend) {
     // A budget of 8 MiB, 4 MiB a tenant; no minimum rate, so that only the shares act here.
     let s = TestServer::start_with(
         b,
-        ServerConfig {
-            body_budget_bytes: 8 << 20,
-            body_share_bytes: 4 << 20,
-            min_body_rate: 0,
-            ..Default::default()
-        },
+        ServerConfig::default()
+            .body_budget_bytes(8 << 20)
+            .body_share_bytes(4 << 20)
+            .min_body_rate(0),
     )
     .await;
     let a = s.tenant(Plan::Pro, ALL).await;

@@ -13,10 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn config(limits: ConnectionLimits) -> ServerConfig {
-    ServerConfig {
-        connections: limits,
-        ..ServerConfig::default()
-    }
+    ServerConfig::default().connections(limits)
 }
 
 async fn server(header_read: Duration, idle: Duration, cap: usize) -> TestServer {
@@ -24,11 +21,12 @@ async fn server(header_read: Duration, idle: Duration, cap: usize) -> TestServer
     contextq_server::listen::raise_fd_limit();
     TestServer::start_with(
         Backend::Sqlite,
-        config(ConnectionLimits {
-            header_read_timeout: header_read,
-            idle_timeout: idle,
-            max_connections: cap,
-        }),
+        config(
+            ConnectionLimits::default()
+                .header_read_timeout(header_read)
+                .idle_timeout(idle)
+                .max_connections(cap),
+        ),
     )
     .await
 }

@@ -284,10 +284,7 @@ async fn count_versions(s: &TestServer, tenant_id: &str) -> i64 {
 }
 
 async fn retention_per_path_and_per_tenant(b: Backend) {
-    let options = DbOptions {
-        versions_kept: 3,
-        ..DbOptions::default()
-    };
+    let options = DbOptions::default().versions_kept(3);
     let s = TestServer::start_with_options(b, ServerConfig::default(), options).await;
     let t = s.tenant(Plan::Free, ALL).await;
     let c = &t.client;

@@ -59,10 +59,7 @@ async fn no_password_reaches_an_error() {
         "postgres://user@127.0.0.1:1/db?password=hunter2",
         "postgres://user@127.0.0.1:1/db?sslmode=disable&password=hunter2",
     ] {
-        let options = DbOptions {
-            acquire_timeout: std::time::Duration::from_secs(2),
-            ..Default::default()
-        };
+        let options = DbOptions::default().acquire_timeout(std::time::Duration::from_secs(2));
         let err = Db::connect(url, &options).await.unwrap_err().to_string();
         assert!(!err.contains("hunter2"), "{err}");
         assert!(err.contains("127.0.0.1:1"), "{err}");

@@ -30,15 +30,9 @@ fn item(ext: &str, content: &str) -> ContextInput {
 async fn postgres_writes_take_two_round_trips() {
     let database = TestDatabase::fresh(Backend::Postgres).await;
     let (proxy, url) = TcpProxy::in_front_of(&database.url, Duration::ZERO).await;
-    let db = Db::connect(
-        &url,
-        &DbOptions {
-            max_connections: 1,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let db = Db::connect(&url, &DbOptions::default().max_connections(1))
+        .await
+        .unwrap();
     let tenant = admin::create_tenant(&db, "rt", Plan::Unlimited)
         .await
         .unwrap();

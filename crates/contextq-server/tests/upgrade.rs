@@ -187,11 +187,9 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     // chain, acme's two rows), new ones carry MACs, and everything verifies with the key.
     server.stop().await.unwrap();
     db.close().await;
-    let keyed = contextq_server::DbOptions {
-        audit_key: Some(contextq_server::audit::AuditKey::generate().unwrap()),
-        adopt_audit_key: true,
-        ..Default::default()
-    };
+    let keyed = contextq_server::DbOptions::default()
+        .audit_key(Some(contextq_server::audit::AuditKey::generate().unwrap()))
+        .adopt_audit_key(true);
     let db = Db::connect(&database.url, &keyed).await.unwrap();
     admin::create_workspace(&db, &acme, "keyed", "")
         .await

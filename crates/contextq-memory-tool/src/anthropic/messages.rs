@@ -22,8 +22,10 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The `anthropic-version` header sent with every request.
 pub const API_VERSION: &str = "2023-06-01";
 
-/// How to reach the Messages API. `Debug` masks the key.
+/// How to reach the Messages API. `Debug` masks the key. Built with [`AnthropicConfig::new`] or
+/// [`AnthropicConfig::from_env`] and its setters.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct AnthropicConfig {
     /// `x-api-key`.
     pub api_key: String,
@@ -59,15 +61,48 @@ impl AnthropicConfig {
             api_key: api_key.into(),
             base_url: DEFAULT_BASE_URL.into(),
             betas: Vec::new(),
-            retry: RetryConfig {
-                max_retries: 3,
-                initial_backoff: Duration::from_millis(500),
-                max_backoff: Duration::from_secs(30),
-                retry_timeout: Duration::from_secs(120),
-            },
+            retry: RetryConfig::default()
+                .initial_backoff(Duration::from_millis(500))
+                .max_backoff(Duration::from_secs(30))
+                .retry_timeout(Duration::from_secs(120)),
             timeout: Duration::from_secs(600),
             http_client: None,
         }
+    }
+
+    /// Sets [`AnthropicConfig::base_url`].
+    #[must_use]
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// Sets [`AnthropicConfig::betas`].
+    #[must_use]
+    pub fn betas(mut self, betas: Vec<String>) -> Self {
+        self.betas = betas;
+        self
+    }
+
+    /// Sets [`AnthropicConfig::retry`].
+    #[must_use]
+    pub fn retry(mut self, retry: RetryConfig) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Sets [`AnthropicConfig::timeout`].
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets [`AnthropicConfig::http_client`].
+    #[must_use]
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
     }
 
     /// `ANTHROPIC_API_KEY` (required) and `ANTHROPIC_BASE_URL` (optional).

@@ -26,6 +26,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// [`Default`] reads nothing from the environment; [`ContextQMemoryToolOptions::from_env`] fills
 /// `api_key` from `CONTEXT_API_KEY` and `base_url` from `CONTEXT_API_URL`.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct ContextQMemoryToolOptions {
     /// `sk_live_` + 40 lowercase hex. Required.
     pub api_key: Option<String>,

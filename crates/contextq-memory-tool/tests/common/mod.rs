@@ -36,20 +36,23 @@ impl Server {
     pub async fn workspace(&self, tenant: &str, ws: &str) {
         self.inner.workspace(tenant, ws).await;
     }
+
+    /// The memory tool with `key`, pinned to workspace `ws`.
+    pub fn tool(&self, key: &str) -> contextq_memory_tool::ContextQMemoryTool {
+        contextq_memory_tool::contextq_memory_tool(options(&self.url, key).workspace("ws")).unwrap()
+    }
 }
 
 pub const ALL: &[Scope] = &[Scope::Read, Scope::Write, Scope::Admin];
 
 /// Options for `url` with `key`, fast retries for tests.
 pub fn options(url: &str, key: &str) -> ContextQMemoryToolOptions {
-    let mut o = ContextQMemoryToolOptions::new(key).base_url(url);
-    o.retry = RetryConfig {
-        max_retries: 3,
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(100),
-        retry_timeout: Duration::from_secs(10),
-    };
-    o
+    ContextQMemoryToolOptions::new(key).base_url(url).retry(
+        RetryConfig::default()
+            .initial_backoff(Duration::from_millis(10))
+            .max_backoff(Duration::from_millis(100))
+            .retry_timeout(Duration::from_secs(10)),
+    )
 }
 
 pub fn ws_name() -> String {

@@ -63,8 +63,9 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
-/// Pool settings.
+/// Pool settings, with documented defaults; built from `Default` with its setters.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct DbOptions {
     /// Most connections held open (default 16; SQLite 8).
     pub max_connections: u32,
@@ -94,6 +95,16 @@ pub struct DbOptions {
 
 /// Default [`DbOptions::versions_kept`]: 100.
 pub const DEFAULT_VERSIONS_KEPT: u32 = 100;
+
+crate::setters::setters!(DbOptions {
+    max_connections: u32,
+    acquire_timeout: Duration,
+    audit_key: Option<crate::audit::key::AuditKey>,
+    adopt_audit_key: bool,
+    inspect_audit: bool,
+    existing_only: bool,
+    versions_kept: u32,
+});
 
 impl Default for DbOptions {
     fn default() -> Self {
