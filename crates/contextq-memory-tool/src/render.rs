@@ -693,6 +693,13 @@ mod tests {
         MemoryPath::parse(s).unwrap()
     }
 
+    /// Listing rows as `size<TAB>path`.
+    fn rows_text(rows: &[ListingRow]) -> Vec<String> {
+        rows.iter()
+            .map(|r| format!("{}\t{}", r.size, r.path))
+            .collect()
+    }
+
     fn file(path: &str, size: u64) -> FileMeta {
         FileMeta {
             path: p(path),
@@ -721,10 +728,7 @@ mod tests {
         };
         let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
         assert_eq!(own, "1.0K"); // 1061 bytes in all
-        let got: Vec<String> = rows
-            .iter()
-            .map(|r| format!("{}\t{}", r.size, r.path))
-            .collect();
+        let got = rows_text(&rows);
         assert_eq!(
             got,
             vec![
@@ -761,10 +765,7 @@ mod tests {
         };
         let (own, rows) = listing_rows(&MemoryPath::root(), &listing);
         assert_eq!(own, "4K");
-        let got: Vec<String> = rows
-            .iter()
-            .map(|r| format!("{}\t{}", r.size, r.path))
-            .collect();
+        let got = rows_text(&rows);
         assert_eq!(
             got,
             vec![

@@ -74,18 +74,14 @@ pub async fn get_by_external(
     tenant_id: &str,
     external_id: &str,
 ) -> Result<Option<Context>> {
-    let row = sqlx::query(concat!(
+    let sql = concat!(
         "SELECT ",
         summary_columns!(),
         ", c.content",
         from_contexts!(),
         "WHERE c.tenant_id = $1 AND c.external_id = $2"
-    ))
-    .bind(tenant_id.to_string())
-    .bind(external_id.to_string())
-    .fetch_optional(&mut *db.reader().await?)
-    .await?;
-    row.as_ref().map(context_from_row).transpose()
+    );
+    one_context(&mut *db.reader().await?, sql, tenant_id, external_id).await
 }
 
 /// A context by id.
@@ -94,17 +90,28 @@ pub async fn get(db: &Db, tenant_id: &str, id: &str) -> Result<Option<Context>> 
 }
 
 async fn get_in(tx: &mut AnyConnection, tenant_id: &str, id: &str) -> Result<Option<Context>> {
-    let row = sqlx::query(concat!(
+    let sql = concat!(
         "SELECT ",
         summary_columns!(),
         ", c.content",
         from_contexts!(),
         "WHERE c.tenant_id = $1 AND c.id = $2"
-    ))
-    .bind(tenant_id.to_string())
-    .bind(id.to_string())
-    .fetch_optional(&mut *tx)
-    .await?;
+    );
+    one_context(tx, sql, tenant_id, id).await
+}
+
+/// The context `sql` selects with the tenant (`$1`) and one key (`$2`), if any.
+async fn one_context(
+    conn: &mut AnyConnection,
+    sql: &'static str,
+    tenant_id: &str,
+    key: &str,
+) -> Result<Option<Context>> {
+    let row = sqlx::query(sql)
+        .bind(tenant_id.to_string())
+        .bind(key.to_string())
+        .fetch_optional(&mut *conn)
+        .await?;
     row.as_ref().map(context_from_row).transpose()
 }
 
