@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
-use contextq_memory_tool::MemoryToolHandlers;
 use contextq_memory_tool::contextq::{
     ContextQMemoryTool, ContextQMemoryToolOptions, contextq_memory_tool,
 };
 use contextq_memory_tool::testing::proxy::Proxy;
+use contextq_memory_tool::{AnswerBudget, MemoryToolHandlers};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -69,7 +69,8 @@ enum Cmd {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
-    /// Listing 1k/10k/100k files; edits on 1 KiB/100 KiB/1 MiB files; server peak memory.
+    /// Listing 1k/20k/100k files (whole, and within the default answer budget: time and
+    /// characters); edits on 1 KiB/100 KiB/1 MiB files; server peak memory.
     Scale {
         /// Largest listing.
         #[arg(long, default_value_t = 100_000)]
@@ -519,13 +520,17 @@ async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
     for backend in backends {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
         let server = start_server(&db, dir)?;
-        println!("\n{backend}: listing one directory (view, 2 levels, derived sizes)\n");
         println!(
-            "| files | load (bulk-upsert) s | view ms | ms per 1,000 files | server peak RSS MiB |"
+            "\n{backend}: listing one directory (view, 2 levels, derived sizes), whole (no answer budget) and with the default budget\n"
         );
-        println!("|---|---|---|---|---|");
-        let mut n = 1000;
-        while n <= max_files {
+        println!(
+            "| files | load (bulk-upsert) s | view ms, whole | characters, whole | ms per 1,000 files | view ms, default budget | characters, default budget | server peak RSS MiB |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for n in [1_000, 20_000, 100_000, 1_000_000]
+            .into_iter()
+            .filter(|n| *n <= max_files)
+        {
             let ws = format!("s{n}");
             let r = http
                 .post(format!("{}/api/workspaces", server.url))
@@ -548,30 +553,43 @@ async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
                 anyhow::ensure!(r.status().is_success(), "load: {}", r.status());
             }
             let load = started.elapsed();
-            let tool = server.tool(&server.url, &ws)?;
-            let mut times = Vec::new();
-            for _ in 0..3 {
-                let s = Instant::now();
-                let r = tool
-                    .execute(json!({"command": "view", "path": "/memories/big"}))
-                    .await;
-                times.push(s.elapsed());
-                anyhow::ensure!(
-                    !r.is_error && r.content.lines().count() == 2 + 100 + n,
-                    "{}",
-                    &r.content[..200.min(r.content.len())]
-                );
+            let whole = contextq_memory_tool(
+                ContextQMemoryToolOptions::new(server.key.clone())
+                    .base_url(&server.url)
+                    .workspace(&ws)
+                    .answer_budget(AnswerBudget::UNLIMITED),
+            )?;
+            let budgeted = server.tool(&server.url, &ws)?;
+            // Best of three views of each; the whole listing has every row.
+            let mut best = Vec::new();
+            for (tool, whole) in [(&whole, true), (&budgeted, false)] {
+                let mut times = Vec::new();
+                let mut chars = 0;
+                for _ in 0..3 {
+                    let s = Instant::now();
+                    let r = tool
+                        .execute(json!({"command": "view", "path": "/memories/big"}))
+                        .await;
+                    times.push(s.elapsed());
+                    anyhow::ensure!(
+                        !r.is_error && (!whole || r.content.lines().count() == 2 + 100 + n),
+                        "{}",
+                        &r.content[..200.min(r.content.len())]
+                    );
+                    chars = r.content.chars().count();
+                }
+                best.push((*times.iter().min().expect("three runs"), chars));
             }
-            let best = *times.iter().min().expect("three runs");
+            let ((whole_time, whole_chars), (cut_time, cut_chars)) = (best[0], best[1]);
             println!(
-                "| {n} | {:.1} | {} | {:.2} | {:.0} |",
+                "| {n} | {:.1} | {} | {whole_chars} | {:.2} | {} | {cut_chars} | {:.0} |",
                 load.as_secs_f64(),
-                ms(best),
-                best.as_secs_f64() * 1000.0 / (n as f64 / 1000.0),
+                ms(whole_time),
+                whole_time.as_secs_f64() * 1000.0 / (n as f64 / 1000.0),
+                ms(cut_time),
                 server.peak_mib().unwrap_or(0.0)
             );
             std::io::stdout().flush()?;
-            n *= 10;
         }
         println!(
             "\n{backend}: edits on one large file (mean of 10, conditional PUT of the whole file)\n"

@@ -22,6 +22,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use contextq_memory_tool::AnswerBudget;
+use contextq_memory_tool::budget;
 use out::outln;
 
 use stores::{Settings, StoreChoice};
@@ -39,6 +41,20 @@ struct Cli {
     /// Pin /memories to this workspace (embedded default: `default`).
     #[arg(long, global = true)]
     workspace: Option<String>,
+    /// Most entries a directory `view` shows Claude; past it the listing is cut at a whole line
+    /// and ends with a note saying what was left out (0: no limit).
+    #[arg(long, global = true, value_name = "N", help_heading = "Answer budget",
+          default_value_t = budget::DEFAULT_LISTING_ENTRIES)]
+    max_listing_entries: usize,
+    /// Most characters a directory `view` shows Claude (0: no limit).
+    #[arg(long, global = true, value_name = "N", help_heading = "Answer budget",
+          default_value_t = budget::DEFAULT_LISTING_CHARS)]
+    max_listing_chars: usize,
+    /// Most characters a file `view` without view_range shows Claude; past it, the first lines
+    /// and the view_range to read on (0: no limit).
+    #[arg(long, global = true, value_name = "N", help_heading = "Answer budget",
+          default_value_t = budget::DEFAULT_READ_CHARS)]
+    max_read_chars: usize,
     #[command(subcommand)]
     command: Command,
 }
@@ -104,6 +120,10 @@ enum Command {
     /// Serve the memory as an MCP server over stdio (tool `memory`, files as resources).
     #[cfg(feature = "mcp")]
     Mcp {
+        /// contextq (the embedded store unless CONTEXT_API_URL or CONTEXT_API_KEY is set),
+        /// memory, or local:DIR.
+        #[arg(long, default_value = "contextq")]
+        store: StoreChoice,
         #[command(flatten)]
         policy: Policy,
     },
@@ -253,11 +273,16 @@ fn finish(summary: transfer::Summary, verb: &str) -> Result<ExitCode> {
 
 async fn run(cli: Cli) -> Result<ExitCode> {
     let data_dir = cli.data_dir.unwrap_or_else(embedded::default_data_dir);
+    let answer_budget = AnswerBudget::default()
+        .listing_entries(cli.max_listing_entries)
+        .listing_chars(cli.max_listing_chars)
+        .read_chars(cli.max_read_chars);
     let settings = |policy: Policy| Settings {
         data_dir: data_dir.clone(),
         workspace: cli.workspace.clone(),
         read_only: policy.read_only,
         secret_guard: !policy.allow_secrets,
+        answer_budget,
     };
     match cli.command {
         Command::Exec {
@@ -311,8 +336,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         #[cfg(feature = "mcp")]
-        Command::Mcp { policy } => {
-            let opened = stores::open(&StoreChoice::ContextQ, &settings(policy)).await?;
+        Command::Mcp { store, policy } => {
+            let opened = stores::open(&store, &settings(policy)).await?;
             let result = mcp::run(&opened).await;
             opened.close().await;
             result?;

@@ -2,7 +2,7 @@
 //!
 //! One tool, `memory`, whose input is the memory tool's command union and whose results are the
 //! library's strings (`is_error` on failures); and every memory file as a resource
-//! (`memory:///memories/...`, list and read). Logs go to stderr; stdout carries only the protocol.
+//! (`memory:///memories/...`, list in pages of [`RESOURCES_PAGE`] with `nextCursor`, and read). Logs go to stderr; stdout carries only the protocol.
 
 use std::sync::Arc;
 
@@ -22,6 +22,15 @@ use crate::stores::Opened;
 
 /// URI scheme of memory files: `memory:///memories/notes.md`.
 pub const URI_PREFIX: &str = "memory://";
+
+/// Resources per `resources/list` page; `nextCursor` leads to the next.
+pub const RESOURCES_PAGE: usize = 1_000;
+
+/// What a `resources/list` cursor holds: the path of the last resource of the previous page.
+/// Pages are ordered by path and a page starts after that path, so a walk stays stable under
+/// concurrent writes: a file that exists for the whole walk is listed exactly once, whatever is
+/// created or deleted meanwhile.
+const CURSOR_PREFIX: &str = "after:";
 
 /// The MCP server.
 #[derive(Clone)]
@@ -90,31 +99,60 @@ impl ServerHandler for MemoryMcp {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        let after = match request.and_then(|r| r.cursor) {
+            None => None,
+            Some(cursor) => Some(
+                cursor
+                    .strip_prefix(CURSOR_PREFIX)
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        McpError::invalid_params(
+                            format!("{cursor:?} is not a cursor of this server: pass back a nextCursor it sent"),
+                            None,
+                        )
+                    })?,
+            ),
+        };
         let listing = self
             .store
             .list(&MemoryPath::root())
             .await
             .map_err(|e| McpError::internal_error(e.tool_message(), None))?
             .unwrap_or_default();
-        let mut files = listing.files;
-        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut files: Vec<(String, Option<u64>)> = listing
+            .files
+            .into_iter()
+            .map(|f| (f.path.normalized(), f.size))
+            .filter(|(path, _)| after.as_ref().is_none_or(|a| path > a))
+            .collect();
+        files.sort();
+        let more = files.len() > RESOURCES_PAGE;
+        files.truncate(RESOURCES_PAGE);
+        let next_cursor = more
+            .then(|| {
+                files
+                    .last()
+                    .map(|(path, _)| format!("{CURSOR_PREFIX}{path}"))
+            })
+            .flatten();
         let resources = files
             .into_iter()
-            .map(|f| {
-                let path = f.path.normalized();
+            .map(|(path, size)| {
                 let mut r = Resource::new(format!("{URI_PREFIX}{path}"), path.clone())
                     .with_description(format!("Memory file {path}"))
                     .with_mime_type("text/plain");
-                if let Some(size) = f.size {
+                if let Some(size) = size {
                     r = r.with_size(size);
                 }
                 r
             })
             .collect();
-        Ok(ListResourcesResult::with_all_items(resources))
+        let mut page = ListResourcesResult::with_all_items(resources);
+        page.next_cursor = next_cursor;
+        Ok(page)
     }
 
     async fn read_resource(

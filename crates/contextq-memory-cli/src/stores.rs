@@ -48,6 +48,8 @@ pub struct Settings {
     pub read_only: bool,
     /// Refuse credential-shaped content (default; `--allow-secrets` turns it off).
     pub secret_guard: bool,
+    /// How much one answer to Claude may hold (`--max-listing-entries`, ...).
+    pub answer_budget: contextq_memory_tool::AnswerBudget,
 }
 
 /// Where ContextQ is, for messages.
@@ -135,7 +137,8 @@ fn opened(
 ) -> Opened {
     let mut tool = MemoryTool::new(store.clone())
         .read_only(settings.read_only)
-        .secret_guard(settings.secret_guard);
+        .secret_guard(settings.secret_guard)
+        .answer_budget(settings.answer_budget);
     if let Some(o) = options {
         tool = tool.edit_budget(o.edit_budget);
     }
@@ -143,7 +146,8 @@ fn opened(
         contextq_memory_tool::contextq_memory_tool(
             o.clone()
                 .read_only(settings.read_only)
-                .secret_guard(settings.secret_guard),
+                .secret_guard(settings.secret_guard)
+                .answer_budget(settings.answer_budget),
         )
         .ok()
     });

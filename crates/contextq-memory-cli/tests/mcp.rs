@@ -185,3 +185,78 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
     assert!(client.list_all_resources().await.unwrap().is_empty());
     client.cancel().await.unwrap();
 }
+
+/// `resources/list` in pages of 1,000 with `nextCursor`, over a local directory of 2,500
+/// files: every file once, in path order; files created and deleted during the walk do not
+/// make a file that exists throughout appear twice or go missing; a foreign cursor is refused.
+#[tokio::test]
+async fn resources_are_paged_and_stable_under_concurrent_writes() {
+    use rmcp::model::PaginatedRequestParams;
+    let dir = tempfile::tempdir().unwrap();
+    let memories = dir.path().join("memories");
+    for d in 0..5 {
+        std::fs::create_dir_all(memories.join(format!("d{d}"))).unwrap();
+        for f in 0..500 {
+            std::fs::write(memories.join(format!("d{d}/f{f:04}.md")), "x").unwrap();
+        }
+    }
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(["mcp", "--store"])
+        .arg(format!("local:{}", dir.path().display()))
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY");
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let page = |cursor: Option<String>| {
+        let client = &client;
+        async move {
+            let mut params = PaginatedRequestParams::default();
+            params.cursor = cursor;
+            client.list_resources(Some(params)).await
+        }
+    };
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let p = page(cursor).await.unwrap();
+        pages += 1;
+        assert!(p.resources.len() <= 1_000);
+        seen.extend(p.resources.iter().map(|r| r.uri.clone()));
+        if pages == 1 {
+            // Between pages: a file before the cursor and one after it appear, one after it
+            // goes away.
+            std::fs::write(memories.join("d0/a-new.md"), "x").unwrap();
+            std::fs::write(memories.join("d4/z-new.md"), "x").unwrap();
+            std::fs::remove_file(memories.join("d3/f0100.md")).unwrap();
+        }
+        match p.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, seen, "in path order, each once");
+    for d in 0..5 {
+        for f in 0..500 {
+            let uri = format!("memory:///memories/d{d}/f{f:04}.md");
+            assert_eq!(
+                seen.contains(&uri),
+                (d, f) != (3, 100),
+                "{uri}: listed exactly when it existed throughout"
+            );
+        }
+    }
+    assert!(seen.contains(&"memory:///memories/d4/z-new.md".to_string()));
+    assert!(!seen.contains(&"memory:///memories/d0/a-new.md".to_string()));
+    match page(Some("page-2".into())).await {
+        Err(ServiceError::McpError(e)) => {
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+            assert!(e.message.contains("nextCursor"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    client.cancel().await.unwrap();
+}

@@ -23,6 +23,7 @@
 //! - [`protocol`]: the commands Claude sends, [`ToolResult`], the tool definition.
 //! - [`path`]: parsing and validating `/memories` paths ([`MemoryPath`]).
 //! - [`render`]: every string Claude reads (results, listings, every error's sentence).
+//! - [`budget`]: [`AnswerBudget`], how much one directory listing or file read may hold.
 //! - [`handlers`]: [`MemoryToolHandlers`], the handler trait, `execute`, and [`ToolError`].
 //! - [`tool`]: [`MemoryTool`], the six commands over any [`Store`].
 //! - [`store`]: the [`Store`] trait and the neutral backends, [`MemoryStore`] and [`LocalStore`].
@@ -40,6 +41,7 @@
 
 #[cfg(feature = "runner")]
 pub mod anthropic;
+pub mod budget;
 pub mod contextq;
 pub mod error;
 pub mod handlers;
@@ -57,6 +59,7 @@ pub mod conformance;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+pub use budget::AnswerBudget;
 pub use contextq::{
     ContextQError, ContextQMemoryTool, ContextQMemoryToolOptions, ContextQStore,
     contextq_memory_tool,

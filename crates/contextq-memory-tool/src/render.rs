@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::budget::AnswerBudget;
 use crate::contextq::error::{ContextQError, ErrorCode};
 use crate::error::Error;
 use crate::path::{MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MemoryPath, PathError};
@@ -59,9 +60,16 @@ fn numbered(n: usize, line: &str) -> String {
 }
 
 /// Result of `view` on a file. `range` is the parsed `view_range`, if a valid one was given.
+/// Without a range and past `budget.read_chars`, the first lines that fit are shown, whole,
+/// then a blank line and [`read_cut`]; a `view_range` read is never cut.
 ///
 /// Returns `Err(message)` when the file is over [`MAX_LINES`].
-pub fn view_file(path: &str, content: &str, range: Option<(i64, i64)>) -> Result<String, String> {
+pub fn view_file(
+    path: &str,
+    content: &str,
+    range: Option<(i64, i64)>,
+    budget: &AnswerBudget,
+) -> Result<String, String> {
     let lines: Vec<&str> = content.split('\n').collect();
     if lines.len() > MAX_LINES {
         return Err(file_too_long(path));
@@ -76,6 +84,34 @@ pub fn view_file(path: &str, content: &str, range: Option<(i64, i64)>) -> Result
         }
     };
     let mut out = format!("Here's the content of {path} with line numbers:\n");
+    if range.is_none() && budget.read_chars > 0 {
+        // Each numbered line is its number's width (at least 6), a tab, the line, a break.
+        let row = |n: usize, line: &str| n.to_string().len().max(6) + 1 + line.chars().count() + 1;
+        let whole = out.chars().count()
+            + lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| row(i + 1, l))
+                .sum::<usize>();
+        if whole > budget.read_chars {
+            let room = budget
+                .read_chars
+                .saturating_sub(NOTE_ROOM + out.chars().count());
+            let (mut shown, mut used) = (0usize, 0usize);
+            for (i, line) in lines.iter().enumerate() {
+                if used + row(i + 1, line) > room {
+                    break;
+                }
+                used += row(i + 1, line);
+                shown += 1;
+            }
+            let body: Vec<String> = (1..=shown).map(|n| numbered(n, lines[n - 1])).collect();
+            out.push_str(&body.join("\n"));
+            out.push_str("\n\n");
+            out.push_str(&read_cut(path, lines.len(), content.len() as u64, shown));
+            return Ok(out);
+        }
+    }
     if start <= end {
         let body: Vec<String> = (start..=end)
             .map(|n| numbered(n as usize, lines[(n - 1) as usize]))
@@ -83,6 +119,22 @@ pub fn view_file(path: &str, content: &str, range: Option<(i64, i64)>) -> Result
         out.push_str(&body.join("\n"));
     }
     Ok(out)
+}
+
+/// The last line of a file `view` cut to its budget (not in the spec): how long the file is
+/// and the `view_range` to read on with (as many lines again).
+pub fn read_cut(path: &str, total: usize, bytes: u64, shown: usize) -> String {
+    let size = human_size(bytes);
+    if shown == 0 {
+        return format!(
+            "Note: {path} has {total} lines ({size}) and its first line alone is too long to show here; read it with view_range [1, 1]."
+        );
+    }
+    let next = shown + 1;
+    let until = (shown + shown).min(total);
+    format!(
+        "Note: {path} has {total} lines ({size}); only lines 1-{shown} are shown, to keep this answer short. Read on with view_range [{next}, {until}]."
+    )
 }
 
 /// `File {path} exceeds maximum line limit of 999,999 lines.`
@@ -97,19 +149,23 @@ pub struct ListingRow {
     pub size: String,
     /// The full path shown, directories ending with `/`.
     pub path: String,
+    /// 1 for an entry of the directory viewed, 2 for an entry of one of its directories.
+    pub depth: u8,
+}
+
+impl ListingRow {
+    /// Characters the row takes in a listing, its line break included.
+    fn chars(&self) -> usize {
+        self.size.chars().count() + 1 + self.path.chars().count() + 1
+    }
 }
 
 /// Result of `view` on a directory: the header, the directory itself, then the rows; when the
 /// store could not show everything (`truncated`), a blank line and a note saying so.
 pub fn view_directory(path: &str, own_size: &str, rows: &[ListingRow], truncated: bool) -> String {
-    let mut out = format!(
-        "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:\n{own_size}\t{path}"
-    );
+    let mut out = listing_head(path, own_size);
     for row in rows {
-        out.push('\n');
-        out.push_str(&row.size);
-        out.push('\t');
-        out.push_str(&row.path);
+        push_row(&mut out, row);
     }
     if truncated {
         out.push_str("\n\n");
@@ -118,11 +174,112 @@ pub fn view_directory(path: &str, own_size: &str, rows: &[ListingRow], truncated
     out
 }
 
+fn listing_head(path: &str, own_size: &str) -> String {
+    format!(
+        "Here're the files and directories up to 2 levels deep in {path}, excluding hidden items and node_modules:\n{own_size}\t{path}"
+    )
+}
+
+fn push_row(out: &mut String, row: &ListingRow) {
+    out.push('\n');
+    out.push_str(&row.size);
+    out.push('\t');
+    out.push_str(&row.path);
+}
+
+/// Room kept for the note of a cut answer, so that the answer with its note stays within the
+/// budget.
+const NOTE_ROOM: usize = 400;
+
 /// Result of `view` on a directory, from everything the store listed beneath it: the
-/// 2-level tree of the protocol, with derived directories and sizes.
-pub fn view_listing(dir: &MemoryPath, listing: &Listing) -> String {
+/// 2-level tree of the protocol, with derived directories and sizes. Within `budget` it is the
+/// reference listing byte for byte; past it, see [`view_directory_within`].
+pub fn view_listing(dir: &MemoryPath, listing: &Listing, budget: &AnswerBudget) -> String {
     let (own, rows) = listing_rows(dir, listing);
-    view_directory(dir.raw(), &own, &rows, listing.truncated)
+    view_directory_within(dir.raw(), &own, &rows, listing.truncated, budget)
+}
+
+/// [`view_directory`] within `budget`: when the rows do not fit (entries or characters), the
+/// entries of the directory come first (so the shape of the tree survives), then as many
+/// entries of its directories as fit, in listing order, each row whole; the listing ends with a
+/// blank line and [`listing_cut`].
+pub fn view_directory_within(
+    path: &str,
+    own_size: &str,
+    rows: &[ListingRow],
+    truncated: bool,
+    budget: &AnswerBudget,
+) -> String {
+    let head = listing_head(path, own_size).chars().count();
+    let all: usize = rows.iter().map(ListingRow::chars).sum();
+    if AnswerBudget::within(budget.listing_entries, rows.len())
+        && AnswerBudget::within(budget.listing_chars, head + all)
+    {
+        return view_directory(path, own_size, rows, truncated);
+    }
+    let chars_left = |used: usize| match budget.listing_chars {
+        0 => usize::MAX,
+        limit => limit.saturating_sub(used + NOTE_ROOM),
+    };
+    let entries = match budget.listing_entries {
+        0 => usize::MAX,
+        n => n,
+    };
+    let mut keep = vec![false; rows.len()];
+    let (mut kept, mut used) = (0usize, head);
+    for depth in [1, 2] {
+        for (i, row) in rows.iter().enumerate().filter(|(_, r)| r.depth == depth) {
+            if kept == entries || row.chars() > chars_left(used) {
+                break;
+            }
+            keep[i] = true;
+            kept += 1;
+            used += row.chars();
+        }
+    }
+    let mut out = listing_head(path, own_size);
+    let mut left_out = 0;
+    let mut left_chars = 0;
+    let mut example = None;
+    for (row, shown) in rows.iter().zip(&keep) {
+        if *shown {
+            push_row(&mut out, row);
+        } else {
+            left_out += 1;
+            left_chars += row.chars();
+            if example.is_none() && row.depth == 2 {
+                // The directory whose entries were cut.
+                example = row
+                    .path
+                    .trim_end_matches('/')
+                    .rsplit_once('/')
+                    .map(|(dir, _)| dir.to_string());
+            }
+        }
+    }
+    out.push_str("\n\n");
+    out.push_str(&listing_cut(
+        left_out,
+        rows.len(),
+        left_chars,
+        example.as_deref(),
+    ));
+    if truncated {
+        out.push('\n');
+        out.push_str(&listing_may_be_incomplete());
+    }
+    out
+}
+
+/// The last line of a listing cut to its budget (not in the spec).
+pub fn listing_cut(left_out: usize, total: usize, chars: usize, example: Option<&str>) -> String {
+    let how = match example {
+        Some(dir) => format!("view a subdirectory to see its entries, e.g. {dir}"),
+        None => "view a subdirectory, or a file by its path, to see what is not listed".to_string(),
+    };
+    format!(
+        "Note: {left_out} of {total} entries ({chars} characters) are not shown, to keep this answer short; {how}."
+    )
 }
 
 /// Whether a name is left out of listings.
@@ -209,6 +366,7 @@ fn listing_rows(dir: &MemoryPath, listing: &Listing) -> (String, Vec<ListingRow>
             rows.push(ListingRow {
                 size: child.size_text(),
                 path: format!("{path}{slash}"),
+                depth: if depth > 1 { 1 } else { 2 },
             });
             if depth > 1 {
                 rows_of(child, &path, depth - 1, rows);
@@ -693,6 +851,122 @@ mod tests {
         MemoryPath::parse(s).unwrap()
     }
 
+    fn tree(n: usize, children: usize) -> Vec<ListingRow> {
+        let mut rows = Vec::new();
+        for d in 0..n {
+            rows.push(ListingRow {
+                size: "4.0K".into(),
+                path: format!("/memories/d{d:03}/"),
+                depth: 1,
+            });
+            for c in 0..children {
+                rows.push(ListingRow {
+                    size: "1.0K".into(),
+                    path: format!("/memories/d{d:03}/f{c:03}.md"),
+                    depth: 2,
+                });
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn a_listing_within_its_budget_is_the_reference_listing() {
+        let rows = tree(3, 2);
+        let exact = view_directory("/memories", "12K", &rows, false);
+        for budget in [
+            AnswerBudget::default(),
+            AnswerBudget::UNLIMITED,
+            AnswerBudget::default().listing_entries(rows.len()),
+            AnswerBudget::default().listing_chars(exact.chars().count()),
+        ] {
+            assert_eq!(
+                view_directory_within("/memories", "12K", &rows, false, &budget),
+                exact
+            );
+        }
+    }
+
+    #[test]
+    fn a_listing_past_its_budget_keeps_the_tree_and_says_what_is_left_out() {
+        let rows = tree(10, 10);
+        let budget = AnswerBudget::default().listing_entries(25);
+        let out = view_directory_within("/memories", "110K", &rows, false, &budget);
+        let lines: Vec<&str> = out.lines().collect();
+        // Header, the directory's own line, 25 rows, a blank line, the note.
+        assert_eq!(lines.len(), 2 + 25 + 2, "{out}");
+        // Every entry of the directory is there, in listing order, with the first 15 of the
+        // entries beneath them.
+        for d in 0..10 {
+            assert!(out.contains(&format!("\t/memories/d{d:03}/\n")), "{out}");
+        }
+        assert!(out.contains("/memories/d001/f004.md\n"), "{out}");
+        assert!(!out.contains("/memories/d001/f005.md"), "{out}");
+        assert_eq!(
+            lines.last().unwrap(),
+            &"Note: 85 of 110 entries (2380 characters) are not shown, to keep this answer short; view a subdirectory to see its entries, e.g. /memories/d001."
+        );
+        // Every line shown is a whole row of the reference listing.
+        let exact = view_directory("/memories", "110K", &rows, false);
+        for line in &lines[..lines.len() - 2] {
+            assert!(exact.lines().any(|l| l == *line), "{line}");
+        }
+        // By characters: the answer, note included, stays within the budget.
+        for chars in [500, 2_000, 3_000] {
+            let budget = AnswerBudget::default().listing_chars(chars);
+            let out = view_directory_within("/memories", "110K", &rows, true, &budget);
+            assert!(
+                out.chars().count() <= chars,
+                "{chars}: {}",
+                out.chars().count()
+            );
+            assert!(out.ends_with(&listing_may_be_incomplete()), "{out}");
+        }
+        // More entries of its own than the budget: cut at a whole line, no example to give.
+        let flat = tree(50, 0);
+        let out = view_directory_within(
+            "/memories",
+            "200K",
+            &flat,
+            false,
+            &AnswerBudget::default().listing_entries(10),
+        );
+        assert!(out.ends_with("Note: 40 of 50 entries (840 characters) are not shown, to keep this answer short; view a subdirectory, or a file by its path, to see what is not listed."), "{out}");
+    }
+
+    #[test]
+    fn a_read_past_its_budget_shows_whole_lines_and_where_to_read_on() {
+        let content: String = (1..=1000).map(|n| format!("line {n}\n")).collect();
+        let whole = view_file("/memories/a", &content, None, &AnswerBudget::UNLIMITED).unwrap();
+        assert_eq!(
+            view_file("/memories/a", &content, None, &AnswerBudget::default()).unwrap(),
+            whole,
+            "within the default budget"
+        );
+        let budget = AnswerBudget::default().read_chars(2_000);
+        let cut = view_file("/memories/a", &content, None, &budget).unwrap();
+        assert!(cut.chars().count() <= 2_000, "{}", cut.chars().count());
+        assert!(whole.starts_with(cut.split("\n\nNote:").next().unwrap()));
+        assert!(
+            cut.ends_with("Note: /memories/a has 1001 lines (8.7K); only lines 1-103 are shown, to keep this answer short. Read on with view_range [104, 206]."),
+            "{cut}"
+        );
+        // A range is read exactly, whatever the budget.
+        assert_eq!(
+            view_file("/memories/a", &content, Some((1, -1)), &budget).unwrap(),
+            whole
+        );
+        // A first line longer than the budget.
+        let long = "x".repeat(5_000);
+        assert!(
+            view_file("/memories/a", &long, None, &budget)
+                .unwrap()
+                .ends_with(
+                    "its first line alone is too long to show here; read it with view_range [1, 1]."
+                )
+        );
+    }
+
     /// Listing rows as `size<TAB>path`.
     fn rows_text(rows: &[ListingRow]) -> Vec<String> {
         rows.iter()
@@ -795,28 +1069,46 @@ mod tests {
     #[test]
     fn view_file_shapes() {
         assert_eq!(
-            view_file("/memories/a", "x\ny", None).unwrap(),
+            view_file("/memories/a", "x\ny", None, &AnswerBudget::default()).unwrap(),
             "Here's the content of /memories/a with line numbers:\n     1\tx\n     2\ty"
         );
         assert_eq!(
-            view_file("/memories/a", "x\n", None).unwrap(),
+            view_file("/memories/a", "x\n", None, &AnswerBudget::default()).unwrap(),
             "Here's the content of /memories/a with line numbers:\n     1\tx\n     2\t"
         );
         assert_eq!(
-            view_file("/memories/a", "a\nb\nc", Some((2, -1))).unwrap(),
+            view_file(
+                "/memories/a",
+                "a\nb\nc",
+                Some((2, -1)),
+                &AnswerBudget::default()
+            )
+            .unwrap(),
             "Here's the content of /memories/a with line numbers:\n     2\tb\n     3\tc"
         );
         assert_eq!(
-            view_file("/memories/a", "a\nb\nc", Some((5, 9))).unwrap(),
+            view_file(
+                "/memories/a",
+                "a\nb\nc",
+                Some((5, 9)),
+                &AnswerBudget::default()
+            )
+            .unwrap(),
             "Here's the content of /memories/a with line numbers:\n"
         );
         assert_eq!(
-            view_file("/memories/a", "a\nb\nc", Some((-3, 1))).unwrap(),
+            view_file(
+                "/memories/a",
+                "a\nb\nc",
+                Some((-3, 1)),
+                &AnswerBudget::default()
+            )
+            .unwrap(),
             "Here's the content of /memories/a with line numbers:\n     1\ta"
         );
         let big = "\n".repeat(MAX_LINES);
         assert_eq!(
-            view_file("/memories/big", &big, None).unwrap_err(),
+            view_file("/memories/big", &big, None, &AnswerBudget::default()).unwrap_err(),
             "File /memories/big exceeds maximum line limit of 999,999 lines."
         );
     }

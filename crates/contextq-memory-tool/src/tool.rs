@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use crate::budget::AnswerBudget;
 use crate::error::Error;
 use crate::handlers::{Applied, MemoryToolHandlers, PathEffect, ToolError};
 use crate::path::MemoryPath;
@@ -38,6 +39,7 @@ pub const DEFAULT_EDIT_BUDGET: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct MemoryTool<S> {
     store: S,
+    answer_budget: AnswerBudget,
     edit_budget: Duration,
     read_only: bool,
     secret_guard: bool,
@@ -108,6 +110,7 @@ impl<S: Store> MemoryTool<S> {
     pub fn new(store: S) -> Self {
         MemoryTool {
             store,
+            answer_budget: AnswerBudget::default(),
             edit_budget: DEFAULT_EDIT_BUDGET,
             read_only: false,
             secret_guard: true,
@@ -211,6 +214,15 @@ impl<S: Store> MemoryTool<S> {
     /// [`DEFAULT_EDIT_BUDGET`]; zero: one attempt).
     pub fn edit_budget(mut self, budget: Duration) -> Self {
         self.edit_budget = budget;
+        self
+    }
+
+    /// How much a directory listing or a file read may hold before it is cut, with a last line
+    /// that says what was left out and how to see it (default [`AnswerBudget::default`]:
+    /// 1,000 entries and 40,000 characters a listing, 100,000 characters a read;
+    /// [`AnswerBudget::UNLIMITED`]: always the reference tool's whole answer).
+    pub fn answer_budget(mut self, budget: AnswerBudget) -> Self {
+        self.answer_budget = budget;
         self
     }
 
@@ -623,10 +635,11 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
             && let Some(entry) = self.store.get(&path).await?
         {
             let range = c.view_range.map(|[a, b]| (a, b));
-            return render::view_file(path.raw(), &entry.content, range).map_err(ToolError::new);
+            return render::view_file(path.raw(), &entry.content, range, &self.answer_budget)
+                .map_err(ToolError::new);
         }
         match self.store.list(&path).await? {
-            Some(listing) => Ok(render::view_listing(&path, &listing)),
+            Some(listing) => Ok(render::view_listing(&path, &listing, &self.answer_budget)),
             None => Err(ToolError::new(render::does_not_exist_valid(path.raw()))),
         }
     }

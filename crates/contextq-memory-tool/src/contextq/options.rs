@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::client::{ApiKey, Client};
 use super::store::ContextQStore;
+use crate::budget::AnswerBudget;
 use crate::error::{Error, Result};
 use crate::retry::RetryConfig;
 use crate::tool::MemoryTool;
@@ -57,6 +58,9 @@ pub struct ContextQMemoryToolOptions {
     /// Refuse to store credential-shaped strings (API keys, tokens, private keys); default on
     /// ([`MemoryTool::secret_guard`], [`crate::secrets::PATTERNS`]).
     pub secret_guard: bool,
+    /// How much a directory listing or a file read may hold ([`MemoryTool::answer_budget`]);
+    /// default [`AnswerBudget::default`].
+    pub answer_budget: AnswerBudget,
 }
 
 impl Default for ContextQMemoryToolOptions {
@@ -74,6 +78,7 @@ impl Default for ContextQMemoryToolOptions {
             edit_budget: crate::tool::DEFAULT_EDIT_BUDGET,
             read_only: false,
             secret_guard: true,
+            answer_budget: AnswerBudget::default(),
         }
     }
 }
@@ -96,6 +101,7 @@ impl std::fmt::Debug for ContextQMemoryToolOptions {
             .field("edit_budget", &self.edit_budget)
             .field("read_only", &self.read_only)
             .field("secret_guard", &self.secret_guard)
+            .field("answer_budget", &self.answer_budget)
             .finish()
     }
 }
@@ -175,6 +181,13 @@ impl ContextQMemoryToolOptions {
         self
     }
 
+    /// Sets how much one answer may hold (see
+    /// [`ContextQMemoryToolOptions::answer_budget`](#structfield.answer_budget)).
+    pub fn answer_budget(mut self, budget: AnswerBudget) -> Self {
+        self.answer_budget = budget;
+        self
+    }
+
     /// Sets the request timeout.
     pub fn timeout(mut self, t: Duration) -> Self {
         self.timeout = t;
@@ -230,7 +243,8 @@ pub fn contextq_memory_tool(options: ContextQMemoryToolOptions) -> Result<Contex
     Ok(MemoryTool::new(options.store()?)
         .edit_budget(options.edit_budget)
         .read_only(options.read_only)
-        .secret_guard(options.secret_guard))
+        .secret_guard(options.secret_guard)
+        .answer_budget(options.answer_budget))
 }
 
 #[cfg(test)]
