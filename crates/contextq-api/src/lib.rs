@@ -20,6 +20,7 @@
 //! - [`history`]: versions of contexts (extension `history`).
 //! - [`audit`]: a tenant's own activity log (extension `audit-log`).
 //! - [`edit`]: text edits (`str_replace`, `insert`) defined once, for the tool and the server.
+//! - [`setters!`]: the builder methods of both crates' configuration structs.
 
 pub mod audit;
 pub mod bodies;
@@ -30,6 +31,7 @@ pub mod history;
 pub mod key;
 pub mod limits;
 pub mod resources;
+mod setters;
 pub mod slug;
 pub mod tenancy;
 

@@ -2,7 +2,7 @@
 //! (provisioned once, shared by processes), `demo`, and errors that name what to change.
 
 mod common;
-use common::{BIN, embedded, run_with_input};
+use common::{BIN, embedded, run_with_input, text};
 
 use std::process::{Command, Stdio};
 
@@ -49,20 +49,10 @@ fn check_script(results: &[serde_json::Value]) {
         "Here's the content of /memories/notes.md with line numbers:\n     1\thello\n     2\t"
     );
     assert_eq!(results[2]["is_error"], true);
-    assert!(
-        results[2]["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("Error: The input line is not JSON")
-    );
+    assert!(text(&results[2]).starts_with("Error: The input line is not JSON"));
     assert_eq!(results[3]["content"], "Error: Unknown command: bogus");
     assert_eq!(results[4]["is_error"], false);
-    assert!(
-        results[5]["content"]
-            .as_str()
-            .unwrap()
-            .ends_with("4B\t/memories/notes.md")
-    );
+    assert!(text(&results[5]).ends_with("4B\t/memories/notes.md"));
 }
 
 #[test]

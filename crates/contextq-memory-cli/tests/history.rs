@@ -5,7 +5,7 @@
 //! MCP.
 
 mod common;
-use common::{BIN, run_with_input};
+use common::{BIN, run_with_input, text};
 
 use std::process::Command;
 
@@ -145,12 +145,7 @@ async fn a_wrong_fact_seen_and_restored(b: Backend) {
         &[],
         &[json!({"command": "view", "path": "/memories/user.md"})],
     );
-    assert!(
-        view[0]["content"]
-            .as_str()
-            .unwrap()
-            .contains("Europe/London")
-    );
+    assert!(text(&view[0]).contains("Europe/London"));
     server.stop().await;
 }
 
@@ -248,12 +243,7 @@ async fn read_only_and_secrets_through_exec(b: Backend) {
         &[json!({"command": "create", "path": "/memories/k.md", "file_text": secret})],
     );
     assert_eq!(r[0]["is_error"], true);
-    assert!(
-        r[0]["content"]
-            .as_str()
-            .unwrap()
-            .contains("Do not store credentials")
-    );
+    assert!(text(&r[0]).contains("Do not store credentials"));
     let h = cli.run(&["history", "/memories/k.md"]);
     assert!(!h.ok, "nothing was written: {}", h.stdout);
     ok(&cli.exec(

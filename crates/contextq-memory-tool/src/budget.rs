@@ -44,29 +44,17 @@ impl AnswerBudget {
         read_chars: 0,
     };
 
-    /// Sets [`AnswerBudget::listing_entries`] (0: no limit).
-    #[must_use]
-    pub fn listing_entries(mut self, n: usize) -> Self {
-        self.listing_entries = n;
-        self
-    }
-
-    /// Sets [`AnswerBudget::listing_chars`] (0: no limit).
-    #[must_use]
-    pub fn listing_chars(mut self, n: usize) -> Self {
-        self.listing_chars = n;
-        self
-    }
-
-    /// Sets [`AnswerBudget::read_chars`] (0: no limit).
-    #[must_use]
-    pub fn read_chars(mut self, n: usize) -> Self {
-        self.read_chars = n;
-        self
-    }
-
     /// Whether `n` is within `limit` (0: no limit).
     pub(crate) fn within(limit: usize, n: usize) -> bool {
         limit == 0 || n <= limit
     }
 }
+
+contextq_api::setters!(AnswerBudget {
+    /// 0: no limit.
+    listing_entries: usize,
+    /// 0: no limit.
+    listing_chars: usize,
+    /// 0: no limit.
+    read_chars: usize,
+});

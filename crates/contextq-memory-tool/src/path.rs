@@ -273,6 +273,11 @@ mod tests {
         );
     }
 
+    /// A path the rules refuse.
+    fn outside(p: &str) -> Result<MemoryPath, PathError> {
+        MemoryPath::parse(p)
+    }
+
     #[test]
     fn refuses_outside_root_by_segment() {
         for p in [
@@ -285,12 +290,12 @@ mod tests {
             "/Memories",
         ] {
             assert!(
-                matches!(MemoryPath::parse(p), Err(PathError::OutsideRoot(_))),
+                matches!(outside(p), Err(PathError::OutsideRoot(_))),
                 "{p:?}"
             );
         }
         assert_eq!(
-            MemoryPath::parse("/tmp/x").unwrap_err().message(),
+            outside("/tmp/x").unwrap_err().message(),
             "Path must start with /memories, got: /tmp/x"
         );
     }
@@ -315,10 +320,7 @@ mod tests {
             "/memories/a%00",
             "/memories/..%2f..",
         ] {
-            assert!(
-                matches!(MemoryPath::parse(p), Err(PathError::Escape(_))),
-                "{p:?}"
-            );
+            assert!(matches!(outside(p), Err(PathError::Escape(_))), "{p:?}");
         }
         assert_eq!(
             MemoryPath::parse("/memories/../x").unwrap_err().message(),

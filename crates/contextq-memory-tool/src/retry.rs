@@ -44,6 +44,13 @@ impl Default for RetryConfig {
     }
 }
 
+contextq_api::setters!(RetryConfig {
+    max_retries: u32,
+    initial_backoff: Duration,
+    max_backoff: Duration,
+    retry_timeout: Duration,
+});
+
 /// Whether repeating a request can change the outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Idempotency {
@@ -71,34 +78,6 @@ pub enum Failure {
 }
 
 impl RetryConfig {
-    /// Sets [`RetryConfig::max_retries`].
-    #[must_use]
-    pub fn max_retries(mut self, n: u32) -> Self {
-        self.max_retries = n;
-        self
-    }
-
-    /// Sets [`RetryConfig::initial_backoff`].
-    #[must_use]
-    pub fn initial_backoff(mut self, d: Duration) -> Self {
-        self.initial_backoff = d;
-        self
-    }
-
-    /// Sets [`RetryConfig::max_backoff`].
-    #[must_use]
-    pub fn max_backoff(mut self, d: Duration) -> Self {
-        self.max_backoff = d;
-        self
-    }
-
-    /// Sets [`RetryConfig::retry_timeout`].
-    #[must_use]
-    pub fn retry_timeout(mut self, d: Duration) -> Self {
-        self.retry_timeout = d;
-        self
-    }
-
     /// Whether `failure` of a request of `kind` may be retried.
     pub fn retryable(kind: Idempotency, failure: Failure) -> bool {
         match failure {

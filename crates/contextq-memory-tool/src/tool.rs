@@ -623,6 +623,21 @@ fn outcome_unknown(path: &MemoryPath, operation: &str, cause: &Error) -> ToolErr
     ))
 }
 
+impl<S: Store> MemoryTool<S> {
+    /// `str_replace` or `insert` (`command`) at the path `raw`, under the write policy: the text
+    /// it adds goes through the secret guard.
+    async fn text_edit(&self, command: &'static str, raw: &str, edit: TextEdit) -> Outcome {
+        self.writable(command)?;
+        let path = parse(raw)?;
+        let added = match &edit {
+            TextEdit::StrReplace { new_str, .. } => new_str,
+            TextEdit::Insert { text, .. } => text,
+        };
+        self.no_secret(&path, added)?;
+        self.edit(&path, edit).await
+    }
+}
+
 fn parse(raw: &str) -> Result<MemoryPath, ToolError> {
     MemoryPath::parse(raw).map_err(ToolError::from)
 }
@@ -664,25 +679,15 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     }
 
     async fn str_replace(&self, c: StrReplaceCommand) -> Outcome {
-        self.writable("str_replace")?;
-        let path = parse(&c.path)?;
-        self.no_secret(&path, &c.new_str)?;
-        let edit = TextEdit::StrReplace {
-            old_str: c.old_str,
-            new_str: c.new_str,
-        };
-        self.edit(&path, edit).await
+        let (old_str, new_str) = (c.old_str, c.new_str);
+        let edit = TextEdit::StrReplace { old_str, new_str };
+        self.text_edit("str_replace", &c.path, edit).await
     }
 
     async fn insert(&self, c: InsertCommand) -> Outcome {
-        self.writable("insert")?;
-        let path = parse(&c.path)?;
-        self.no_secret(&path, &c.insert_text)?;
-        let edit = TextEdit::Insert {
-            line: c.insert_line,
-            text: c.insert_text,
-        };
-        self.edit(&path, edit).await
+        let (line, text) = (c.insert_line, c.insert_text);
+        self.text_edit("insert", &c.path, TextEdit::Insert { line, text })
+            .await
     }
 
     async fn delete(&self, c: DeleteCommand) -> Outcome {

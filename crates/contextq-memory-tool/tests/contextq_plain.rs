@@ -49,9 +49,7 @@ async fn create_never_overwrites_from_a_second_process(b: Backend) {
     );
     assert_eq!(second.store().conditional_requests(), Some(false));
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/p.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/p.md").await.as_deref(),
         Some("first")
     );
 
@@ -63,9 +61,7 @@ async fn create_never_overwrites_from_a_second_process(b: Backend) {
     assert_eq!(e.message(), "File /memories/p.md already exists");
     assert_eq!(direct.store().conditional_requests(), Some(true));
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/p.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/p.md").await.as_deref(),
         Some("first")
     );
 }

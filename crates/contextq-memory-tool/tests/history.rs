@@ -143,9 +143,7 @@ async fn restore_a_file(b: Backend) {
         Err(Error::Precondition { .. })
     ));
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/f.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/f.md").await.as_deref(),
         Some("wrong\nmore\n")
     );
     // Looking again (version 3 is the newest): restored, as a new version.
@@ -154,9 +152,7 @@ async fn restore_a_file(b: Backend) {
         Restored::Rewrote
     );
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/f.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/f.md").await.as_deref(),
         Some("right\n")
     );
     let h = tool.history("/memories/f.md").await.unwrap();
@@ -176,9 +172,7 @@ async fn restore_a_file(b: Backend) {
         Restored::Recreated
     );
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/f.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/f.md").await.as_deref(),
         Some("wrong\n")
     );
     assert_eq!(
@@ -459,9 +453,7 @@ async fn read_only_and_the_secret_guard(b: Backend) {
     );
     assert_eq!(content(&server.url, &key, "mem-tool:ws/k.md").await, None);
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/a.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/a.md").await.as_deref(),
         Some("a\n")
     );
     // Turned off, it is stored.
@@ -507,9 +499,7 @@ async fn read_only_and_the_secret_guard(b: Backend) {
         report.steps
     );
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/k.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/k.md").await.as_deref(),
         Some("gone")
     );
 }

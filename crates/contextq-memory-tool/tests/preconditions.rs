@@ -56,9 +56,7 @@ async fn a_version_read_from_one_row_never_matches_the_next(b: Backend) {
             "{name}: {result:?}"
         );
         assert_eq!(
-            content(&server.url, &key, "mem-tool:ws/a.md")
-                .await
-                .as_deref(),
+            server.stored(&key, "mem-tool:ws/a.md").await.as_deref(),
             Some("second\n"),
             "{name}"
         );
@@ -103,9 +101,7 @@ async fn a_tree_restore_never_writes_to_a_recreated_row(b: Backend) {
         report.steps
     );
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/t/f.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/t/f.md").await.as_deref(),
         Some("newer\n")
     );
 }
@@ -153,9 +149,7 @@ async fn a_file_restore_checks_and_writes_in_one_condition(b: Backend) {
     let seen = tool.history("/memories/f.md").await.unwrap()[0].version;
     tool.restore("/memories/f.md", 1, Some(seen)).await.unwrap();
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/f.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/f.md").await.as_deref(),
         Some("right\n")
     );
 }
@@ -217,9 +211,7 @@ async fn a_write_that_commits_after_the_client_gave_up_is_its_own(b: Backend) {
     .await;
     assert!(!r.is_error, "insert: {}", r.content);
     assert_eq!(
-        content(&server.url, &key, "mem-tool:ws/c.md")
-            .await
-            .as_deref(),
+        server.stored(&key, "mem-tool:ws/c.md").await.as_deref(),
         Some("top\nmine\n")
     );
     // delete: its own late delete is not "not found".

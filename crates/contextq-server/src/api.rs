@@ -106,7 +106,7 @@ impl Default for ServerConfig {
     }
 }
 
-crate::setters::setters!(ServerConfig {
+contextq_api::setters!(ServerConfig {
     max_body_bytes: usize,
     max_bulk_body_bytes: usize,
     body_budget_bytes: usize,
@@ -368,15 +368,20 @@ async fn get_by_external(
     Path(external_id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Read)?;
-    contexts::get_by_external(&s.db, &caller.tenant_id, &external_id)
-        .await?
+    let found = contexts::get_by_external(&s.db, &caller.tenant_id, &external_id).await?;
+    found_or(found, || {
+        format!("no context with externalId {external_id:?}")
+    })
+}
+
+/// The context with its `ETag`, or 404 with `missing`'s message.
+fn found_or(
+    found: Option<Context>,
+    missing: impl FnOnce() -> String,
+) -> Result<Response, ApiError> {
+    found
         .map(with_etag)
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::NotFound,
-                format!("no context with externalId {external_id:?}"),
-            )
-        })
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, missing()))
 }
 
 async fn get_context(
@@ -385,15 +390,8 @@ async fn get_context(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Read)?;
-    contexts::get(&s.db, &caller.tenant_id, &id)
-        .await?
-        .map(with_etag)
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::NotFound,
-                format!("context {id:?} does not exist"),
-            )
-        })
+    let found = contexts::get(&s.db, &caller.tenant_id, &id).await?;
+    found_or(found, || format!("context {id:?} does not exist"))
 }
 
 async fn bulk_upsert(

@@ -48,7 +48,6 @@ pub mod listen;
 mod open;
 mod private_file;
 mod router;
-mod setters;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;

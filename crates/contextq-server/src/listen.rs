@@ -74,7 +74,7 @@ pub struct ConnectionLimits {
 /// [`ConnectionLimits::fit_fd_limit`] sizes the cap.
 pub const RESERVED_FDS: u64 = 64;
 
-crate::setters::setters!(ConnectionLimits {
+contextq_api::setters!(ConnectionLimits {
     header_read_timeout: Duration,
     idle_timeout: Duration,
     max_connections: usize,

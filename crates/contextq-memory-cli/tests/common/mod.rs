@@ -7,6 +7,11 @@ use contextq_server::{Backend, Plan, admin};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
 
+/// The `content` of one `exec` result.
+pub fn text(result: &serde_json::Value) -> &str {
+    result["content"].as_str().expect("a result has content")
+}
+
 /// Runs `command` with `input` on its stdin (then closed) and its stdout and stderr captured.
 pub fn run_with_input(command: &mut std::process::Command, input: &[u8]) -> std::process::Output {
     use std::io::Write as _;

@@ -70,34 +70,6 @@ impl AnthropicConfig {
         }
     }
 
-    /// Sets [`AnthropicConfig::base_url`].
-    #[must_use]
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
-        self
-    }
-
-    /// Sets [`AnthropicConfig::betas`].
-    #[must_use]
-    pub fn betas(mut self, betas: Vec<String>) -> Self {
-        self.betas = betas;
-        self
-    }
-
-    /// Sets [`AnthropicConfig::retry`].
-    #[must_use]
-    pub fn retry(mut self, retry: RetryConfig) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Sets [`AnthropicConfig::timeout`].
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
     /// Sets [`AnthropicConfig::http_client`].
     #[must_use]
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
@@ -123,6 +95,13 @@ impl AnthropicConfig {
         Ok(config)
     }
 }
+
+contextq_api::setters!(AnthropicConfig {
+    base_url: String,
+    betas: Vec<String>,
+    retry: RetryConfig,
+    timeout: Duration,
+});
 
 /// A content block.
 #[derive(Debug, Clone, PartialEq)]

@@ -155,54 +155,9 @@ impl ContextQMemoryToolOptions {
         self
     }
 
-    /// Sets how to retry.
-    pub fn retry(mut self, retry: RetryConfig) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Sets how long an edit that keeps losing races keeps retrying (see
-    /// [`ContextQMemoryToolOptions::edit_budget`](#structfield.edit_budget)).
-    pub fn edit_budget(mut self, budget: Duration) -> Self {
-        self.edit_budget = budget;
-        self
-    }
-
-    /// Read-only use (see [`ContextQMemoryToolOptions::read_only`](#structfield.read_only)).
-    pub fn read_only(mut self, yes: bool) -> Self {
-        self.read_only = yes;
-        self
-    }
-
-    /// Turns the secret guard on or off (see
-    /// [`ContextQMemoryToolOptions::secret_guard`](#structfield.secret_guard)).
-    pub fn secret_guard(mut self, on: bool) -> Self {
-        self.secret_guard = on;
-        self
-    }
-
-    /// Sets how much one answer may hold (see
-    /// [`ContextQMemoryToolOptions::answer_budget`](#structfield.answer_budget)).
-    pub fn answer_budget(mut self, budget: AnswerBudget) -> Self {
-        self.answer_budget = budget;
-        self
-    }
-
-    /// Sets the request timeout.
-    pub fn timeout(mut self, t: Duration) -> Self {
-        self.timeout = t;
-        self
-    }
-
     /// Uses the caller's HTTP client.
     pub fn http_client(mut self, c: reqwest::Client) -> Self {
         self.http_client = Some(c);
-        self
-    }
-
-    /// Creates missing workspaces on first write.
-    pub fn create_workspaces(mut self, yes: bool) -> Self {
-        self.create_workspaces = yes;
         self
     }
 
@@ -237,6 +192,16 @@ impl ContextQMemoryToolOptions {
         )
     }
 }
+
+contextq_api::setters!(ContextQMemoryToolOptions {
+    retry: RetryConfig,
+    timeout: Duration,
+    create_workspaces: bool,
+    edit_budget: Duration,
+    read_only: bool,
+    secret_guard: bool,
+    answer_budget: AnswerBudget,
+});
 
 /// The memory tool on ContextQ (the seed's `contextQMemoryTool(options)`).
 pub fn contextq_memory_tool(options: ContextQMemoryToolOptions) -> Result<ContextQMemoryTool> {

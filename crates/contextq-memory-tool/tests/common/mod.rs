@@ -37,6 +37,11 @@ impl Server {
         self.inner.workspace(tenant, ws).await;
     }
 
+    /// The content of the row at `external_id`, read with `key` past the tool.
+    pub async fn stored(&self, key: &str, external_id: &str) -> Option<String> {
+        content(&self.url, key, external_id).await
+    }
+
     /// The memory tool with `key`, pinned to workspace `ws`.
     pub fn tool(&self, key: &str) -> contextq_memory_tool::ContextQMemoryTool {
         contextq_memory_tool::contextq_memory_tool(options(&self.url, key).workspace("ws")).unwrap()

@@ -96,7 +96,7 @@ pub struct DbOptions {
 /// Default [`DbOptions::versions_kept`]: 100.
 pub const DEFAULT_VERSIONS_KEPT: u32 = 100;
 
-crate::setters::setters!(DbOptions {
+contextq_api::setters!(DbOptions {
     max_connections: u32,
     acquire_timeout: Duration,
     audit_key: Option<crate::audit::key::AuditKey>,

@@ -286,9 +286,7 @@ pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -
     .bind(key_hash.unwrap_or("").to_string())
     .execute(&mut *tx)
     .await?;
-    notify_revocation(db, &mut tx).await?;
-    tx.commit().await?;
-    crate::auth::signal_revocation(db);
+    commit_revocation(db, tx).await?;
     Ok(res.rows_affected() > 0)
 }
 
@@ -299,10 +297,17 @@ pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
         .bind(key_id.to_string())
         .execute(&mut *tx)
         .await?;
+    commit_revocation(db, tx).await?;
+    Ok(gone.rows_affected() > 0)
+}
+
+/// Commits a transaction that revoked or removed keys, and tells every server so (PostgreSQL:
+/// a notification delivered with the commit; SQLite: the signal file, after it).
+async fn commit_revocation(db: &Db, mut tx: sqlx::Transaction<'_, sqlx::Any>) -> Result<()> {
     notify_revocation(db, &mut tx).await?;
     tx.commit().await?;
     crate::auth::signal_revocation(db);
-    Ok(gone.rows_affected() > 0)
+    Ok(())
 }
 
 /// On PostgreSQL, tells every server listening ([`crate::auth::watch_revocations`]) that keys

@@ -174,6 +174,33 @@ pub(crate) async fn create_first(
     Ok(ws)
 }
 
+/// The batch of a change to the workspace `ws` (`sql` with its id as `$1` and the tenant as
+/// `$2`, changing its one row), and its audit record `action`.
+fn change(
+    actor: Actor<'_>,
+    head: &mut Head,
+    ws: &Workspace,
+    sql: &str,
+    action: &'static str,
+) -> Batch {
+    let mut batch = Batch::default();
+    batch.push(
+        sql,
+        vec![
+            Bind::Text(ws.id.clone()),
+            Bind::Text(actor.tenant_id.to_string()),
+        ],
+        Some(1),
+    );
+    head.append(actor.record(
+        action,
+        "workspace",
+        &ws.id,
+        serde_json::json!({"slug": ws.slug}),
+    ));
+    batch
+}
+
 /// Archives a workspace: it becomes read-only.
 pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace> {
     let read = lock_workspace(actor.tenant_id, slug);
@@ -184,21 +211,13 @@ pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace>
         if ws.archived {
             return Ok(Outcome::Unchanged(ws));
         }
-        let mut batch = Batch::default();
-        batch.push(
+        let batch = change(
+            actor,
+            &mut head,
+            &ws,
             "UPDATE workspaces SET archived = 1 WHERE id = $1 AND tenant_id = $2 AND archived = 0",
-            vec![
-                Bind::Text(ws.id.clone()),
-                Bind::Text(actor.tenant_id.to_string()),
-            ],
-            Some(1),
-        );
-        head.append(actor.record(
             "workspace.archive",
-            "workspace",
-            &ws.id,
-            serde_json::json!({"slug": slug}),
-        ));
+        );
         ws.archived = true;
         Ok(Outcome::Write(head, batch, ws))
     })
@@ -218,21 +237,13 @@ pub async fn delete(db: &Db, actor: Actor<'_>, slug: &str) -> Result<()> {
                 contexts,
             });
         }
-        let mut batch = Batch::default();
-        batch.push(
+        let batch = change(
+            actor,
+            &mut head,
+            &ws,
             "DELETE FROM workspaces WHERE id = $1 AND tenant_id = $2",
-            vec![
-                Bind::Text(ws.id.clone()),
-                Bind::Text(actor.tenant_id.to_string()),
-            ],
-            Some(1),
-        );
-        head.append(actor.record(
             "workspace.delete",
-            "workspace",
-            &ws.id,
-            serde_json::json!({"slug": slug}),
-        ));
+        );
         Ok(Outcome::Write(head, batch, ()))
     })
     .await
