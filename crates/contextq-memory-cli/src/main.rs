@@ -215,15 +215,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,sqlx=error".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal: piped or redirected logs stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    contextq_server::logs::init("warn,sqlx=error");
     let cli = Cli::parse();
     // `serve` answers other processes: every core. Every other command is one client running
     // one command at a time (the embedded server in the same process): one thread, so a request

@@ -415,16 +415,8 @@ mod tests {
         Some(stack)
     }
 
-    /// `PROPTEST_CASES` when set (the long runs of docs/reliability.md), else `default`.
-    fn cases(default: u32) -> u32 {
-        std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    }
-
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(cases(2000)))]
+        #![proptest_config(ProptestConfig::with_cases(crate::testing::proptest_cases(2000)))]
 
         #[test]
         fn never_escapes_and_is_idempotent(raw in any_path()) {

@@ -25,6 +25,15 @@
 pub mod proxy;
 pub mod trace;
 
+/// Cases of a property test: `PROPTEST_CASES` when set (the long runs of docs/reliability.md),
+/// else `default`.
+pub fn proptest_cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 use std::sync::{Arc, Mutex};
 
 use axum::Json;

@@ -120,16 +120,8 @@ fn outside_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// `PROPTEST_CASES` when set (the long runs of docs/reliability.md), else `default`.
-fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(400)))]
+    #![proptest_config(ProptestConfig::with_cases(contextq_memory_tool::testing::proptest_cases(400)))]
 
     #[test]
     fn any_input_gives_a_result_and_never_escapes(inputs in prop::collection::vec(input(), 1..12)) {

@@ -345,7 +345,10 @@ async fn listings_page_past_500_rows(b: Backend) {
         .map(|n| json!({"externalId": format!("mem-tool:ws/bulk/f{n:04}.md"), "workspace": "ws", "type": "reference", "content": "12345", "tags": ["mem-tool"]}))
         .collect();
     common::seed_rows(&server.url, &key, &rows).await;
-    let tool = server.tool(&key);
+    // The whole listing (past the default answer budget of 1,000 entries): every page is read.
+    let tool = server
+        .tool(&key)
+        .answer_budget(contextq_memory_tool::AnswerBudget::UNLIMITED);
     let out = run(&tool, view("/memories/bulk")).await.content;
     assert_eq!(
         out.lines().count(),

@@ -31,6 +31,7 @@
 //! - [`admin`]: provisioning and operator commands.
 //! - [`db`]: the pool, backends and per-backend migrations.
 //! - [`error`]: [`Error`], for the library and operator commands.
+//! - [`logs`]: how the binaries log.
 //! - `testing` (feature `test-util`): fresh test databases, [`database_tests!`], a test server.
 //!
 //! The wire types (resources, bodies, limits, keys, slugs) are the `contextq-api` crate's.
@@ -45,6 +46,7 @@ pub mod db;
 pub mod embed;
 pub mod error;
 pub mod listen;
+pub mod logs;
 mod open;
 mod private_file;
 mod router;

@@ -203,15 +203,7 @@ enum Admin {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only on a terminal: piped or redirected logs stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    contextq_server::logs::init("info,sqlx=warn");
     match run(Cli::parse()).await {
         Ok(code) => code,
         Err(e) => {

@@ -57,13 +57,7 @@ async fn workspaces(b: Backend) {
     assert_eq!(ctx.status, StatusCode::OK);
     let id = ctx.body["id"].as_str().unwrap();
     assert_eq!(
-        c.put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "y"}),
-            None
-        )
-        .await
-        .status,
+        c.put_content(&id, "y", None).await.status,
         StatusCode::CONFLICT
     );
     assert_eq!(
@@ -138,24 +132,12 @@ async fn contexts_crud_and_conditional_requests(b: Backend) {
     assert_eq!(r.body["results"][0]["version"], 2);
 
     // PUT with If-Match.
-    let r = c
-        .put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "v3"}),
-            Some(2),
-        )
-        .await;
+    let r = c.put_content(&id, "v3", Some(2)).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     assert_eq!(r.etag.as_deref(), Some("\"3\""));
     assert_eq!(r.body["version"], 3);
     assert_eq!(r.body["title"], "A", "title kept when absent");
-    let r = c
-        .put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "stale"}),
-            Some(2),
-        )
-        .await;
+    let r = c.put_content(&id, "stale", Some(2)).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::PRECONDITION_FAILED, "precondition_failed")
@@ -211,13 +193,7 @@ async fn contexts_crud_and_conditional_requests(b: Backend) {
         StatusCode::NOT_FOUND
     );
     assert_eq!(
-        c.put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "x"}),
-            None
-        )
-        .await
-        .status,
+        c.put_content(&id, "x", None).await.status,
         StatusCode::NOT_FOUND
     );
     assert_eq!(c.get("/api/nothing").await.status, StatusCode::NOT_FOUND);
@@ -395,13 +371,7 @@ async fn body_limits_per_route(b: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    let r = c
-        .put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": newlines}),
-            None,
-        )
-        .await;
+    let r = c.put_content(&id, &newlines, None).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body["error"]);
     // A bulk upsert of three 1 MiB contexts (past the one-context limit) fits the bulk limit;
     // nine (past 8 MiB) do not, and nothing of them is stored.
@@ -720,14 +690,7 @@ async fn auth_and_scopes(b: Backend) {
         StatusCode::FORBIDDEN
     );
     assert_eq!(
-        read_only
-            .put(
-                &format!("/api/contexts/{id}"),
-                json!({"content": "z"}),
-                None
-            )
-            .await
-            .status,
+        read_only.put_content(&id, "z", None).await.status,
         StatusCode::FORBIDDEN
     );
 
@@ -892,16 +855,7 @@ async fn quota_per_plan(b: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(
-        c.put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "y"}),
-            None
-        )
-        .await
-        .status,
-        StatusCode::OK
-    );
+    assert_eq!(c.put_content(&id, "y", None).await.status, StatusCode::OK);
     assert_eq!(
         c.delete(&format!("/api/contexts/{id}"), None).await.status,
         StatusCode::NO_CONTENT

@@ -9,7 +9,6 @@ use contextq_server::Plan;
 use contextq_server::admin;
 use contextq_server::admin::TenantDeletion;
 use reqwest::StatusCode;
-use serde_json::json;
 
 async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
     let s = TestServer::start(b).await;
@@ -28,16 +27,7 @@ async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(
-        c.put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "y"}),
-            None
-        )
-        .await
-        .status,
-        StatusCode::OK
-    );
+    assert_eq!(c.put_content(&id, "y", None).await.status, StatusCode::OK);
     assert_eq!(
         c.delete(&format!("/api/contexts/{id}"), None).await.status,
         StatusCode::NO_CONTENT
@@ -201,13 +191,7 @@ async fn concurrent_version_checked_writers_lose_nothing(b: Backend) {
                         "{}c{client}e{edit}\n",
                         cur.body["content"].as_str().unwrap()
                     );
-                    let r = c
-                        .put(
-                            &format!("/api/contexts/{id}"),
-                            json!({"content": content}),
-                            Some(version),
-                        )
-                        .await;
+                    let r = c.put_content(&id, &content, Some(version)).await;
                     match r.status {
                         StatusCode::OK => break,
                         StatusCode::PRECONDITION_FAILED => conflicts += 1,
@@ -276,13 +260,7 @@ async fn two_servers_on_one_database(b: Backend) {
                     let cur = c.get(&format!("/api/contexts/{id}")).await;
                     let v: i64 = cur.body["version"].as_i64().unwrap();
                     let content = format!("{}s{n}e{edit}\n", cur.body["content"].as_str().unwrap());
-                    let r = c
-                        .put(
-                            &format!("/api/contexts/{id}"),
-                            json!({"content": content}),
-                            Some(v),
-                        )
-                        .await;
+                    let r = c.put_content(&id, &content, Some(v)).await;
                     match r.status {
                         StatusCode::OK => break,
                         // The other server's writer got there first: read again.

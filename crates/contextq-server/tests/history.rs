@@ -53,13 +53,7 @@ async fn every_change_keeps_a_version(b: Backend) {
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     let id = r.body["results"][0]["id"].as_str().unwrap().to_string();
     let after_create = moment().await;
-    let r = c
-        .put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "two\n"}),
-            Some(1),
-        )
-        .await;
+    let r = c.put_content(&id, "two\n", Some(1)).await;
     assert_eq!(r.status, StatusCode::OK);
     let r = c
         .edit(

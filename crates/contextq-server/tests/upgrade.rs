@@ -87,11 +87,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     // New writes go to acme's own chain; everything verifies.
     let id = f0.body["id"].as_str().unwrap().to_string();
     let r = api
-        .put(
-            &format!("/api/contexts/{id}"),
-            json!({"content": "line 0, edited again\n"}),
-            Some(2),
-        )
+        .put_content(&id, "line 0, edited again\n", Some(2))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     // Versions (migration 4): what the release stored is version 1, an update whose past is not

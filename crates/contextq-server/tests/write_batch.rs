@@ -45,6 +45,19 @@ async fn bodies(db: &Db) -> Vec<String> {
         .collect()
 }
 
+/// One row a value, ids 0, 1, 2, ...
+fn inserts(values: &[impl AsRef<str>]) -> Batch {
+    let mut batch = Batch::default();
+    for (i, text) in values.iter().enumerate() {
+        batch.push(
+            "INSERT INTO probe (id, body) VALUES ($1, $2)",
+            vec![Bind::Int(i as i64), Bind::Text(text.as_ref().to_string())],
+            Some(1),
+        );
+    }
+    batch
+}
+
 /// Text that would break naive quoting on either database.
 const AWKWARD: &[&str] = &[
     "it's",
@@ -62,27 +75,14 @@ async fn inlined_values_come_back_exactly(b: Backend) {
     let (write, row) = begin(&db).await;
     let n: i64 = row.unwrap().try_get("n").unwrap();
     assert_eq!(n, 0);
-    let mut batch = Batch::default();
-    for (i, text) in AWKWARD.iter().enumerate() {
-        batch.push(
-            "INSERT INTO probe (id, body) VALUES ($1, $2)",
-            vec![Bind::Int(i as i64), Bind::Text(text.to_string())],
-            Some(1),
-        );
-    }
-    write.commit(batch).await.unwrap();
+    write.commit(inserts(AWKWARD)).await.unwrap();
     assert_eq!(bodies(&db).await, AWKWARD);
 }
 
 async fn a_wrong_row_count_commits_nothing(b: Backend) {
     let (_database, db) = db(b).await;
     let (write, _) = begin(&db).await;
-    let mut batch = Batch::default();
-    batch.push(
-        "INSERT INTO probe (id, body) VALUES ($1, $2)",
-        vec![Bind::Int(1), Bind::Text("kept?".into())],
-        Some(1),
-    );
+    let mut batch = inserts(&["kept?"]);
     // Changes no row, but must change one.
     batch.push(
         "UPDATE probe SET body = $1 WHERE id = $2",
@@ -96,13 +96,7 @@ async fn a_wrong_row_count_commits_nothing(b: Backend) {
     assert!(bodies(&db).await.is_empty(), "nothing committed");
     // The connection went back clean: the next write works.
     let (write, _) = begin(&db).await;
-    let mut batch = Batch::default();
-    batch.push(
-        "INSERT INTO probe (id, body) VALUES ($1, $2)",
-        vec![Bind::Int(2), Bind::Text("after".into())],
-        Some(1),
-    );
-    write.commit(batch).await.unwrap();
+    write.commit(inserts(&["after"])).await.unwrap();
     assert_eq!(bodies(&db).await, ["after"]);
 }
 
@@ -171,15 +165,7 @@ async fn round_trip(db: &Db, values: &[String]) -> Result<(), TestCaseError> {
         .unwrap();
     let row = row.unwrap();
     prop_assert_eq!(row.try_get::<String, _>("echo").unwrap(), echo);
-    let mut batch = Batch::default();
-    for (i, text) in values.iter().enumerate() {
-        batch.push(
-            "INSERT INTO probe (id, body) VALUES ($1, $2)",
-            vec![Bind::Int(i as i64), Bind::Text(text.clone())],
-            Some(1),
-        );
-    }
-    write.commit(batch).await.unwrap();
+    write.commit(inserts(values)).await.unwrap();
     prop_assert_eq!(bodies(db).await, values);
     Ok(())
 }

@@ -769,6 +769,22 @@ impl Locked {
 }
 
 /// The workspace id of a context found under the lock (a context always has one).
+/// The context a write by id locked, writable at `if_match` (see [`writable`]), with its
+/// workspace and the versions the write records.
+fn locked_writable<'a>(
+    row: &AnyRow,
+    db: &Db,
+    actor: Actor<'a>,
+    id: &str,
+    if_match: Option<i64>,
+) -> Result<(Context, String, Versions<'a>)> {
+    let locked = Locked::from_row(row)?;
+    let versions = locked.versions(db, actor);
+    let workspace_id = locked.workspace_id.clone();
+    let old = writable(locked.context, id, if_match)?;
+    Ok((old, present(workspace_id)?, versions))
+}
+
 fn present(workspace_id: Option<String>) -> Result<String> {
     workspace_id.ok_or_else(|| Error::Corrupt("a context without a workspace".into()))
 }
@@ -860,11 +876,7 @@ pub async fn update(
     }
     let read = lock_context(actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
-        let locked = Locked::from_row(row)?;
-        let versions = locked.versions(db, actor);
-        let workspace_id = locked.workspace_id.clone();
-        let old = writable(locked.context, id, if_match)?;
-        let workspace_id = present(workspace_id)?;
+        let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         let new = Context {
             content: content.to_string(),
             title: title.unwrap_or_else(|| old.title.clone()),
@@ -1017,11 +1029,7 @@ pub async fn edit(
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
     let read = lock_context(actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
-        let locked = Locked::from_row(row)?;
-        let versions = locked.versions(db, actor);
-        let workspace_id = locked.workspace_id.clone();
-        let old = writable(locked.context, id, if_match)?;
-        let workspace_id = present(workspace_id)?;
+        let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         let mut batch = Batch::default();
         batch.push(
             "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",

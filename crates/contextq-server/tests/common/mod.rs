@@ -154,6 +154,12 @@ impl Api {
     pub async fn put(&self, path: &str, body: Value, if_match: Option<i64>) -> Reply {
         self.send(Method::PUT, path, Some(body), if_match).await
     }
+    /// `PUT /api/contexts/:id` of `content` alone.
+    pub async fn put_content(&self, id: &str, content: &str, if_match: Option<i64>) -> Reply {
+        let path = format!("/api/contexts/{id}");
+        self.put(&path, serde_json::json!({ "content": content }), if_match)
+            .await
+    }
     pub async fn delete(&self, path: &str, if_match: Option<i64>) -> Reply {
         self.send(Method::DELETE, path, None, if_match).await
     }
