@@ -57,7 +57,7 @@ async fn workspaces(b: Backend) {
     assert_eq!(ctx.status, StatusCode::OK);
     let id = ctx.body["id"].as_str().unwrap();
     assert_eq!(
-        c.put_content(&id, "y", None).await.status,
+        c.put_content(id, "y", None).await.status,
         StatusCode::CONFLICT
     );
     assert_eq!(
