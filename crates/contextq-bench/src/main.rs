@@ -238,6 +238,18 @@ fn tool(key: &str, url: &str, workspace: &str) -> Result<ContextQMemoryTool> {
 }
 
 impl Server {
+    /// `POST path` with the server's key; an error unless it succeeded.
+    async fn post(&self, http: &reqwest::Client, path: &str, body: Value) -> Result<()> {
+        let r = http
+            .post(format!("{}{path}", self.url))
+            .bearer_auth(&self.key)
+            .json(&body)
+            .send()
+            .await?;
+        anyhow::ensure!(r.status().is_success(), "POST {path}: {}", r.status());
+        Ok(())
+    }
+
     fn tool(&self, url: &str, workspace: &str) -> Result<ContextQMemoryTool> {
         tool(&self.key, url, workspace)
     }
@@ -532,25 +544,21 @@ async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
             .filter(|n| *n <= max_files)
         {
             let ws = format!("s{n}");
-            let r = http
-                .post(format!("{}/api/workspaces", server.url))
-                .bearer_auth(&server.key)
-                .json(&json!({"slug": ws}))
-                .send()
+            server
+                .post(&http, "/api/workspaces", json!({"slug": ws}))
                 .await?;
-            anyhow::ensure!(r.status().is_success(), "workspace: {}", r.status());
             let started = Instant::now();
             for chunk in 0..n.div_ceil(100) {
                 let items: Vec<Value> = (chunk * 100..((chunk + 1) * 100).min(n))
                     .map(|i| json!({"externalId": format!("mem-tool:{ws}/big/d{:02}/f{i:06}.md", i % 100), "workspace": ws, "type": "reference", "content": "0123456789abcdef", "tags": ["mem-tool"]}))
                     .collect();
-                let r = http
-                    .post(format!("{}/api/contexts/bulk-upsert", server.url))
-                    .bearer_auth(&server.key)
-                    .json(&json!({"contexts": items}))
-                    .send()
+                server
+                    .post(
+                        &http,
+                        "/api/contexts/bulk-upsert",
+                        json!({"contexts": items}),
+                    )
                     .await?;
-                anyhow::ensure!(r.status().is_success(), "load: {}", r.status());
             }
             let load = started.elapsed();
             let whole = contextq_memory_tool(

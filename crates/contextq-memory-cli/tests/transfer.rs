@@ -52,6 +52,13 @@ fn sample(dir: &Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
+/// A server with a Pro tenant, a data directory and a source directory.
+async fn setup(b: Backend) -> (Served, tempfile::TempDir, tempfile::TempDir) {
+    let served = Served::start(b, Plan::Pro).await;
+    let dirs = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    (served, dirs.0, dirs.1)
+}
+
 /// Every file of `files` is under `dir/memories`, byte for byte.
 fn same_files(dir: &Path, files: &[(String, Vec<u8>)]) {
     for (rel, bytes) in files {
@@ -64,10 +71,8 @@ fn same_files(dir: &Path, files: &[(String, Vec<u8>)]) {
 }
 
 async fn round_trip_is_byte_identical_and_idempotent(b: Backend) {
-    let served = Served::start(b, Plan::Pro).await;
+    let (served, data, src) = setup(b).await;
     let s = Some(&served);
-    let data = tempfile::tempdir().unwrap();
-    let src = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let files = sample(src.path());
     let src_arg = src.path().to_str().unwrap();
@@ -194,10 +199,8 @@ async fn import_over_quota_stops_with_a_clear_error(b: Backend) {
 }
 
 async fn import_obeys_read_only_and_the_secret_guard(b: Backend) {
-    let served = Served::start(b, Plan::Pro).await;
+    let (served, data, src) = setup(b).await;
     let s = Some(&served);
-    let data = tempfile::tempdir().unwrap();
-    let src = tempfile::tempdir().unwrap();
     let memories = src.path().join("memories");
     std::fs::create_dir_all(&memories).unwrap();
     std::fs::write(memories.join("clean.md"), b"fine\n").unwrap();

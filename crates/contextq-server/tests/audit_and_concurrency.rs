@@ -59,13 +59,12 @@ async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
     assert_eq!(keyed, 7);
 
     // Editing a row is detected, and named: the tenant's chain and the row's number in it.
-    sqlx::query(
+    common::sql(
+        &s.db,
         "UPDATE activity_logs SET detail = '{\"forged\":true}' WHERE tenant_id = $1 AND tenant_seq = 3",
+        &[&t.tenant_id],
     )
-    .bind(t.tenant_id.clone())
-    .execute(s.db.pool())
-    .await
-    .unwrap();
+    .await;
     let v = admin::verify_audit(&s.db, None).await.unwrap();
     let bad = v.first_bad.clone().expect("the edit is found");
     assert_eq!(

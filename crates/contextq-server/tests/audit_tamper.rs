@@ -461,13 +461,12 @@ async fn the_listing_follows_the_chain_not_the_global_seq(b: Backend) {
     let before = listing(&k, &k.a).await;
     assert_eq!(before.len(), 3);
     // Reverse the global numbers of tenant a's rows (moved far up to keep them unique).
-    sqlx::query(
+    common::sql(
+        &k.db,
         "UPDATE activity_logs SET seq = 1000000 - seq WHERE tenant_id = $1 AND tenant_seq IS NOT NULL",
+        &[&k.a],
     )
-    .bind(k.a.clone())
-    .execute(k.db.pool())
-    .await
-    .unwrap();
+    .await;
     assert_eq!(listing(&k, &k.a).await, before);
     // Paging goes through the chain too.
     let q = contextq_server::store::activity::AuditQuery {

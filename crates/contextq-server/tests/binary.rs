@@ -162,10 +162,12 @@ async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
         let d = contextq_server::Db::connect(&db, &Default::default())
             .await
             .unwrap();
-        sqlx::query("UPDATE activity_logs SET entity_id = 'forged' WHERE tenant_seq = 1")
-            .execute(d.pool())
-            .await
-            .unwrap();
+        common::sql(
+            &d,
+            "UPDATE activity_logs SET entity_id = 'forged' WHERE tenant_seq = 1",
+            &[],
+        )
+        .await;
         d.close().await;
     }
     let out = admin(&db, &["verify-audit"]);

@@ -12,6 +12,9 @@ use contextq_server::{Backend, ConnectionLimits, Plan, Scope, ServerConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// A key that reads and writes.
+const RW: &[Scope] = &[Scope::Read, Scope::Write];
+
 fn config(limits: ConnectionLimits) -> ServerConfig {
     ServerConfig::default().connections(limits)
 }
@@ -200,9 +203,7 @@ async fn a_served_idle_connection_makes_room_only_after_every_unserved_one() {
 #[tokio::test]
 async fn when_every_slot_serves_a_request_a_new_connection_is_closed_at_once() {
     let server = server(Duration::from_secs(20), Duration::from_secs(60), 20).await;
-    let tenant = server
-        .tenant(Plan::Free, &[Scope::Read, Scope::Write], "ws")
-        .await;
+    let tenant = server.tenant(Plan::Free, RW, "ws").await;
     let addr = addr(&server);
     // 20 requests being served: complete heads, bodies still coming.
     let mut uploading = Vec::new();
@@ -243,9 +244,7 @@ async fn a_request_whose_body_stalls_is_cut_by_the_idle_timeout() {
     // Request timeout 30 s (the default): only the idle timeout (1 s) can close this early.
     let server = server(Duration::from_secs(5), Duration::from_secs(1), 100).await;
     // A valid writer, so that the server goes on to read the body.
-    let tenant = server
-        .tenant(Plan::Free, &[Scope::Read, Scope::Write], "ws")
-        .await;
+    let tenant = server.tenant(Plan::Free, RW, "ws").await;
     let mut s = TcpStream::connect(addr(&server)).await.unwrap();
     let head = format!(
         "PUT /api/contexts/x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\

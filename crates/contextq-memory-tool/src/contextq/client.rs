@@ -448,6 +448,14 @@ impl Client {
         }
     }
 
+    /// `GET path` decoded, or `None` on 404.
+    async fn get_optional<T: DeserializeOwned>(&self, path: &str) -> Result<Option<T>> {
+        self.read_optional(path)
+            .await?
+            .map(|a| self.decode(path, &a.body))
+            .transpose()
+    }
+
     /// `POST /api/contexts/bulk-upsert` (all or nothing). Retried on an unknown outcome only
     /// when no item is create-only.
     pub async fn bulk_upsert(&self, items: &[ContextInput]) -> Result<Vec<UpsertResult>> {
@@ -586,10 +594,7 @@ impl Client {
         if !query.is_empty() {
             path = format!("{path}?{}", query.join("&"));
         }
-        self.read_optional(&path)
-            .await?
-            .map(|a| self.decode(&path, &a.body))
-            .transpose()
+        self.get_optional(&path).await
     }
 
     /// `GET /api/contexts/by-external/:externalId/versions/:n` (extension `history`): the
@@ -608,10 +613,7 @@ impl Client {
         if let Some(w) = workspace {
             path = format!("{path}?workspace={}", segment(w));
         }
-        self.read_optional(&path)
-            .await?
-            .map(|a| self.decode(&path, &a.body))
-            .transpose()
+        self.get_optional(&path).await
     }
 
     /// Every page of `GET /api/history` (extension `history`): each external id under

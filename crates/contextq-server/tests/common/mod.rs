@@ -277,3 +277,13 @@ pub async fn append_chained_row(
         .unwrap();
     hash
 }
+
+/// Runs one SQL statement with text parameters `$1, $2, ...` straight on the database (what
+/// someone who can write the database does); returns the rows it changed.
+pub async fn sql(db: &Db, statement: &str, binds: &[&str]) -> u64 {
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(statement.to_string()));
+    for b in binds {
+        q = q.bind(b.to_string());
+    }
+    q.execute(db.pool()).await.unwrap().rows_affected()
+}
