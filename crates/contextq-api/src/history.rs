@@ -31,12 +31,10 @@ impl std::str::FromStr for Action {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "create" => Ok(Action::Create),
-            "update" => Ok(Action::Update),
-            "delete" => Ok(Action::Delete),
-            other => Err(format!("unknown action {other:?}")),
-        }
+        [Action::Create, Action::Update, Action::Delete]
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| format!("unknown action {s:?}"))
     }
 }
 

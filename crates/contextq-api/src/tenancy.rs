@@ -45,14 +45,12 @@ impl std::fmt::Display for Plan {
 impl std::str::FromStr for Plan {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
-        match s {
-            "free" => Ok(Plan::Free),
-            "pro" => Ok(Plan::Pro),
-            "unlimited" => Ok(Plan::Unlimited),
-            other => Err(Error::UnknownPlan {
-                given: other.to_string(),
-            }),
-        }
+        [Plan::Free, Plan::Pro, Plan::Unlimited]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| Error::UnknownPlan {
+                given: s.to_string(),
+            })
     }
 }
 

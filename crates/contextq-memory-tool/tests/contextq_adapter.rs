@@ -338,6 +338,28 @@ async fn rows_of_another_workspace_are_never_touched(b: Backend) {
     }
 }
 
+/// A server with a Free tenant, a fault proxy in front of it, and the tool through the proxy,
+/// pinned to `ws`, without retries (so that each fault is seen as it is).
+async fn behind_a_proxy(b: Backend) -> (Server, String, Proxy, ContextQMemoryTool) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let opts = options(&proxy.url, &key).workspace("ws").max_retries(0);
+    let tool = contextq_memory_tool(opts).unwrap();
+    (server, key, proxy, tool)
+}
+
+/// The next `DELETE` of a context is answered `status` by the proxy, without reaching the
+/// server.
+fn fail_next_delete(proxy: &Proxy, status: u16) {
+    proxy.fault(
+        Method::DELETE,
+        "/api/contexts/",
+        Fault::Status(status, None),
+        1,
+    );
+}
+
 async fn listings_page_past_500_rows(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
@@ -430,12 +452,7 @@ async fn retries_what_is_safe_and_honours_retry_after(b: Backend) {
 }
 
 async fn timeouts_and_lost_answers_are_reported_or_reconciled(b: Backend) {
-    let server = Server::start(b).await;
-    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let proxy = Proxy::start(&server.url).await;
-    let mut opts = options(&proxy.url, &key).workspace("ws");
-    opts.retry.max_retries = 0;
-    let tool = contextq_memory_tool(opts).unwrap();
+    let (_server, key, proxy, tool) = behind_a_proxy(b).await;
     assert!(!run(&tool, create("/memories/a.md", "a\n")).await.is_error);
 
     // A read that never gets an answer (held at the proxy) times out, without retries: an
@@ -495,12 +512,7 @@ async fn timeouts_and_lost_answers_are_reported_or_reconciled(b: Backend) {
 }
 
 async fn partial_failures_say_exactly_what_happened(b: Backend) {
-    let server = Server::start(b).await;
-    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let proxy = Proxy::start(&server.url).await;
-    let mut opts = options(&proxy.url, &key).workspace("ws");
-    opts.retry.max_retries = 0;
-    let tool = contextq_memory_tool(opts).unwrap();
+    let (server, key, proxy, tool) = behind_a_proxy(b).await;
     for f in ["a", "b", "c", "d"] {
         assert!(
             !run(&tool, create(&format!("/memories/dir/{f}.md"), f))
@@ -515,12 +527,7 @@ async fn partial_failures_say_exactly_what_happened(b: Backend) {
         Fault::Delay(Duration::ZERO),
         2,
     );
-    proxy.fault(
-        Method::DELETE,
-        "/api/contexts/",
-        Fault::Status(403, None),
-        1,
-    );
+    fail_next_delete(&proxy, 403);
     let r = run(&tool, json!({"command": "delete", "path": "/memories/dir"})).await;
     assert!(r.is_error);
     assert!(
@@ -542,12 +549,7 @@ async fn partial_failures_say_exactly_what_happened(b: Backend) {
 
     // Rename whose delete step fails with an unknown outcome (a 502 from a gateway), read back
     // as not applied: healed by one more try, the rename succeeds.
-    proxy.fault(
-        Method::DELETE,
-        "/api/contexts/",
-        Fault::Status(502, None),
-        1,
-    );
+    fail_next_delete(&proxy, 502);
     let r = run(&tool, json!({"command": "rename", "old_path": "/memories/dir/d.md", "new_path": "/memories/d2.md"})).await;
     assert_eq!(
         r.content,
@@ -555,12 +557,7 @@ async fn partial_failures_say_exactly_what_happened(b: Backend) {
     );
 
     // Rename whose delete step is refused, undo succeeds: nothing changed.
-    proxy.fault(
-        Method::DELETE,
-        "/api/contexts/",
-        Fault::Status(403, None),
-        1,
-    );
+    fail_next_delete(&proxy, 403);
     let r = run(&tool, json!({"command": "rename", "old_path": "/memories/dir/c.md", "new_path": "/memories/moved.md"})).await;
     assert!(
         r.is_error && r.content.contains("nothing was changed"),

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ALL, Server, content, moment, ok, options, seed_rows};
+use common::{ALL, Server, content, create, moment, ok, options, seed_rows};
 use contextq_api::history::Action;
 use contextq_memory_tool::contextq::contextq_memory_tool;
 use contextq_memory_tool::contextq::history::{Restored, StepAction, StepOutcome};
@@ -22,11 +22,7 @@ async fn every_command_leaves_versions(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let tool = server.tool(&key);
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/a.md", "file_text": "one\n"}),
-    )
-    .await;
+    create(&tool, "/memories/a.md", "one\n").await;
     ok(&tool, json!({"command": "view", "path": "/memories/a.md"})).await;
     ok(&tool, json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "one", "new_str": "two"})).await;
     ok(&tool, json!({"command": "insert", "path": "/memories/a.md", "insert_line": 1, "insert_text": "three\n"})).await;
@@ -74,16 +70,8 @@ async fn every_command_leaves_versions(b: Backend) {
         Some("two\nthree\n")
     );
     // Directory rename and delete: every file beneath gets its versions.
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/d/x.md", "file_text": "x\n"}),
-    )
-    .await;
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/d/e/y.md", "file_text": "y\n"}),
-    )
-    .await;
+    create(&tool, "/memories/d/x.md", "x\n").await;
+    create(&tool, "/memories/d/e/y.md", "y\n").await;
     ok(
         &tool,
         json!({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/d2"}),
@@ -130,11 +118,7 @@ async fn restore_a_file(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let (tool, other) = (server.tool(&key), server.tool(&key));
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/f.md", "file_text": "right\n"}),
-    )
-    .await;
+    create(&tool, "/memories/f.md", "right\n").await;
     ok(&tool, json!({"command": "str_replace", "path": "/memories/f.md", "old_str": "right", "new_str": "wrong"})).await;
     // The user looked at version 2 (the newest); another writer changes it: refused.
     ok(&other, json!({"command": "insert", "path": "/memories/f.md", "insert_line": 1, "insert_text": "more\n"})).await;
@@ -205,16 +189,8 @@ async fn restore_a_tree_to_a_point_in_time(b: Backend) {
         json!({"command": "delete", "path": "/memories/p/b.md"}),
     )
     .await;
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/p/c.md", "file_text": "c\n"}),
-    )
-    .await;
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/p/deep/d.md", "file_text": "d\n"}),
-    )
-    .await;
+    create(&tool, "/memories/p/c.md", "c\n").await;
+    create(&tool, "/memories/p/deep/d.md", "d\n").await;
     ok(&tool, json!({"command": "str_replace", "path": "/memories/q/out.md", "old_str": "o", "new_str": "O"})).await;
 
     let plan = tool.restore_plan("/memories/p", &then).await.unwrap();
@@ -308,11 +284,7 @@ async fn history_stays_in_its_workspace(b: Backend) {
     // Another tenant's history is never seen.
     let (_, key2) = server.tenant(Plan::Free, ALL, "acme").await;
     let tool2 = contextq_memory_tool(options(&server.url, &key2).workspace("acme")).unwrap();
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/mine.md", "file_text": "m\n"}),
-    )
-    .await;
+    create(&tool, "/memories/mine.md", "m\n").await;
     assert!(matches!(
         tool2.history("/memories/mine.md").await,
         Err(Error::NotFound { .. })
@@ -336,11 +308,7 @@ async fn without_the_extension_history_is_a_clear_error(b: Backend) {
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let proxy = Proxy::plain(&server.url).await;
     let tool = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/a.md", "file_text": "a\n"}),
-    )
-    .await;
+    create(&tool, "/memories/a.md", "a\n").await;
     for err in [
         tool.history("/memories/a.md").await.unwrap_err(),
         tool.version("/memories/a.md", 1).await.unwrap_err(),
@@ -364,11 +332,7 @@ async fn read_only_and_the_secret_guard(b: Backend) {
     let server = Server::start(b).await;
     let (tenant, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let tool = server.tool(&key);
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/a.md", "file_text": "a\n"}),
-    )
-    .await;
+    create(&tool, "/memories/a.md", "a\n").await;
     let ro =
         contextq_memory_tool(options(&server.url, &key).workspace("ws").read_only(true)).unwrap();
     assert!(

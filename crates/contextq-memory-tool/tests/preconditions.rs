@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{ALL, Server, content, moment, ok, options};
+use common::{ALL, Server, content, create, moment, ok, options};
 use contextq_memory_tool::contextq::history::{StepAction, StepOutcome};
 use contextq_memory_tool::contextq::{ContextQMemoryTool, contextq_memory_tool};
 use contextq_memory_tool::path::MemoryPath;
@@ -34,11 +34,7 @@ async fn a_version_read_from_one_row_never_matches_the_next(b: Backend) {
     let (tool, other) = (server.tool(&key), server.tool(&key));
     let path = MemoryPath::parse("/memories/a.md").unwrap();
     for (name, write) in [("update", true), ("delete", false)] {
-        ok(
-            &tool,
-            json!({"command": "create", "path": "/memories/a.md", "file_text": "first\n"}),
-        )
-        .await;
+        create(&tool, "/memories/a.md", "first\n").await;
         let read = tool.store().get(&path).await.unwrap().unwrap();
         // Another client deletes it and creates it again: a new row at version 1, the
         // version just read.
@@ -82,11 +78,7 @@ async fn a_tree_restore_never_writes_to_a_recreated_row(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
     let (tool, other) = (server.tool(&key), server.tool(&key));
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/t/f.md", "file_text": "one\n"}),
-    )
-    .await;
+    create(&tool, "/memories/t/f.md", "one\n").await;
     let at = moment().await;
     ok(&tool, json!({"command": "str_replace", "path": "/memories/t/f.md", "old_str": "one", "new_str": "two"})).await;
     let plan = tool.restore_plan("/memories/t", &at).await.unwrap();
@@ -114,11 +106,7 @@ async fn a_file_restore_checks_and_writes_in_one_condition(b: Backend) {
         contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap(),
     );
     let other = server.tool(&key);
-    ok(
-        &tool,
-        json!({"command": "create", "path": "/memories/f.md", "file_text": "right\n"}),
-    )
-    .await;
+    create(&tool, "/memories/f.md", "right\n").await;
     ok(&tool, json!({"command": "str_replace", "path": "/memories/f.md", "old_str": "right", "new_str": "wrong"})).await;
     // The user saw the newest version. Each read of the file the restore makes is held, and
     // another writer changes the file while it is: whichever read that is, the restore is

@@ -222,43 +222,48 @@ impl ContentBlock {
     }
 
     fn to_value(&self) -> Value {
+        // `type`, the block's own keys, then the keys kept from the API.
+        let object = |kind: &str, keys: Vec<(&str, Value)>, extra: &Map<String, Value>| {
+            let mut o = Map::new();
+            o.insert("type".into(), kind.into());
+            for (k, v) in keys {
+                o.insert(k.into(), v);
+            }
+            o.extend(extra.clone());
+            Value::Object(o)
+        };
         match self {
             ContentBlock::Text { text, extra } => {
-                let mut o = Map::new();
-                o.insert("type".into(), "text".into());
-                o.insert("text".into(), text.clone().into());
-                o.extend(extra.clone());
-                Value::Object(o)
+                object("text", vec![("text", text.clone().into())], extra)
             }
             ContentBlock::ToolUse {
                 id,
                 name,
                 input,
                 extra,
-            } => {
-                let mut o = Map::new();
-                o.insert("type".into(), "tool_use".into());
-                o.insert("id".into(), id.clone().into());
-                o.insert("name".into(), name.clone().into());
-                o.insert("input".into(), input.clone());
-                o.extend(extra.clone());
-                Value::Object(o)
-            }
+            } => object(
+                "tool_use",
+                vec![
+                    ("id", id.clone().into()),
+                    ("name", name.clone().into()),
+                    ("input", input.clone()),
+                ],
+                extra,
+            ),
             ContentBlock::ToolResult {
                 tool_use_id,
                 content,
                 is_error,
                 extra,
             } => {
-                let mut o = Map::new();
-                o.insert("type".into(), "tool_result".into());
-                o.insert("tool_use_id".into(), tool_use_id.clone().into());
-                o.insert("content".into(), content.clone());
+                let mut keys = vec![
+                    ("tool_use_id", tool_use_id.clone().into()),
+                    ("content", content.clone()),
+                ];
                 if *is_error {
-                    o.insert("is_error".into(), true.into());
+                    keys.push(("is_error", true.into()));
                 }
-                o.extend(extra.clone());
-                Value::Object(o)
+                object("tool_result", keys, extra)
             }
             ContentBlock::Other(v) => v.clone(),
         }

@@ -33,18 +33,16 @@ pub enum Fault {
     LostThenLate(Late),
 }
 
-/// A request parked by [`Fault::LostThenLate`].
+/// A request parked by [`Fault::LostThenLate`]: a [`Gate`] the test opens, whose `arrived`
+/// signal here says the server has answered the parked request.
 #[derive(Debug, Clone, Default)]
-pub struct Late {
-    release: Arc<tokio::sync::Notify>,
-    done: Arc<tokio::sync::Notify>,
-}
+pub struct Late(Gate);
 
 impl Late {
     /// Forwards the parked request and waits until the server has answered it.
     pub async fn commit(&self) {
-        let done = self.done.notified();
-        self.release.notify_one();
+        let done = self.0.arrived.notified();
+        self.0.open();
         done.await;
     }
 }
@@ -262,9 +260,9 @@ async fn handle(State(s): State<Shared>, req: Request) -> Response {
         Some(Fault::LostThenLate(late)) => {
             let (s, late) = (s.clone(), late.clone());
             tokio::spawn(async move {
-                late.release.notified().await;
+                late.0.open.notified().await;
                 forward(&s, method, &path, &headers, body).await;
-                late.done.notify_one();
+                late.0.arrived.notify_one();
             });
             return dropped();
         }

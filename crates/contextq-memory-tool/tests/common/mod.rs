@@ -123,6 +123,12 @@ pub async fn ok<H: contextq_memory_tool::MemoryToolHandlers>(
     r.content
 }
 
+/// Creates `path` with `text` through `tool`; panics unless it succeeded.
+pub async fn create<H: contextq_memory_tool::MemoryToolHandlers>(tool: &H, path: &str, text: &str) {
+    let input = serde_json::json!({"command": "create", "path": path, "file_text": text});
+    ok(tool, input).await;
+}
+
 /// A moment between two changes (the server's times have milliseconds), as RFC 3339.
 pub async fn moment() -> String {
     tokio::time::sleep(Duration::from_millis(15)).await;

@@ -612,20 +612,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn retention_prunes_what_is_past_it() {
+    /// The SQL of a write of `a` kept as `kept`, under a retention of 3 versions.
+    fn write_of_a(kept: Kept) -> (Versions<'static>, String) {
         let mut v = Versions::new("t", None, None, Plan::Free, 3);
-        v.known(
-            "a",
-            Kept {
-                min: Some(1),
-                last: Some(3),
-            },
-        );
+        v.known("a", kept);
         let mut batch = Batch::default();
         v.push(&mut batch, change("a"));
+        (v, batch.into_checked(crate::db::Backend::Sqlite).0)
+    }
+
+    #[test]
+    fn retention_prunes_what_is_past_it() {
+        let (v, sql) = write_of_a(Kept {
+            min: Some(1),
+            last: Some(3),
+        });
         // Version 4 inserted; versions below 2 pruned; no count read: no tenant bound.
-        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
         assert!(sql.contains("VALUES ('t', 9, 'a', 4,"), "{sql}");
         assert!(sql.contains("external_id = 'a' AND version < 2"), "{sql}");
         assert_eq!(v.pruned, 1);
@@ -636,17 +638,10 @@ mod tests {
 
     #[test]
     fn numbers_go_on_from_the_counter_when_every_version_was_pruned() {
-        let mut v = Versions::new("t", None, None, Plan::Free, 3);
-        v.known(
-            "a",
-            Kept {
-                min: None,
-                last: Some(7),
-            },
-        );
-        let mut batch = Batch::default();
-        v.push(&mut batch, change("a"));
-        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        let (_, sql) = write_of_a(Kept {
+            min: None,
+            last: Some(7),
+        });
         assert!(sql.contains("VALUES ('t', 9, 'a', 8,"), "{sql}");
         assert!(sql.contains("version_counters"), "{sql}");
         assert!(!sql.contains("DELETE"), "{sql}");
