@@ -105,6 +105,20 @@ enum Cmd {
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
     },
+    /// A command's cost as the tenant grows: p50/p99 of create, str_replace, view file and view
+    /// of a small directory, at concurrency 1, in a tenant that holds each number of files in
+    /// turn (loaded through bulk-upsert into another folder of the same workspace).
+    TenantSize {
+        /// Files the tenant holds, in turn.
+        #[arg(long, value_delimiter = ',', default_values_t = [0usize, 20_000, 100_000])]
+        files: Vec<usize>,
+        /// Operations per command and size.
+        #[arg(long, default_value_t = 1000)]
+        ops: usize,
+        /// Also run on PostgreSQL.
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
     /// Writes the deterministic command trace (JSON lines).
     Trace {
         #[arg(long, default_value_t = 10_000)]
@@ -523,6 +537,86 @@ async fn overhead(ops: usize) -> Result<()> {
     Ok(())
 }
 
+async fn tenant_size(sizes: Vec<usize>, ops: usize, postgres: Option<String>) -> Result<()> {
+    let mut backends = vec!["sqlite"];
+    if postgres.is_some() {
+        backends.push("postgres");
+    }
+    let http = reqwest::Client::new();
+    for backend in backends {
+        let (db, dir) = database(backend, postgres.as_deref()).await?;
+        let server = start_server(&db, dir)?;
+        let tool = Arc::new(server.tool(&server.url, "ws")?);
+        println!(
+            "\n{backend}: {ops} operations per command at concurrency 1, by files the tenant holds\n"
+        );
+        println!(
+            "| tenant files | create p50 / p99 ms | str_replace p50 / p99 ms | view file p50 / p99 ms | view directory (20 files) p50 / p99 ms | create p50 vs first row |"
+        );
+        println!("|---|---|---|---|---|---|");
+        let mut loaded = 0;
+        let mut first = None;
+        for (round, &n) in sizes.iter().enumerate() {
+            // Grow the tenant to n files (the commands' own files come on top).
+            while loaded < n {
+                let items: Vec<Value> = (loaded..(loaded + 100).min(n))
+                    .map(|i| json!({"externalId": format!("mem-tool:ws/load/d{:03}/f{i:07}.md", i % 1000), "workspace": "ws", "type": "reference", "content": "0123456789abcdef", "tags": ["mem-tool"]}))
+                    .collect();
+                loaded += items.len();
+                server
+                    .post(
+                        &http,
+                        "/api/contexts/bulk-upsert",
+                        json!({"contexts": items}),
+                    )
+                    .await?;
+            }
+            let base = format!("/memories/r{round}");
+            for i in 0..20 {
+                let r = tool.execute(json!({"command": "create", "path": format!("{base}/dir/f{i}.md"), "file_text": "x\n"})).await;
+                anyhow::ensure!(!r.is_error, "{}", r.content);
+            }
+            let edit = format!("{base}/edit.md");
+            let r = tool
+                .execute(json!({"command": "create", "path": edit, "file_text": "<v0>\n"}))
+                .await;
+            anyhow::ensure!(!r.is_error, "{}", r.content);
+            let b = base.clone();
+            let create = drive(&tool, 1, ops, move |_, i| json!({"command": "create", "path": format!("{b}/c/{i}.md"), "file_text": "a remembered fact\n"})).await?;
+            let e = edit.clone();
+            let replace = drive(&tool, 1, ops, move |_, i| json!({"command": "str_replace", "path": e, "old_str": format!("<v{i}>"), "new_str": format!("<v{}>", i + 1)})).await?;
+            let b = base.clone();
+            let view = drive(
+                &tool,
+                1,
+                ops,
+                move |_, i| json!({"command": "view", "path": format!("{b}/c/{i}.md")}),
+            )
+            .await?;
+            let b = base.clone();
+            let dir = drive(
+                &tool,
+                1,
+                ops,
+                move |_, _| json!({"command": "view", "path": format!("{b}/dir")}),
+            )
+            .await?;
+            let first_p50 = *first.get_or_insert(create.p50);
+            let pair = |s: &Stats| format!("{} / {}", ms(s.p50), ms(s.p99));
+            println!(
+                "| {n} | {} | {} | {} | {} | {:.2}x |",
+                pair(&create),
+                pair(&replace),
+                pair(&view),
+                pair(&dir),
+                create.p50.as_secs_f64() / first_p50.as_secs_f64()
+            );
+            std::io::stdout().flush()?;
+        }
+    }
+    Ok(())
+}
+
 async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
     let mut backends = vec!["sqlite"];
     if postgres.is_some() {
@@ -650,6 +744,11 @@ async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
 async fn main() -> Result<()> {
     match Cli::parse().command {
         Cmd::Commands { ops, postgres_url } => commands(ops, postgres_url).await,
+        Cmd::TenantSize {
+            files,
+            ops,
+            postgres_url,
+        } => tenant_size(files, ops, postgres_url).await,
         Cmd::Overhead { ops } => overhead(ops).await,
         Cmd::Scaleout {
             postgres_url,
