@@ -264,6 +264,34 @@ impl Server {
         Ok(())
     }
 
+    /// Files `i` of `range` (16 bytes each) as `/memories/{folder}/d{i % dirs}/f{i}.md` of the
+    /// workspace `ws` (numbers zero-padded: `d07/f000123.md`), through bulk-upsert, 100 a
+    /// request.
+    async fn load(
+        &self,
+        http: &reqwest::Client,
+        ws: &str,
+        folder: &str,
+        dirs: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        let width = (dirs.max(2) - 1).to_string().len();
+        let all: Vec<usize> = range.collect();
+        for chunk in all.chunks(100) {
+            let items: Vec<Value> = chunk
+                .iter()
+                .map(|i| json!({"externalId": format!("mem-tool:{ws}/{folder}/d{:0width$}/f{i:06}.md", i % dirs), "workspace": ws, "type": "reference", "content": "0123456789abcdef", "tags": ["mem-tool"]}))
+                .collect();
+            self.post(
+                http,
+                "/api/contexts/bulk-upsert",
+                json!({"contexts": items}),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     fn tool(&self, url: &str, workspace: &str) -> Result<ContextQMemoryTool> {
         tool(&self.key, url, workspace)
     }
@@ -352,16 +380,21 @@ where
     Ok(stats(all, started.elapsed()))
 }
 
-async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
+/// The backends a benchmark runs on: SQLite, and PostgreSQL when its URL is given.
+fn backends(postgres: Option<&str>) -> Vec<&'static str> {
     let mut backends = vec!["sqlite"];
     if postgres.is_some() {
         backends.push("postgres");
     }
+    backends
+}
+
+async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
     println!(
         "| backend | command | concurrency | ops | ops/s | p50 ms | p99 ms | HTTP requests/op |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for backend in backends {
+    for backend in backends(postgres.as_deref()) {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
         let server = start_server(&db, dir)?;
         // Counts HTTP requests per command.
@@ -538,12 +571,8 @@ async fn overhead(ops: usize) -> Result<()> {
 }
 
 async fn tenant_size(sizes: Vec<usize>, ops: usize, postgres: Option<String>) -> Result<()> {
-    let mut backends = vec!["sqlite"];
-    if postgres.is_some() {
-        backends.push("postgres");
-    }
     let http = reqwest::Client::new();
-    for backend in backends {
+    for backend in backends(postgres.as_deref()) {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
         let server = start_server(&db, dir)?;
         let tool = Arc::new(server.tool(&server.url, "ws")?);
@@ -558,19 +587,8 @@ async fn tenant_size(sizes: Vec<usize>, ops: usize, postgres: Option<String>) ->
         let mut first = None;
         for (round, &n) in sizes.iter().enumerate() {
             // Grow the tenant to n files (the commands' own files come on top).
-            while loaded < n {
-                let items: Vec<Value> = (loaded..(loaded + 100).min(n))
-                    .map(|i| json!({"externalId": format!("mem-tool:ws/load/d{:03}/f{i:07}.md", i % 1000), "workspace": "ws", "type": "reference", "content": "0123456789abcdef", "tags": ["mem-tool"]}))
-                    .collect();
-                loaded += items.len();
-                server
-                    .post(
-                        &http,
-                        "/api/contexts/bulk-upsert",
-                        json!({"contexts": items}),
-                    )
-                    .await?;
-            }
+            server.load(&http, "ws", "load", 1000, loaded..n).await?;
+            loaded = loaded.max(n);
             let base = format!("/memories/r{round}");
             for i in 0..20 {
                 let r = tool.execute(json!({"command": "create", "path": format!("{base}/dir/f{i}.md"), "file_text": "x\n"})).await;
@@ -581,34 +599,33 @@ async fn tenant_size(sizes: Vec<usize>, ops: usize, postgres: Option<String>) ->
                 .execute(json!({"command": "create", "path": edit, "file_text": "<v0>\n"}))
                 .await;
             anyhow::ensure!(!r.is_error, "{}", r.content);
-            let b = base.clone();
-            let create = drive(&tool, 1, ops, move |_, i| json!({"command": "create", "path": format!("{b}/c/{i}.md"), "file_text": "a remembered fact\n"})).await?;
-            let e = edit.clone();
-            let replace = drive(&tool, 1, ops, move |_, i| json!({"command": "str_replace", "path": e, "old_str": format!("<v{i}>"), "new_str": format!("<v{}>", i + 1)})).await?;
-            let b = base.clone();
-            let view = drive(
-                &tool,
-                1,
-                ops,
-                move |_, i| json!({"command": "view", "path": format!("{b}/c/{i}.md")}),
-            )
-            .await?;
-            let b = base.clone();
-            let dir = drive(
-                &tool,
-                1,
-                ops,
-                move |_, _| json!({"command": "view", "path": format!("{b}/dir")}),
-            )
-            .await?;
+            type Make = Box<dyn Fn(usize, usize) -> Value + Send + Sync>;
+            let (b1, b2, b3) = (base.clone(), base.clone(), base.clone());
+            let plan: [Make; 4] = [
+                Box::new(
+                    move |_, i| json!({"command": "create", "path": format!("{b1}/c/{i}.md"), "file_text": "a remembered fact\n"}),
+                ),
+                Box::new(
+                    move |_, i| json!({"command": "str_replace", "path": edit, "old_str": format!("<v{i}>"), "new_str": format!("<v{}>", i + 1)}),
+                ),
+                Box::new(move |_, i| json!({"command": "view", "path": format!("{b2}/c/{i}.md")})),
+                Box::new(move |_, _| json!({"command": "view", "path": format!("{b3}/dir")})),
+            ];
+            let mut row = Vec::new();
+            for make in plan {
+                row.push(drive(&tool, 1, ops, make).await?);
+            }
+            let [create, replace, view, dir] = &row[..] else {
+                unreachable!("four commands")
+            };
             let first_p50 = *first.get_or_insert(create.p50);
             let pair = |s: &Stats| format!("{} / {}", ms(s.p50), ms(s.p99));
             println!(
                 "| {n} | {} | {} | {} | {} | {:.2}x |",
-                pair(&create),
-                pair(&replace),
-                pair(&view),
-                pair(&dir),
+                pair(create),
+                pair(replace),
+                pair(view),
+                pair(dir),
                 create.p50.as_secs_f64() / first_p50.as_secs_f64()
             );
             std::io::stdout().flush()?;
@@ -618,12 +635,8 @@ async fn tenant_size(sizes: Vec<usize>, ops: usize, postgres: Option<String>) ->
 }
 
 async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
-    let mut backends = vec!["sqlite"];
-    if postgres.is_some() {
-        backends.push("postgres");
-    }
     let http = reqwest::Client::new();
-    for backend in backends {
+    for backend in backends(postgres.as_deref()) {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
         let server = start_server(&db, dir)?;
         println!(
@@ -642,18 +655,7 @@ async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
                 .post(&http, "/api/workspaces", json!({"slug": ws}))
                 .await?;
             let started = Instant::now();
-            for chunk in 0..n.div_ceil(100) {
-                let items: Vec<Value> = (chunk * 100..((chunk + 1) * 100).min(n))
-                    .map(|i| json!({"externalId": format!("mem-tool:{ws}/big/d{:02}/f{i:06}.md", i % 100), "workspace": ws, "type": "reference", "content": "0123456789abcdef", "tags": ["mem-tool"]}))
-                    .collect();
-                server
-                    .post(
-                        &http,
-                        "/api/contexts/bulk-upsert",
-                        json!({"contexts": items}),
-                    )
-                    .await?;
-            }
+            server.load(&http, &ws, "big", 100, 0..n).await?;
             let load = started.elapsed();
             let whole = contextq_memory_tool(
                 ContextQMemoryToolOptions::new(server.key.clone())
