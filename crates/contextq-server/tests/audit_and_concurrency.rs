@@ -310,32 +310,19 @@ async fn bootstrap_is_all_or_nothing(b: Backend) {
         .unwrap();
         sqlx::Row::try_get::<i64, _>(&row, "n").unwrap()
     };
-    let before: Vec<i64> = futures::future::join_all(
-        [
-            "tenants",
-            "users",
-            "api_keys",
-            "audit_heads",
-            "activity_logs",
-        ]
-        .map(count),
-    )
-    .await;
+    let tables = [
+        "tenants",
+        "users",
+        "api_keys",
+        "audit_heads",
+        "activity_logs",
+    ];
+    let before: Vec<i64> = futures::future::join_all(tables.map(count)).await;
     let err = admin::bootstrap(db, "atomic", Plan::Free, "notes", ALL)
         .await
         .unwrap_err();
     assert!(err.to_string().contains("refused"), "{err}");
-    let after: Vec<i64> = futures::future::join_all(
-        [
-            "tenants",
-            "users",
-            "api_keys",
-            "audit_heads",
-            "activity_logs",
-        ]
-        .map(count),
-    )
-    .await;
+    let after: Vec<i64> = futures::future::join_all(tables.map(count)).await;
     assert_eq!(before, after, "a failed bootstrap left rows behind");
     assert!(admin::tenant_by_name(db, "atomic").await.unwrap().is_none());
     sqlx::raw_sql("DROP TRIGGER refuse ON workspaces")
