@@ -87,13 +87,18 @@ pub fn view_file(
     if range.is_none() && budget.read_chars > 0 {
         // Each numbered line is its number's width (at least 6), a tab, the line, a break.
         let row = |n: usize, line: &str| n.to_string().len().max(6) + 1 + line.chars().count() + 1;
-        let whole = out.chars().count()
-            + lines
-                .iter()
-                .enumerate()
-                .map(|(i, l)| row(i + 1, l))
-                .sum::<usize>();
-        if whole > budget.read_chars {
+        // Bytes bound characters from above: the exact count only for a file that may not fit.
+        let width = lines.len().to_string().len().max(6);
+        let bytes = out.len() + content.len() + lines.len() * (width + 2);
+        let whole = || {
+            out.chars().count()
+                + lines
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| row(i + 1, l))
+                    .sum::<usize>()
+        };
+        if bytes > budget.read_chars && whole() > budget.read_chars {
             let room = budget
                 .read_chars
                 .saturating_sub(NOTE_ROOM + out.chars().count());
@@ -211,9 +216,11 @@ pub fn view_directory_within(
     budget: &AnswerBudget,
 ) -> String {
     let head = listing_head(path, own_size).chars().count();
-    let all: usize = rows.iter().map(ListingRow::chars).sum();
+    // Bytes bound characters from above: count characters only when the bytes do not fit.
+    let bytes: usize = rows.iter().map(|r| r.size.len() + r.path.len() + 2).sum();
+    let fits = |total: usize| AnswerBudget::within(budget.listing_chars, head + total);
     if AnswerBudget::within(budget.listing_entries, rows.len())
-        && AnswerBudget::within(budget.listing_chars, head + all)
+        && (fits(bytes) || fits(rows.iter().map(ListingRow::chars).sum()))
     {
         return view_directory(path, own_size, rows, truncated);
     }
