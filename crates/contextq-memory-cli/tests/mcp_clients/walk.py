@@ -7,6 +7,7 @@ Usage: python walk.py BIN STORE   (STORE: a --store value, e.g. local:/tmp/dir)
 import asyncio
 import json
 import sys
+import time
 
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
@@ -22,15 +23,19 @@ async def main(binary: str, store: str) -> None:
         async with ClientSession(read, write) as session:
             await session.initialize()
             uris, pages, cursor = [], 0, None
+            started, first_page = time.perf_counter(), None
             while True:
                 page = await session.list_resources(
                     params=types.PaginatedRequestParams(cursor=cursor)
                 )
                 pages += 1
+                if first_page is None:
+                    first_page = time.perf_counter() - started
                 uris.extend(str(r.uri) for r in page.resources)
                 cursor = page.next_cursor
                 if cursor is None:
                     break
+            walk = time.perf_counter() - started
             view = await session.call_tool("memory", {"command": "view", "path": "/memories"})
             text = view.content[0].text
             print(
@@ -38,6 +43,8 @@ async def main(binary: str, store: str) -> None:
                     {
                         "client": "python",
                         "pages": pages,
+                        "first_page_ms": round(first_page * 1000, 1),
+                        "walk_s": round(walk, 3),
                         "resources": len(uris),
                         "unique": len(set(uris)),
                         "sorted": uris == sorted(uris),
