@@ -25,6 +25,8 @@ use contextq_memory_tool::contextq::{
 };
 use contextq_memory_tool::testing::proxy::Proxy;
 use contextq_memory_tool::{AnswerBudget, MemoryToolHandlers};
+use contextq_server::Backend;
+use contextq_server::testing::TestDatabase;
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -146,7 +148,8 @@ struct Server {
     url: String,
     key: String,
     boot: Value,
-    _dir: Option<tempfile::TempDir>,
+    /// Dropped after the process (fields drop in order), which removes a PostgreSQL database.
+    _database: TestDatabase,
 }
 
 fn server_bin() -> Result<std::path::PathBuf> {
@@ -160,35 +163,24 @@ fn server_bin() -> Result<std::path::PathBuf> {
     Ok(bin)
 }
 
-async fn database(
-    backend: &str,
-    postgres: Option<&str>,
-) -> Result<(String, Option<tempfile::TempDir>)> {
-    if backend == "sqlite" {
-        let dir = tempfile::tempdir()?;
-        return Ok((
-            format!("sqlite:{}", dir.path().join("bench.db").display()),
-            Some(dir),
-        ));
-    }
-    let admin = postgres.context("no PostgreSQL URL")?;
-    let name = format!("cqbench_{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
-    Ok((
-        contextq_server::db::create_postgres_database(admin, &name).await?,
-        None,
-    ))
+/// A fresh database for one benchmark run (SQLite file or PostgreSQL database), dropped with
+/// the returned guard.
+async fn database(backend: &str, postgres: Option<&str>) -> Result<(String, TestDatabase)> {
+    let backend = if backend == "sqlite" {
+        Backend::Sqlite
+    } else {
+        Backend::Postgres
+    };
+    let database = TestDatabase::create(backend, postgres).await?;
+    Ok((database.url.clone(), database))
 }
 
-fn start_server(db: &str, dir: Option<tempfile::TempDir>) -> Result<Server> {
+fn start_server(db: &str, dir: TestDatabase) -> Result<Server> {
     start_server_with(db, dir, &[])
 }
 
 /// [`start_server`] with more `serve` flags; the bootstrap's output is in `Server::boot`.
-fn start_server_with(
-    db: &str,
-    dir: Option<tempfile::TempDir>,
-    serve_args: &[&str],
-) -> Result<Server> {
+fn start_server_with(db: &str, dir: TestDatabase, serve_args: &[&str]) -> Result<Server> {
     let bin = server_bin()?;
     let out = Command::new(&bin)
         .args([
@@ -214,7 +206,7 @@ fn start_server_with(
         process,
         key: boot["apiKey"].as_str().unwrap_or_default().to_string(),
         boot,
-        _dir: dir,
+        _database: dir,
     })
 }
 

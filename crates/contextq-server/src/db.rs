@@ -17,7 +17,8 @@
 //!
 //! # Contents
 //! - [`pool`](self::pool): [`Db`], [`DbOptions`], the writer slot, [`Write`], [`WriteTx`], [`Reader`].
-//! - [`backend`](self::backend): [`Backend`], URL forms, [`redact_url`], [`create_postgres_database`].
+//! - [`backend`](self::backend): [`Backend`], URL forms, [`redact_url`], [`create_postgres_database`],
+//!   [`drop_postgres_database`].
 //! - [`migrate`](self::migrate): the list of migrations and their runner.
 //! - [`batch`](self::batch): [`Batch`], [`Bind`], [`inline`]: a write's statements as one query.
 
@@ -26,7 +27,7 @@ pub mod batch;
 mod migrate;
 pub mod pool;
 
-pub use backend::{Backend, create_postgres_database, redact_url};
+pub use backend::{Backend, create_postgres_database, drop_postgres_database, redact_url};
 pub use batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, has_nul, inline, placeholders};
 pub use pool::{DEFAULT_VERSIONS_KEPT, Db, DbOptions, Reader, Write, WriteTx};
 

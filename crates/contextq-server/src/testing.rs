@@ -12,15 +12,20 @@
 
 use crate::admin;
 use crate::api::{AppState, ServerConfig};
-use crate::db::{Backend, Db, DbOptions, create_postgres_database};
+use crate::db::{Backend, Db, DbOptions, create_postgres_database, drop_postgres_database};
 use crate::embed::RunningServer;
 use contextq_api::{Plan, Scope};
 
 /// The environment variable with a PostgreSQL admin URL for tests.
 pub const DATABASE_URL_VAR: &str = "CONTEXTQ_TEST_DATABASE_URL";
 
-/// A database of its own for one test: a temporary SQLite file (removed on drop) or a new
-/// PostgreSQL database.
+/// The name prefix of every PostgreSQL database a [`TestDatabase`] makes; `.ci/run` drops what a
+/// killed run left behind by this prefix.
+pub const DATABASE_PREFIX: &str = "cqtest_";
+
+/// A database of its own for one test or benchmark: a temporary SQLite file or a new PostgreSQL
+/// database, both removed on drop (PostgreSQL's with `DROP DATABASE ... WITH (FORCE)`, so that a
+/// long-lived CI server does not collect thousands of them).
 #[derive(Debug)]
 pub struct TestDatabase {
     /// Its URL, for [`crate::Db::connect`] or a server's `--database-url`.
@@ -28,6 +33,8 @@ pub struct TestDatabase {
     /// Which backend it is.
     pub backend: Backend,
     _dir: Option<tempfile::TempDir>,
+    /// PostgreSQL: the admin URL it was made with and its name, to drop it.
+    postgres: Option<(String, String)>,
 }
 
 impl TestDatabase {
@@ -37,35 +44,81 @@ impl TestDatabase {
     /// When it cannot be made (a test helper: the panic names the cause), in particular for
     /// PostgreSQL when [`DATABASE_URL_VAR`] is not set.
     pub async fn fresh(backend: Backend) -> TestDatabase {
-        match backend {
-            Backend::Sqlite => {
-                let dir = tempfile::tempdir().expect("a temporary directory");
-                let url = format!("sqlite:{}", dir.path().join("contextq.db").display());
-                TestDatabase {
-                    url,
-                    backend,
-                    _dir: Some(dir),
-                }
-            }
-            Backend::Postgres => {
-                let admin = std::env::var(DATABASE_URL_VAR)
+        let admin = match backend {
+            Backend::Sqlite => None,
+            Backend::Postgres => Some(
+                std::env::var(DATABASE_URL_VAR)
                     .ok()
                     .filter(|u| !u.is_empty())
                     .unwrap_or_else(|| {
                         panic!("{DATABASE_URL_VAR} is not set: the PostgreSQL tests need an admin URL such as postgres://postgres:postgres@127.0.0.1:5432/postgres")
-                    });
-                let name = format!("cqtest_{:016x}", fastrand::u64(..));
-                let url = create_postgres_database(&admin, &name)
-                    .await
-                    .unwrap_or_else(|e| {
-                        panic!("cannot create a test database with {DATABASE_URL_VAR}: {e}")
-                    });
-                TestDatabase {
+                    }),
+            ),
+        };
+        Self::create(backend, admin.as_deref())
+            .await
+            .unwrap_or_else(|e| {
+                panic!("cannot create a test database with {DATABASE_URL_VAR}: {e}")
+            })
+    }
+
+    /// A fresh, empty database on `backend`; for PostgreSQL, made with the admin URL `admin`
+    /// (e.g. `postgres://postgres:postgres@127.0.0.1:5432/postgres`).
+    ///
+    /// # Errors
+    /// When the temporary directory or the database cannot be made, or `admin` is missing or
+    /// not a PostgreSQL URL for [`Backend::Postgres`].
+    pub async fn create(backend: Backend, admin: Option<&str>) -> crate::Result<TestDatabase> {
+        match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir()
+                    .map_err(|e| crate::Error::Config(format!("no temporary directory: {e}")))?;
+                let url = format!("sqlite:{}", dir.path().join("contextq.db").display());
+                Ok(TestDatabase {
+                    url,
+                    backend,
+                    _dir: Some(dir),
+                    postgres: None,
+                })
+            }
+            Backend::Postgres => {
+                let admin = admin.ok_or_else(|| {
+                    crate::Error::Config("a PostgreSQL test database needs an admin URL".into())
+                })?;
+                let name = format!("{DATABASE_PREFIX}{:016x}", fastrand::u64(..));
+                let url = create_postgres_database(admin, &name).await?;
+                Ok(TestDatabase {
                     url,
                     backend,
                     _dir: None,
-                }
+                    postgres: Some((admin.to_string(), name)),
+                })
             }
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.postgres.take() else {
+            return;
+        };
+        // Drop runs inside the test's runtime, which cannot be blocked on: a thread of its own
+        // with a runtime of its own waits for the DROP.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            runtime
+                .block_on(drop_postgres_database(&admin, &name))
+                .map_err(|e| format!("{name}: {e}"))
+        })
+        .join();
+        match dropped {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("warning: the test database was not dropped: {e}"),
+            Err(_) => eprintln!("warning: dropping the test database panicked"),
         }
     }
 }

@@ -68,6 +68,39 @@ pub fn redact_url(url: &str) -> String {
 /// URL of the new database (same credentials and options). For tests, benchmarks and
 /// provisioning scripts; `name` must be a plain identifier (letters, digits, `_`).
 pub async fn create_postgres_database(url: &str, name: &str) -> Result<String> {
+    admin_statement(url, name, &format!("CREATE DATABASE {name}")).await?;
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let path_start = base[scheme_end..]
+        .find('/')
+        .map_or(base.len(), |i| i + scheme_end);
+    let mut out = format!("{}/{name}", &base[..path_start]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    Ok(out)
+}
+
+/// Drops the PostgreSQL database `name` on the server `url` points at (an admin URL, as for
+/// [`create_postgres_database`]), closing its other connections first; a database that is not
+/// there is not an error. What tests and benchmarks call so that their databases do not pile up
+/// on a long-lived server.
+pub async fn drop_postgres_database(url: &str, name: &str) -> Result<()> {
+    // WITH (FORCE) (PostgreSQL 13+): a pool being closed may still hold connections.
+    admin_statement(
+        url,
+        name,
+        &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+    )
+    .await
+}
+
+/// Runs `statement` about the database `name` on one admin connection to `url`, after checking
+/// that `url` is PostgreSQL and `name` a plain identifier (it is spliced into the statement).
+async fn admin_statement(url: &str, name: &str, statement: &str) -> Result<()> {
     use sqlx::Connection;
     if Backend::from_url(url)? != Backend::Postgres {
         return Err(Error::Config(format!(
@@ -84,23 +117,11 @@ pub async fn create_postgres_database(url: &str, name: &str) -> Result<String> {
     let mut conn = sqlx::AnyConnection::connect(url)
         .await
         .map_err(|e| Error::Connect(redact_url(url), e))?;
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_string()))
         .execute(&mut conn)
         .await?;
     conn.close().await?;
-    let (base, query) = url
-        .split_once('?')
-        .map_or((url, None), |(b, q)| (b, Some(q)));
-    let scheme_end = base.find("://").map_or(0, |i| i + 3);
-    let path_start = base[scheme_end..]
-        .find('/')
-        .map_or(base.len(), |i| i + scheme_end);
-    let mut out = format!("{}/{name}", &base[..path_start]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// `sqlite:PATH` with `mode=rwc` (create if missing) unless a mode was given.
