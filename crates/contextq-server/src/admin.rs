@@ -124,6 +124,12 @@ pub async fn bootstrap(
     })
 }
 
+/// Checks every tenant's kept counts (contexts, versions, prunable versions) against its rows
+/// and sets right those that differ, which it returns ([`tenants::recount`]).
+pub async fn recount(db: &Db) -> Result<Vec<tenants::Recounted>> {
+    tenants::recount(db).await
+}
+
 /// Verifies the audit chains: every tenant's (and the global chain of rows written before
 /// per-tenant chains), or only `tenant`'s.
 pub async fn verify_audit(db: &Db, tenant: Option<&str>) -> Result<crate::audit::Verification> {

@@ -140,6 +140,9 @@ pub struct Head {
     keyed_from: Option<i64>,
     key: Option<AuditKey>,
     appended: Vec<Appended>,
+    /// What the write adds to the tenant's counts of contexts and versions, kept on the head
+    /// row (`audit_heads.contexts`, `.versions`) so that no write counts rows.
+    usage: (i64, i64),
 }
 
 /// Why a write refused to append to a head: its MAC does not verify with this server's key.
@@ -190,6 +193,7 @@ impl Head {
             keyed_from,
             key: key.cloned(),
             appended: Vec::new(),
+            usage: (0, 0),
         })
     }
 
@@ -232,10 +236,18 @@ impl Head {
         tenant_seq
     }
 
+    /// Adds `contexts` and `versions` to the tenant's counts (negative: removes), written with
+    /// the head's move. The head row is the one place for them: a PostgreSQL batch is one
+    /// statement, which must not update a row twice.
+    pub fn count(&mut self, contexts: i64, versions: i64) {
+        self.usage.0 += contexts;
+        self.usage.1 += versions;
+    }
+
     /// Adds the appended rows and the head's move to `batch`. The head moves only from the
     /// sequence it was read at (the lock makes that certain; the check makes it visible).
     pub fn write(self, batch: &mut Batch, backend: Backend) {
-        if self.appended.is_empty() {
+        if self.appended.is_empty() && self.usage == (0, 0) {
             return;
         }
         for row in &self.appended {
@@ -275,13 +287,16 @@ impl Head {
             _ => None,
         };
         batch.push(
-            "UPDATE audit_heads SET seq = $1, last_hash = $2, mac = $3 WHERE tenant_id = $4 AND seq = $5",
+            "UPDATE audit_heads SET seq = $1, last_hash = $2, mac = $3, contexts = contexts + $6, versions = versions + $7 \
+             WHERE tenant_id = $4 AND seq = $5",
             vec![
                 Bind::Int(self.seq),
                 Bind::OptText(self.last_hash),
                 Bind::OptText(mac),
                 Bind::Text(self.tenant_id),
                 Bind::Int(self.read_seq),
+                Bind::Int(self.usage.0),
+                Bind::Int(self.usage.1),
             ],
             Some(1),
         );

@@ -158,6 +158,10 @@ enum Admin {
         #[arg(long)]
         tenant_id: String,
     },
+    /// Count every tenant's contexts and versions and check them against the counts writes
+    /// keep (for plan caps and version retention); set right and print (JSON) the tenants
+    /// whose counts differed, which only an edit around the server makes. Scans the database.
+    Recount,
     /// Verify the audit chains (every tenant's, or one): hashes, links, heads, and with the
     /// audit key every MAC; with --checkpoint also that nothing the checkpoint saw was removed,
     /// rolled back or re-written. Exits 1 and names the first bad row.
@@ -378,6 +382,16 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
         }
         Admin::InitAuditKey { .. } => {
             eprintln!("the audit log is keyed: new rows and heads carry a MAC");
+        }
+        Admin::Recount => {
+            let wrong = admin::recount(db).await?;
+            for r in &wrong {
+                println!("{}", serde_json::to_string(r)?);
+            }
+            eprintln!(
+                "{} tenant(s) had counts that differed from their rows; set right",
+                wrong.len()
+            );
         }
         Admin::AuditCheckpoint => {
             let c = contextq_server::audit::checkpoint::take(db).await?;

@@ -273,9 +273,8 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
     let r = c.get(&format!("/api/history?at={}", seg(&start))).await;
     assert_eq!(r.body["paths"][0]["state"], "unknown");
 
-    // Per tenant: Free (100 contexts) x 3 = 300 versions at most, checked whenever the audit
-    // sequence crosses a multiple of 16. Three rounds of 100 files created then deleted (600
-    // versions), then 100 live files.
+    // Per tenant: Free (100 contexts) x 3 = 300 versions at most, held by every write. Three
+    // rounds of 100 files created then deleted (600 versions), then 100 live files.
     let id = c.get("/api/contexts/by-external/p").await.body["id"]
         .as_str()
         .unwrap()
@@ -301,9 +300,9 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
         }
     }
     assert_eq!(create(3).await.status, StatusCode::OK);
-    // At most the bound plus what the writes since the last count added (16 + 100).
-    let n = count_versions(&s, &t.tenant_id).await;
-    assert!((300..=300 + 116).contains(&n), "{n} versions kept");
+    // Exactly the bound: each write prunes what it passes it by.
+    assert_eq!(count_versions(&s, &t.tenant_id).await, 300);
+    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
     // The oldest went first: p and round 0 entirely; every live file keeps its version.
     for gone in ["p", "r0-000", "r0-099"] {
         let r = c
@@ -363,6 +362,77 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
             .unwrap()
             .ok()
     );
+    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
+    s.stop().await;
+}
+
+/// The counts writes keep instead of counting rows (contexts for the plan's cap, versions and
+/// the prunable flag for retention) stay exact through every kind of write, concurrent writers
+/// and the tenant's bound; an edit around the server is found and set right by `recount`.
+async fn kept_counts_stay_exact(b: Backend) {
+    let options = DbOptions::default().versions_kept(2);
+    let s = TestServer::start_with_options(b, ServerConfig::default(), options).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let other = s.tenant(Plan::Free, ALL).await;
+    // Free: 100 contexts, 200 versions. Four writers, each on paths of its own and a shared
+    // few, mixing bulk creates and updates, replacements, text edits, deletes and re-creates.
+    let writers = (0..4u64).map(|w| {
+        let c = t.client.clone();
+        tokio::spawn(async move {
+            let mut rng = fastrand::Rng::with_seed(w);
+            for step in 0..120 {
+                let path = |i: u64| {
+                    if i < 3 {
+                        format!("shared-{i}")
+                    } else {
+                        format!("w{w}-{i}")
+                    }
+                };
+                let i = rng.u64(0..60);
+                match rng.u8(0..5) {
+                    0 => {
+                        let items: Vec<Value> = (0..rng.u64(1..6))
+                            .map(|k| json!({"externalId": path((i + k) % 60), "workspace": "ws", "type": "note", "content": format!("{step}\n")}))
+                            .collect();
+                        let r = c.post("/api/contexts/bulk-upsert", json!({"contexts": items})).await;
+                        // 402: the plan's cap (100 contexts across the writers).
+                        assert!(matches!(r.status.as_u16(), 200 | 402 | 409), "{:?}", r.body);
+                    }
+                    1 => {
+                        c.upsert(&path(i), &format!("a\nb{step}\n"), &["mem-tool"]).await;
+                    }
+                    2 => {
+                        let body = json!({"edit": {"strReplace": {"oldStr": "a\n", "newStr": format!("a{step}\n")}}, "workspace": "ws"});
+                        c.edit(&path(i), body, None, None).await;
+                    }
+                    _ => {
+                        let r = c.get(&format!("/api/contexts/by-external/{}", seg(&path(i)))).await;
+                        if let Some(id) = r.body["id"].as_str() {
+                            c.delete(&format!("/api/contexts/{id}"), None).await;
+                        }
+                    }
+                }
+            }
+        })
+    });
+    for w in writers.collect::<Vec<_>>() {
+        w.await.unwrap();
+    }
+    other.client.upsert("x", "other tenant\n", &[]).await;
+    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
+    // The paths (231) are more than the bound holds: it pruned, to exactly the bound.
+    assert_eq!(count_versions(&s, &t.tenant_id).await, 200);
+
+    // Someone edits the database around the server: recount finds it and sets it right.
+    common::sql(&s.db, "UPDATE audit_heads SET contexts = 0, versions = 7 WHERE tenant_id = $1", &[&t.tenant_id]).await;
+    common::sql(&s.db, "UPDATE context_versions SET superseded = 1 - superseded WHERE tenant_id = $1", &[&t.tenant_id]).await;
+    let wrong = contextq_server::admin::recount(&s.db).await.unwrap();
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert_eq!(wrong[0].tenant_id, t.tenant_id);
+    assert_eq!(wrong[0].contexts.0, 0);
+    assert_eq!(wrong[0].versions, (7, count_versions(&s, &t.tenant_id).await));
+    assert!(wrong[0].flags > 0);
+    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
     s.stop().await;
 }
 
@@ -479,4 +549,5 @@ contextq_server::database_tests!(
     every_change_keeps_a_version,
     history_is_tenant_isolated_and_read_scoped,
     retention_per_path_and_per_tenant,
+    kept_counts_stay_exact,
 );

@@ -59,6 +59,11 @@ const MIGRATIONS: &[Migration] = &[
         "version counters, idempotency keys bound to their request, expiring keys, the legacy chain anchored",
         "0005_version_counters.sql"
     ),
+    migration!(
+        6,
+        "tenant counts on the audit head, prunable versions flagged",
+        "0006_usage_counts.sql"
+    ),
 ];
 
 impl Db {

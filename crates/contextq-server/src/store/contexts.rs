@@ -12,10 +12,12 @@ use contextq_api::{Context, ContextInput, ContextSummary, Plan, TextEdit, Upsert
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use super::history::{Change, Kept, Versions, count_column, count_from, kept_columns, kept_from};
+use super::history::{Change, Kept, Usage, Versions, kept_columns, kept_from, usage_columns};
+use super::decode;
 use super::{
     Actor, Error, Outcome, Result, json_rows, new_id, now, tags_from, tags_text, workspaces, write,
 };
+use crate::audit::Head;
 use crate::db::{Batch, Bind, Db, placeholders};
 use contextq_api::history::Action;
 
@@ -357,10 +359,6 @@ struct KeptOf {
     kept: Kept,
 }
 
-fn decode<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
-    serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
-}
-
 /// `POST /api/contexts/bulk-upsert`: all or nothing.
 pub async fn bulk_upsert(
     db: &Db,
@@ -400,11 +398,10 @@ pub async fn bulk_upsert(
         &[("externalId", "v.e"), ("min", "v.mn"), ("last", "v.lv")],
     );
     let ids = placeholders(2 + slugs.len(), items.len());
-    let count = count_column(items.len());
+    let usage = usage_columns(db, items.len(), &ids);
     let sql = format!(
         "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, \
-         {count}, t.plan AS plan, \
-         (SELECT COUNT(*) FROM contexts x WHERE x.tenant_id = $1) AS context_count, \
+         {usage}, t.plan AS plan, \
          (SELECT {workspaces_json} FROM workspaces w WHERE w.tenant_id = $1 AND w.slug IN ({})) AS workspaces, \
          (SELECT {existing_json} FROM contexts c WHERE c.tenant_id = $1 AND c.external_id IN ({ids})) AS existing, \
          (SELECT {kept_json} FROM (SELECT n.external_id AS e, n.last_version AS lv, \
@@ -422,7 +419,8 @@ pub async fn bulk_upsert(
     let plan: Plan = plan
         .parse()
         .map_err(|_| Error::Corrupt(format!("tenant {} has plan {plan:?}", actor.tenant_id)))?;
-    let count: i64 = row.try_get("context_count")?;
+    let usage = Usage::from_row(row)?;
+    let count = usage.contexts;
     let targets: Vec<TargetWorkspace> =
         decode(&row.try_get::<String, _>("workspaces")?, "workspaces")?;
     let stored: Vec<Stored> = decode(&row.try_get::<String, _>("existing")?, "contexts")?;
@@ -430,7 +428,7 @@ pub async fn bulk_upsert(
     let mut versions = Versions::new(
         actor.tenant_id,
         actor.key_id,
-        count_from(row)?,
+        usage,
         plan,
         db.versions_kept(),
     );
@@ -624,7 +622,8 @@ pub async fn bulk_upsert(
             );
         }
     }
-    versions.finish(&mut batch);
+    head.count(creates.len() as i64, 0);
+    versions.finish(&mut batch, &mut head);
     Ok(Outcome::Write(head, batch, results))
     })
     .await
@@ -640,8 +639,8 @@ struct Locked {
     workspace_id: Option<String>,
     /// The context's external id's kept versions.
     kept: Kept,
-    /// The tenant's count of versions (when this write counted them) and plan.
-    versions_count: Option<i64>,
+    /// The tenant's counts, as the write read them, and plan.
+    usage: Usage,
     plan: Plan,
 }
 
@@ -683,6 +682,7 @@ fn request_digest(
 /// The read of a write on one context (under the head lock): the head, the context (by `c.id` or
 /// `c.external_id`, per `key_column`), and an idempotency key's earlier outcome.
 fn lock_context(
+    db: &Db,
     tenant_id: &str,
     key_column: &str,
     key: &str,
@@ -701,7 +701,7 @@ fn lock_context(
             "LEFT JOIN idempotency_keys k ON k.tenant_id = h.tenant_id AND k.key = $3 ",
             "WHERE h.tenant_id = $1"
         ),
-        count_column(1),
+        usage_columns(db, 1, "COALESCE(c.external_id, '')"),
         kept_columns("c.external_id"),
         key_column,
     );
@@ -745,7 +745,7 @@ impl Locked {
             replay,
             workspace_id: row.try_get("workspace_id")?,
             kept: kept_from(row)?,
-            versions_count: count_from(row)?,
+            usage: Usage::from_row(row)?,
             plan: plan
                 .parse()
                 .map_err(|_| Error::Corrupt(format!("a tenant has plan {plan:?}")))?,
@@ -757,7 +757,7 @@ impl Locked {
         let mut versions = Versions::new(
             actor.tenant_id,
             actor.key_id,
-            self.versions_count,
+            self.usage.clone(),
             self.plan,
             db.versions_kept(),
         );
@@ -789,9 +789,11 @@ fn present(workspace_id: Option<String>) -> Result<String> {
     workspace_id.ok_or_else(|| Error::Corrupt("a context without a workspace".into()))
 }
 
-/// Records `new` (after `action`) as its external id's next version, with retention.
+/// Records `new` (after `action`) as its external id's next version, with retention, and what
+/// it changes in the tenant's counts on `head`.
 fn record_version(
     batch: &mut Batch,
+    head: &mut Head,
     mut versions: Versions<'_>,
     action: Action,
     workspace_id: &str,
@@ -814,7 +816,10 @@ fn record_version(
             at: &new.updated_at,
         },
     );
-    versions.finish(batch);
+    if action == Action::Delete {
+        head.count(-1, 0);
+    }
+    versions.finish(batch, head);
 }
 
 /// The context of a write: present, in a writable workspace, at `if_match` when given.
@@ -874,7 +879,7 @@ pub async fn update(
     if let Some(tags) = &tags {
         check_tags(tags)?;
     }
-    let read = lock_context(actor.tenant_id, "c.id", id, None);
+    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
         let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         let new = Context {
@@ -898,6 +903,7 @@ pub async fn update(
         ));
         record_version(
             &mut batch,
+            &mut head,
             versions,
             Action::Update,
             &workspace_id,
@@ -926,6 +932,7 @@ pub async fn edit(
     idempotency_key: Option<&str>,
 ) -> Result<EditedContext> {
     let read = lock_context(
+        db,
         actor.tenant_id,
         "c.external_id",
         external_id,
@@ -1011,7 +1018,7 @@ pub async fn edit(
             serde_json::json!({"externalId": old.external_id, "version": new.version}),
         ));
         let workspace_id = present(workspace_id)?;
-        record_version(&mut batch, versions, Action::Update, &workspace_id, &new, seq);
+        record_version(&mut batch, &mut head, versions, Action::Update, &workspace_id, &new, seq);
         Ok(Outcome::Write(
             head,
             batch,
@@ -1027,7 +1034,7 @@ pub async fn edit(
 
 /// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
-    let read = lock_context(actor.tenant_id, "c.id", id, None);
+    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
         let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         let mut batch = Batch::default();
@@ -1052,6 +1059,7 @@ pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) 
         };
         record_version(
             &mut batch,
+            &mut head,
             versions,
             Action::Delete,
             &workspace_id,

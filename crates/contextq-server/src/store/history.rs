@@ -9,10 +9,11 @@
 //! [`crate::db::DbOptions::versions_kept`] versions of each external id; and, per tenant, at
 //! most the plan's context cap times that many versions, pruning the tenant's oldest first
 //! (never the newest version of an external id that is not deleted, never one of the external
-//! ids the write changes). The tenant's bound costs a count of its versions, read by a write whose
-//! audit sequence crosses a multiple of [`COUNT_EVERY`] (so a tenant can pass it by at most that
-//! many writes' versions before it is pruned back). An external id's kept versions are one run
-//! `min..=max`: both rules prune from the oldest.
+//! ids the write changes). No write counts rows: the tenant's count of versions is kept on its
+//! audit head (`audit_heads.versions`, moved by each write with the head), and the versions the
+//! bound may prune are flagged (`superseded`: a delete, or a version with a newer one) and read
+//! oldest first through a partial index, at most what the write adds plus [`CATCH_UP`]. An
+//! external id's kept versions are one run `min..=max`: both rules prune from the oldest.
 
 use std::collections::HashMap;
 
@@ -24,6 +25,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::{Error, Result, tags_from, tags_text, workspaces};
+use crate::audit::Head;
 use crate::db::{Batch, Bind, Db, placeholders};
 
 /// An external id's versions, as a write reads them under the lock: the oldest kept number
@@ -52,26 +54,74 @@ pub(super) struct Change<'a> {
     pub at: &'a str,
 }
 
-/// The tenant's versions are counted (for its bound) by a write whose audit sequence crosses a
-/// multiple of this.
-pub const COUNT_EVERY: i64 = 16;
+/// How many versions past the tenant's bound one write prunes beyond those it adds: a tenant over
+/// its bound (a plan lowered, retention shortened) comes back under it by this many per write.
+pub const CATCH_UP: usize = 16;
 
-/// The column `versions_count` of a write's read (`h` is the tenant's head, `$1` the tenant):
-/// the tenant's count of versions when the write, appending at most `appends` audit rows,
-/// crosses a multiple of [`COUNT_EVERY`]; else `NULL`.
-pub(super) fn count_column(appends: usize) -> String {
+/// The columns of a write's read (`h` the tenant's head, `t` the tenant, `$1` the tenant id)
+/// that give its [`Usage`]: `usage_contexts`, `usage_versions`, and `prunable`, the oldest
+/// superseded versions (not of the external ids `changed`, an SQL list) when the write, adding
+/// at most `appends` versions, could pass the plan's bound; else `NULL`.
+pub(super) fn usage_columns(db: &Db, appends: usize, changed: &str) -> String {
+    let kept = i64::from(db.versions_kept().max(1));
+    let arms: String = [Plan::Free, Plan::Pro, Plan::Unlimited]
+        .iter()
+        .filter_map(|p| {
+            p.context_cap()
+                .map(|cap| format!(" WHEN '{}' THEN {}", p.as_str(), cap.saturating_mul(kept)))
+        })
+        .collect();
+    let seqs = super::json_rows(db, &[("seq", "p.s")]);
     format!(
-        "CASE WHEN (h.seq % {COUNT_EVERY}) + {appends} >= {COUNT_EVERY} \
-         THEN (SELECT COUNT(*) FROM context_versions cv WHERE cv.tenant_id = $1) END AS versions_count"
+        "h.contexts AS usage_contexts, h.versions AS usage_versions, \
+         CASE WHEN h.versions + {appends} > (CASE t.plan{arms} END) THEN \
+           (SELECT {seqs} FROM (SELECT v.seq AS s FROM context_versions v \
+            WHERE v.tenant_id = $1 AND v.superseded = 1 AND v.external_id NOT IN ({changed}) \
+            ORDER BY v.seq LIMIT {limit}) p) END AS prunable",
+        limit = appends + CATCH_UP,
     )
+}
+
+/// A tenant's counts as a write reads them under its head lock ([`usage_columns`]).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Usage {
+    /// Its contexts.
+    pub contexts: i64,
+    /// Its versions.
+    pub versions: i64,
+    /// Versions the tenant's bound may prune, oldest first (empty: the write cannot pass it).
+    pub prunable: Vec<i64>,
+}
+
+impl Usage {
+    /// The [`Usage`] of a row read with [`usage_columns`].
+    pub fn from_row(row: &AnyRow) -> Result<Usage> {
+        #[derive(serde::Deserialize)]
+        struct Seq {
+            seq: i64,
+        }
+        let prunable: Option<String> = row.try_get("prunable")?;
+        let prunable = match prunable {
+            Some(json) => super::decode::<Vec<Seq>>(&json, "context_versions")?
+                .into_iter()
+                .map(|s| s.seq)
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(Usage {
+            contexts: row.try_get("usage_contexts")?,
+            versions: row.try_get("usage_versions")?,
+            prunable,
+        })
+    }
 }
 
 /// The versions one write adds and the retention it applies.
 pub(super) struct Versions<'a> {
     tenant_id: &'a str,
     key_id: Option<&'a str>,
-    /// The tenant's versions before this write, when this write counted them.
-    count: Option<i64>,
+    /// The tenant's versions before this write, and those its bound may prune.
+    usage: Usage,
     /// At most this many versions per tenant (`None`: no bound but each external id's).
     tenant_cap: Option<i64>,
     kept: i64,
@@ -81,12 +131,12 @@ pub(super) struct Versions<'a> {
 }
 
 impl<'a> Versions<'a> {
-    /// Versions of a write by `key_id` in `tenant_id` (which has `count` versions, when the
-    /// write counted them), under `plan`, keeping `kept` per external id.
+    /// Versions of a write by `key_id` in `tenant_id` (with `usage`, as the write read it),
+    /// under `plan`, keeping `kept` per external id.
     pub fn new(
         tenant_id: &'a str,
         key_id: Option<&'a str>,
-        count: Option<i64>,
+        usage: Usage,
         plan: Plan,
         kept: u32,
     ) -> Self {
@@ -94,7 +144,7 @@ impl<'a> Versions<'a> {
         Versions {
             tenant_id,
             key_id,
-            count,
+            usage,
             tenant_cap: plan.context_cap().map(|cap| cap.saturating_mul(kept)),
             kept,
             paths: HashMap::new(),
@@ -117,6 +167,19 @@ impl<'a> Versions<'a> {
             .or_default();
         let version = kept.last.unwrap_or(0) + 1;
         let min = kept.min.unwrap_or(version);
+        if let (Some(_), Some(last)) = (kept.min, kept.last) {
+            // The newest version so far is newest no more: the tenant's bound may prune it.
+            batch.push(
+                "UPDATE context_versions SET superseded = 1 \
+                 WHERE tenant_id = $1 AND external_id = $2 AND version = $3 AND superseded = 0",
+                vec![
+                    Bind::Text(self.tenant_id.to_string()),
+                    Bind::Text(change.external_id.to_string()),
+                    Bind::Int(last),
+                ],
+                None,
+            );
+        }
         batch.push(
             "INSERT INTO version_counters (tenant_id, external_id, last_version) VALUES ($1, $2, $3) \
              ON CONFLICT (tenant_id, external_id) DO UPDATE SET last_version = excluded.last_version",
@@ -128,8 +191,8 @@ impl<'a> Versions<'a> {
             Some(1),
         );
         batch.push(
-            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
             vec![
                 Bind::Text(self.tenant_id.to_string()),
                 Bind::Int(change.seq),
@@ -147,6 +210,8 @@ impl<'a> Versions<'a> {
                 Bind::OptText(self.key_id.map(str::to_string)),
                 Bind::Text(change.at.to_string()),
                 Bind::OptText(change.content.map(sha256_hex)),
+                // A delete is never the version the bound must keep.
+                Bind::Int(i64::from(change.action == Action::Delete)),
             ],
             Some(1),
         );
@@ -173,38 +238,31 @@ impl<'a> Versions<'a> {
         };
     }
 
-    /// Applies the tenant's bound when this write counted its versions: its oldest versions go
-    /// first, except the newest of an external id that is not deleted and those of the external
-    /// ids this write changes.
-    pub fn finish(self, batch: &mut Batch) {
-        let (Some(count), Some(cap)) = (self.count, self.tenant_cap) else {
-            return;
-        };
-        let rows = count + self.inserted - self.pruned;
-        if rows <= cap {
-            return;
+    /// Applies the tenant's bound, pruning its oldest superseded versions (read with the write:
+    /// never the newest of an external id that is not deleted, never one of the external ids
+    /// this write changes), and adds the versions this write made and pruned to `head`'s count.
+    pub fn finish(mut self, batch: &mut Batch, head: &mut Head) {
+        if let Some(cap) = self.tenant_cap {
+            let rows = self.usage.versions + self.inserted - self.pruned;
+            let over = usize::try_from(rows - cap)
+                .unwrap_or(0)
+                .min(self.usage.prunable.len());
+            if over > 0 {
+                let mut binds = vec![Bind::Text(self.tenant_id.to_string())];
+                binds.extend(self.usage.prunable[..over].iter().map(|&s| Bind::Int(s)));
+                batch.push(
+                    format!(
+                        "DELETE FROM context_versions WHERE tenant_id = $1 AND superseded = 1 AND seq IN ({})",
+                        placeholders(2, over)
+                    ),
+                    binds,
+                    // Read under the head lock, which every writer of versions holds.
+                    Some(over as u64),
+                );
+                self.pruned += over as i64;
+            }
         }
-        let mut binds = vec![Bind::Text(self.tenant_id.to_string())];
-        binds.extend(self.paths.keys().map(|p| Bind::Text(p.clone())));
-        let n = binds.len();
-        binds.push(Bind::Int(rows - cap));
-        let others = if n > 1 {
-            format!("AND v.external_id NOT IN ({})", placeholders(2, n - 1))
-        } else {
-            String::new()
-        };
-        batch.push(
-            format!(
-                "DELETE FROM context_versions WHERE tenant_id = $1 AND seq IN (\
-                 SELECT v.seq FROM context_versions v WHERE v.tenant_id = $1 {others} \
-                 AND (v.action = 'delete' OR v.version < (SELECT MAX(x.version) FROM context_versions x \
-                      WHERE x.tenant_id = $1 AND x.external_id = v.external_id)) \
-                 ORDER BY v.seq LIMIT ${})",
-                n + 1
-            ),
-            binds,
-            None,
-        );
+        head.count(0, self.inserted - self.pruned);
     }
 }
 
@@ -221,11 +279,6 @@ pub(super) fn kept_columns(external_id_expr: &str) -> String {
         "(SELECT MIN(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = {external_id_expr}) AS kept_min, \
          (SELECT n.last_version FROM version_counters n WHERE n.tenant_id = $1 AND n.external_id = {external_id_expr}) AS kept_last"
     )
-}
-
-/// The `versions_count` of a row read with [`count_column`].
-pub(super) fn count_from(row: &AnyRow) -> Result<Option<i64>> {
-    Ok(row.try_get("versions_count")?)
 }
 
 /// The [`Kept`] of a row read with [`kept_columns`].
@@ -614,7 +667,7 @@ mod tests {
 
     /// The SQL of a write of `a` kept as `kept`, under a retention of 3 versions.
     fn write_of_a(kept: Kept) -> (Versions<'static>, String) {
-        let mut v = Versions::new("t", None, None, Plan::Free, 3);
+        let mut v = Versions::new("t", None, Usage::default(), Plan::Free, 3);
         v.known("a", kept);
         let mut batch = Batch::default();
         v.push(&mut batch, change("a"));
@@ -627,13 +680,24 @@ mod tests {
             min: Some(1),
             last: Some(3),
         });
-        // Version 4 inserted; versions below 2 pruned; no count read: no tenant bound.
+        // Version 4 inserted; version 3 superseded; versions below 2 pruned; far from the
+        // tenant's bound.
         assert!(sql.contains("VALUES ('t', 9, 'a', 4,"), "{sql}");
+        assert!(sql.contains("SET superseded = 1"), "{sql}");
+        assert!(sql.contains("external_id = 'a' AND version = 3"), "{sql}");
         assert!(sql.contains("external_id = 'a' AND version < 2"), "{sql}");
         assert_eq!(v.pruned, 1);
         let mut batch = Batch::default();
-        v.finish(&mut batch);
+        let mut head = fresh_head();
+        v.finish(&mut batch, &mut head);
         assert!(batch.is_empty());
+        // One version in, one out: nothing to add to the tenant's count.
+        head.write(&mut batch, crate::db::Backend::Sqlite);
+        assert!(batch.is_empty());
+    }
+
+    fn fresh_head() -> Head {
+        Head::new("t", 0, None, None, None, None).unwrap()
     }
 
     #[test]
@@ -648,22 +712,38 @@ mod tests {
     }
 
     #[test]
-    fn the_tenant_bound_prunes_the_oldest_of_other_paths() {
-        // Free: 100 contexts x 2 versions = 200 at most; 200 counted, one more inserted.
-        let mut v = Versions::new("t", None, Some(200), Plan::Free, 2);
+    fn the_tenant_bound_prunes_what_the_write_read_as_prunable() {
+        // Free: 100 contexts x 2 versions = 200 at most; 200 kept, one more inserted: the
+        // oldest prunable version read with the write (seq 5) goes, and no other.
+        let usage = Usage {
+            contexts: 100,
+            versions: 200,
+            prunable: vec![5, 8],
+        };
+        let mut v = Versions::new("t", None, usage, Plan::Free, 2);
         v.known("new", Kept::default());
         let mut batch = Batch::default();
+        let mut head = fresh_head();
         v.push(&mut batch, change("new"));
-        v.finish(&mut batch);
+        v.finish(&mut batch, &mut head);
+        head.write(&mut batch, crate::db::Backend::Sqlite);
         let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
-        assert!(sql.contains("NOT IN ('new')"), "{sql}");
-        assert!(sql.contains("ORDER BY v.seq LIMIT 1)"), "{sql}");
+        assert!(sql.contains("superseded = 1 AND seq IN (5)"), "{sql}");
+        assert!(!sql.contains("audit_heads"), "one in, one out: {sql}");
         // Unlimited: no tenant bound.
-        let mut v = Versions::new("t", None, Some(1_000_000), Plan::Unlimited, 2);
+        let usage = Usage {
+            contexts: 0,
+            versions: 1_000_000,
+            prunable: vec![5],
+        };
+        let mut v = Versions::new("t", None, usage, Plan::Unlimited, 2);
         let mut batch = Batch::default();
+        let mut head = fresh_head();
         v.push(&mut batch, change("a"));
-        v.finish(&mut batch);
+        v.finish(&mut batch, &mut head);
+        head.write(&mut batch, crate::db::Backend::Sqlite);
         let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
-        assert!(!sql.contains("ORDER BY v.seq"), "{sql}");
+        assert!(!sql.contains("seq IN"), "{sql}");
+        assert!(sql.contains("versions = versions + 1"), "{sql}");
     }
 }

@@ -429,3 +429,71 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
     crate::auth::signal_revocation(db);
     Ok(TenantDeletion::Deleted)
 }
+
+/// A tenant whose kept counts [`recount`] found wrong (and set right).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recounted {
+    /// The tenant's id.
+    pub tenant_id: String,
+    /// Contexts: as kept, as counted.
+    pub contexts: (i64, i64),
+    /// Versions: as kept, as counted.
+    pub versions: (i64, i64),
+    /// Versions whose `superseded` flag (prunable by the tenant's bound) was wrong.
+    pub flags: i64,
+}
+
+/// Counts every tenant's contexts and versions, and checks which versions its bound may prune,
+/// against what writes keep on its audit head ([`crate::audit::Head::count`]); sets right what
+/// differs and returns those tenants. Writes keep these exact; what differs was written around
+/// the server (a hand edit, a restore of some tables). Scans everything: an admin command, never
+/// on a request's path. Holds every tenant's head lock while it runs.
+pub async fn recount(db: &Db) -> Result<Vec<Recounted>> {
+    let mut tx = db.begin_write().await?;
+    let lock = match db.backend() {
+        Backend::Postgres => " FOR UPDATE OF h",
+        Backend::Sqlite => "",
+    };
+    const PRUNABLE: &str = "CASE WHEN v.action = 'delete' OR v.version < (SELECT n.last_version \
+         FROM version_counters n WHERE n.tenant_id = v.tenant_id AND n.external_id = v.external_id) \
+         THEN 1 ELSE 0 END";
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT h.tenant_id, h.contexts, h.versions, \
+         (SELECT COUNT(*) FROM contexts c WHERE c.tenant_id = h.tenant_id) AS counted_contexts, \
+         (SELECT COUNT(*) FROM context_versions v WHERE v.tenant_id = h.tenant_id) AS counted_versions, \
+         (SELECT COUNT(*) FROM context_versions v WHERE v.tenant_id = h.tenant_id AND v.superseded <> {PRUNABLE}) AS flags \
+         FROM audit_heads h ORDER BY h.tenant_id{lock}"
+    )))
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut wrong = Vec::new();
+    for row in rows {
+        let r = Recounted {
+            tenant_id: row.try_get("tenant_id")?,
+            contexts: (row.try_get("contexts")?, row.try_get("counted_contexts")?),
+            versions: (row.try_get("versions")?, row.try_get("counted_versions")?),
+            flags: row.try_get("flags")?,
+        };
+        if r.contexts.0 == r.contexts.1 && r.versions.0 == r.versions.1 && r.flags == 0 {
+            continue;
+        }
+        sqlx::query("UPDATE audit_heads SET contexts = $1, versions = $2 WHERE tenant_id = $3")
+            .bind(r.contexts.1)
+            .bind(r.versions.1)
+            .bind(r.tenant_id.clone())
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE context_versions SET superseded = (SELECT {PRUNABLE} FROM context_versions v \
+             WHERE v.tenant_id = context_versions.tenant_id AND v.seq = context_versions.seq) \
+             WHERE tenant_id = $1"
+        )))
+        .bind(r.tenant_id.clone())
+        .execute(&mut *tx)
+        .await?;
+        wrong.push(r);
+    }
+    tx.commit().await?;
+    Ok(wrong)
+}
