@@ -117,6 +117,12 @@ enum Cmd {
         /// Operations per command and size.
         #[arg(long, default_value_t = 1000)]
         ops: usize,
+        /// Other tenants beside the measured one, made before the first size.
+        #[arg(long, default_value_t = 0)]
+        tenants: usize,
+        /// Files each other tenant holds.
+        #[arg(long, default_value_t = 100)]
+        tenant_files: usize,
         /// Also run on PostgreSQL.
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
@@ -246,9 +252,19 @@ fn tool(key: &str, url: &str, workspace: &str) -> Result<ContextQMemoryTool> {
 impl Server {
     /// `POST path` with the server's key; an error unless it succeeded.
     async fn post(&self, http: &reqwest::Client, path: &str, body: Value) -> Result<()> {
+        self.post_as(http, &self.key, path, body).await
+    }
+
+    async fn post_as(
+        &self,
+        http: &reqwest::Client,
+        key: &str,
+        path: &str,
+        body: Value,
+    ) -> Result<()> {
         let r = http
             .post(format!("{}{path}", self.url))
-            .bearer_auth(&self.key)
+            .bearer_auth(key)
             .json(&body)
             .send()
             .await?;
@@ -267,6 +283,19 @@ impl Server {
         dirs: usize,
         range: std::ops::Range<usize>,
     ) -> Result<()> {
+        self.load_as(http, &self.key, ws, folder, dirs, range).await
+    }
+
+    /// [`Server::load`] into the tenant of `key`.
+    async fn load_as(
+        &self,
+        http: &reqwest::Client,
+        key: &str,
+        ws: &str,
+        folder: &str,
+        dirs: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
         let width = (dirs.max(2) - 1).to_string().len();
         let all: Vec<usize> = range.collect();
         for chunk in all.chunks(100) {
@@ -274,8 +303,9 @@ impl Server {
                 .iter()
                 .map(|i| json!({"externalId": format!("mem-tool:{ws}/{folder}/d{:0width$}/f{i:06}.md", i % dirs), "workspace": ws, "type": "reference", "content": "0123456789abcdef", "tags": ["mem-tool"]}))
                 .collect();
-            self.post(
+            self.post_as(
                 http,
+                key,
                 "/api/contexts/bulk-upsert",
                 json!({"contexts": items}),
             )
@@ -562,14 +592,38 @@ async fn overhead(ops: usize) -> Result<()> {
     Ok(())
 }
 
-async fn tenant_size(sizes: Vec<usize>, ops: usize, postgres: Option<String>) -> Result<()> {
+async fn tenant_size(
+    sizes: Vec<usize>,
+    ops: usize,
+    (tenants, tenant_files): (usize, usize),
+    postgres: Option<String>,
+) -> Result<()> {
     let http = reqwest::Client::new();
     for backend in backends(postgres.as_deref()) {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
         let server = start_server(&db, dir)?;
         let tool = Arc::new(server.tool(&server.url, "ws")?);
+        if tenants > 0 {
+            // Made through the database (as `admin bootstrap` would), filled through the API.
+            let pool =
+                contextq_server::Db::connect(&db, &contextq_server::DbOptions::default()).await?;
+            for t in 0..tenants {
+                let boot = contextq_server::admin::bootstrap(
+                    &pool,
+                    &format!("beside-{t}"),
+                    contextq_server::Plan::Unlimited,
+                    "ws",
+                    &[contextq_server::Scope::Read, contextq_server::Scope::Write],
+                )
+                .await?;
+                server
+                    .load_as(&http, &boot.key.api_key, "ws", "load", 10, 0..tenant_files)
+                    .await?;
+            }
+            pool.close().await;
+        }
         println!(
-            "\n{backend}: {ops} operations per command at concurrency 1, by files the tenant holds\n"
+            "\n{backend}: {ops} operations per command at concurrency 1, by files the tenant holds ({tenants} other tenants of {tenant_files} files beside it)\n"
         );
         println!(
             "| tenant files | create p50 / p99 ms | str_replace p50 / p99 ms | view file p50 / p99 ms | view directory (20 files) p50 / p99 ms | create p50 vs first row |"
@@ -741,8 +795,10 @@ async fn main() -> Result<()> {
         Cmd::TenantSize {
             files,
             ops,
+            tenants,
+            tenant_files,
             postgres_url,
-        } => tenant_size(files, ops, postgres_url).await,
+        } => tenant_size(files, ops, (tenants, tenant_files), postgres_url).await,
         Cmd::Overhead { ops } => overhead(ops).await,
         Cmd::Scaleout {
             postgres_url,

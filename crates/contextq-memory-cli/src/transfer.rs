@@ -172,6 +172,12 @@ fn collect(
 /// Imports the files under `dir` (or `dir/memories`) through `tool`, so under its write policy:
 /// a read-only tool refuses the import before anything is read, and a file the secret guard
 /// refuses fails (named on stderr) while the others go on.
+///
+/// Files the store does not hold (one listing of the store says which) are created together,
+/// [`CREATE_CHUNK`] at a time, through [`MemoryTool::create_many`] (ContextQ: one bulk-upsert per
+/// 100 files); a file created by someone else meanwhile, and every file when the store cannot
+/// list everything, goes the careful way: read, compared, then created, overwritten
+/// (`--overwrite`) or skipped.
 pub async fn import<S: Store>(
     tool: &MemoryTool<S>,
     dir: &Path,
@@ -186,53 +192,90 @@ pub async fn import<S: Store>(
     collect(&root, &mut Vec::new(), &mut files)
         .with_context(|| format!("cannot read {}", root.display()))?;
     let bar = progress(files.len());
-    let mut summary = Summary::default();
+    let mut run = Run {
+        summary: Summary::default(),
+        bar: &bar,
+    };
     // Files that the store keeps as one (Store::key): the first is imported, each later one
     // fails, named with the one it collides with, instead of silently overwriting it.
     let mut keys: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut ready = Vec::with_capacity(files.len());
     for (segments, fs_path) in files {
         let shown = fs_path.display().to_string();
-        bar.set_message(segments.join("/"));
-        let outcome: Result<bool, Error> = async {
-            let path = MemoryPath::from_segments(&segments)?;
-            match keys.entry(store.key(&path)) {
-                std::collections::hash_map::Entry::Occupied(first) => {
-                    return Err(Error::Io {
-                        operation: "import",
-                        path: shown.clone(),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::AlreadyExists,
-                            format!(
-                                "{} and {} are one file in this store (its names are not case-sensitive here); not imported, rename one of them",
-                                path.normalized(),
-                                first.get()
-                            ),
-                        ),
-                    });
+        match claim(store, &mut keys, &segments, &shown) {
+            Ok(path) => ready.push(Ready {
+                shown,
+                path,
+                fs_path,
+            }),
+            Err(e) => {
+                run.outcome(&shown, Err(e));
+            }
+        }
+    }
+
+    // What the store holds already, by key (`None`: it cannot say for all).
+    let held: Option<std::collections::HashSet<String>> = match store
+        .list(&MemoryPath::root())
+        .await
+    {
+        Ok(Some(l)) if !l.truncated => Some(l.files.iter().map(|f| store.key(&f.path)).collect()),
+        Ok(None) => Some(Default::default()),
+        _ => None,
+    };
+    let (absent, mut present): (Vec<Ready>, Vec<Ready>) = ready.into_iter().partition(|r| {
+        held.as_ref()
+            .is_some_and(|h| !h.contains(&store.key(&r.path)))
+    });
+
+    'created: for chunk in absent.chunks(CREATE_CHUNK) {
+        // Read a chunk at a time: what is held stays bounded, whatever the directory holds.
+        let mut sent = Vec::with_capacity(chunk.len());
+        let mut batch = Vec::with_capacity(chunk.len());
+        for file in chunk {
+            bar.set_message(file.path.normalized());
+            match read_text(&file.fs_path) {
+                Ok(content) => {
+                    sent.push(file);
+                    batch.push((file.path.clone(), content));
                 }
-                std::collections::hash_map::Entry::Vacant(slot) => {
-                    slot.insert(path.normalized());
+                Err(e) => {
+                    run.outcome(&file.shown, Err(e));
                 }
             }
-            let bytes = std::fs::read(&fs_path).map_err(|source| Error::Io {
-                operation: "read",
-                path: shown.clone(),
-                source,
-            })?;
-            let content = String::from_utf8(bytes).map_err(|_| Error::Io {
-                operation: "read",
-                path: shown.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "not UTF-8 text: memory files are text",
-                ),
-            })?;
-            match store.get(&path).await? {
-                Some(existing) if existing.content == content => Ok(false),
+        }
+        let results = tool.create_many("import", &batch).await;
+        for ((file, (_, content)), result) in sent.into_iter().zip(&batch).zip(results) {
+            match result {
+                Ok(_) => {
+                    run.summary.bytes += content.len() as u64;
+                    run.outcome(&file.shown, Ok(true));
+                }
+                Err(Error::AlreadyExists { .. }) => present.push(file.clone()),
+                Err(e) => {
+                    if run.outcome(&file.shown, Err(e)) {
+                        break 'created;
+                    }
+                }
+            }
+        }
+    }
+    if run.summary.stopped.is_some() {
+        bar.finish_and_clear();
+        return Ok(run.summary);
+    }
+
+    for file in present {
+        bar.set_message(file.path.normalized());
+        let outcome: Result<bool, Error> = async {
+            let content = &read_text(&file.fs_path)?;
+            let path = &file.path;
+            match store.get(path).await? {
+                Some(existing) if existing.content == *content => Ok(false),
                 Some(existing) if overwrite => {
                     let mode = existing.version.map_or(PutMode::Overwrite, PutMode::Update);
-                    tool.put("import", &path, &content, mode).await?;
-                    summary.bytes += content.len() as u64;
+                    tool.put("import", path, content, mode).await?;
+                    run.summary.bytes += content.len() as u64;
                     Ok(true)
                 }
                 Some(_) => {
@@ -245,32 +288,108 @@ pub async fn import<S: Store>(
                     Ok(false)
                 }
                 None => {
-                    tool.put("import", &path, &content, PutMode::Create).await?;
-                    summary.bytes += content.len() as u64;
+                    tool.put("import", path, content, PutMode::Create).await?;
+                    run.summary.bytes += content.len() as u64;
                     Ok(true)
                 }
             }
         }
         .await;
-        if let Some(e) = summary.count(outcome) {
-            // Every later write would be refused too: a full store, or a key refused.
-            let quota = matches!(
-                e.contextq_code(),
-                Some(ErrorCode::Unauthorized | ErrorCode::QuotaExceeded | ErrorCode::Forbidden)
-            );
-            bar.suspend(|| {
-                eprintln!("failed: {shown}: {}", e.tool_message());
-                if let Some(hint) = crate::stores::hint(&e) {
-                    eprintln!("hint: {hint}");
-                }
-            });
-            if quota {
-                summary.stopped = Some(e.tool_message());
-                break;
-            }
+        if run.outcome(&file.shown, outcome) {
+            break;
         }
-        bar.inc(1);
     }
     bar.finish_and_clear();
-    Ok(summary)
+    Ok(run.summary)
+}
+
+/// How many files [`import`] hands to [`MemoryTool::create_many`] at once (the store splits
+/// them into its own requests; this bounds what is held and how often the bar moves).
+pub const CREATE_CHUNK: usize = 1_000;
+
+/// A file read and checked, ready to import.
+#[derive(Clone)]
+struct Ready {
+    /// The file on disk, as named in messages.
+    shown: String,
+    path: MemoryPath,
+    fs_path: PathBuf,
+}
+
+/// An import's count and progress bar.
+struct Run<'a> {
+    summary: Summary,
+    bar: &'a indicatif::ProgressBar,
+}
+
+impl Run<'_> {
+    /// Counts one file's outcome and names a failure on stderr; `true` when the import must stop
+    /// (a full store, a refused key: every later write would be refused too).
+    fn outcome(&mut self, shown: &str, outcome: std::result::Result<bool, Error>) -> bool {
+        self.bar.inc(1);
+        let Some(e) = self.summary.count(outcome) else {
+            return false;
+        };
+        let stop = matches!(
+            e.contextq_code(),
+            Some(ErrorCode::Unauthorized | ErrorCode::QuotaExceeded | ErrorCode::Forbidden)
+        );
+        self.bar.suspend(|| {
+            eprintln!("failed: {shown}: {}", e.tool_message());
+            if let Some(hint) = crate::stores::hint(&e) {
+                eprintln!("hint: {hint}");
+            }
+        });
+        if stop {
+            self.summary.stopped = Some(e.tool_message());
+        }
+        stop
+    }
+}
+
+/// The path of the file at `segments` below `/memories`, refusing a second file the store
+/// would keep under the same key as an earlier one.
+fn claim<S: Store>(
+    store: &S,
+    keys: &mut std::collections::HashMap<String, String>,
+    segments: &[String],
+    shown: &str,
+) -> Result<MemoryPath, Error> {
+    let path = MemoryPath::from_segments(segments)?;
+    match keys.entry(store.key(&path)) {
+        std::collections::hash_map::Entry::Occupied(first) => Err(Error::Io {
+            operation: "import",
+            path: shown.to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} and {} are one file in this store (its names are not case-sensitive here); not imported, rename one of them",
+                    path.normalized(),
+                    first.get()
+                ),
+            ),
+        }),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            slot.insert(path.normalized());
+            Ok(path)
+        }
+    }
+}
+
+/// The file `fs_path` as UTF-8 text.
+fn read_text(fs_path: &Path) -> Result<String, Error> {
+    let shown = fs_path.display().to_string();
+    let bytes = std::fs::read(fs_path).map_err(|source| Error::Io {
+        operation: "read",
+        path: shown.clone(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|_| Error::Io {
+        operation: "read",
+        path: shown,
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "not UTF-8 text: memory files are text",
+        ),
+    })
 }

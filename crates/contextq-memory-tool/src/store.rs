@@ -34,6 +34,9 @@
 //!   Like `put`, an error means not applied, except [`Error::OutcomeUnknown`].
 //! - [`Store::remove_dir`] is called after every file beneath a directory was deleted; stores
 //!   with real directories remove it (and anything left in it), others do nothing.
+//! - [`Store::create_many`] is `put` with `Create` for many independent files, one result
+//!   each, with the same guarantees per file; a store may send them together (ContextQ: one
+//!   bulk-upsert per 100 files) and the default sends them one by one.
 //!
 //! Versions are opaque: a store may leave them out ([`Entry::version`] `None`) when it cannot
 //! check them, and then the tool writes unconditionally (the seed's documented non-atomic mode).
@@ -195,6 +198,19 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Creates each file of `files` (path, whole text) as [`Store::put`] with
+    /// [`PutMode::Create`] would: only where nothing is there. One result per file, in order;
+    /// a file that exists is [`crate::Error::AlreadyExists`]. The default puts them one by
+    /// one; a store that can write many files in one request (ContextQ's bulk-upsert)
+    /// overrides it. For imports: the files are independent, so a failure of one is its own.
+    async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {
+        let mut out = Vec::with_capacity(files.len());
+        for (path, text) in files {
+            out.push(self.put(path, text, PutMode::Create).await);
+        }
+        out
+    }
+
     /// The name the store keeps the file at `path` under: two paths with one key are one file
     /// (ContextQ lowercases a workspace folder's name into its slug, so `/memories/Acme/x.md`
     /// and `/memories/acme/x.md` are one row in per-workspace mode). Default: the normalized
@@ -227,6 +243,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
         (**self).remove_dir(dir).await
+    }
+
+    async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {
+        (**self).create_many(files).await
     }
 
     fn key(&self, path: &MemoryPath) -> String {

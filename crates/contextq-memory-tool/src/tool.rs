@@ -198,6 +198,39 @@ impl<S: Store> MemoryTool<S> {
         self.store.put(path, content, mode).await
     }
 
+    /// [`Store::create_many`] through this tool's write policy: a file the policy refuses (the
+    /// secret guard, a read-only tool) gets its refusal and is not sent; the others are created
+    /// together where the store can. One result per file, in order.
+    pub async fn create_many(
+        &self,
+        command: &'static str,
+        files: &[(MemoryPath, String)],
+    ) -> Vec<Result<Option<Version>, Error>> {
+        let mut out: Vec<Option<Result<Option<Version>, Error>>> = Vec::with_capacity(files.len());
+        let mut allowed = Vec::new();
+        for (path, text) in files {
+            match self.may_write(command, path, Some(text)) {
+                Ok(()) => {
+                    allowed.push((path.clone(), text.clone()));
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        let mut created = self.store.create_many(&allowed).await.into_iter();
+        out.into_iter()
+            .map(|r| {
+                r.or_else(|| created.next()).unwrap_or_else(|| {
+                    Err(Error::Io {
+                        operation: command,
+                        path: String::new(),
+                        source: std::io::Error::other("the store answered fewer files than sent"),
+                    })
+                })
+            })
+            .collect()
+    }
+
     /// [`Store::delete`] through this tool's write policy (read-only).
     pub async fn delete(
         &self,

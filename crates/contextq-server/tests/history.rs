@@ -302,7 +302,10 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
     assert_eq!(create(3).await.status, StatusCode::OK);
     // Exactly the bound: each write prunes what it passes it by.
     assert_eq!(count_versions(&s, &t.tenant_id).await, 300);
-    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
+    assert_eq!(
+        contextq_server::admin::recount(&s.db).await.unwrap(),
+        vec![]
+    );
     // The oldest went first: p and round 0 entirely; every live file keeps its version.
     for gone in ["p", "r0-000", "r0-099"] {
         let r = c
@@ -362,7 +365,10 @@ async fn retention_per_path_and_per_tenant(b: Backend) {
             .unwrap()
             .ok()
     );
-    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
+    assert_eq!(
+        contextq_server::admin::recount(&s.db).await.unwrap(),
+        vec![]
+    );
     s.stop().await;
 }
 
@@ -419,20 +425,39 @@ async fn kept_counts_stay_exact(b: Backend) {
         w.await.unwrap();
     }
     other.client.upsert("x", "other tenant\n", &[]).await;
-    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
+    assert_eq!(
+        contextq_server::admin::recount(&s.db).await.unwrap(),
+        vec![]
+    );
     // The paths (231) are more than the bound holds: it pruned, to exactly the bound.
     assert_eq!(count_versions(&s, &t.tenant_id).await, 200);
 
     // Someone edits the database around the server: recount finds it and sets it right.
-    common::sql(&s.db, "UPDATE audit_heads SET contexts = 0, versions = 7 WHERE tenant_id = $1", &[&t.tenant_id]).await;
-    common::sql(&s.db, "UPDATE context_versions SET superseded = 1 - superseded WHERE tenant_id = $1", &[&t.tenant_id]).await;
+    common::sql(
+        &s.db,
+        "UPDATE audit_heads SET contexts = 0, versions = 7 WHERE tenant_id = $1",
+        &[&t.tenant_id],
+    )
+    .await;
+    common::sql(
+        &s.db,
+        "UPDATE context_versions SET superseded = 1 - superseded WHERE tenant_id = $1",
+        &[&t.tenant_id],
+    )
+    .await;
     let wrong = contextq_server::admin::recount(&s.db).await.unwrap();
     assert_eq!(wrong.len(), 1, "{wrong:?}");
     assert_eq!(wrong[0].tenant_id, t.tenant_id);
     assert_eq!(wrong[0].contexts.0, 0);
-    assert_eq!(wrong[0].versions, (7, count_versions(&s, &t.tenant_id).await));
+    assert_eq!(
+        wrong[0].versions,
+        (7, count_versions(&s, &t.tenant_id).await)
+    );
     assert!(wrong[0].flags > 0);
-    assert_eq!(contextq_server::admin::recount(&s.db).await.unwrap(), vec![]);
+    assert_eq!(
+        contextq_server::admin::recount(&s.db).await.unwrap(),
+        vec![]
+    );
     s.stop().await;
 }
 

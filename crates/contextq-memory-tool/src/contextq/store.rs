@@ -43,6 +43,12 @@ use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
 use crate::store::{DirMeta, Edited, Entry, FileMeta, Listing, PutMode, Store, TextEdit, Version};
+use contextq_api::limits::MAX_BULK_ITEMS;
+
+/// At most this much content in one bulk-upsert of [`Store::create_many`]: within
+/// contextq-server's 8 MiB body (content escapes into JSON up to twice over) and small enough
+/// for another ContextQ to take.
+pub const BULK_BYTES: usize = 2 << 20;
 
 /// Where a path lives in ContextQ.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,6 +345,83 @@ impl ContextQStore {
         }))
     }
 
+    /// The bulk-upsert item that creates `path`, or `None` when a server without conditional
+    /// requests already holds it (checked with a `GET`, as [`Self::create`] does).
+    async fn create_input(
+        &self,
+        path: &MemoryPath,
+        text: &str,
+        conditional: bool,
+    ) -> Result<Option<ContextInput>> {
+        if self.workspace.is_none() && path.segments().len() < 2 {
+            return Err(Error::ContextQ(ContextQError::OutsideWorkspace {
+                path: path.raw().to_string(),
+            }));
+        }
+        let target = self
+            .target(path)?
+            .filter(|t| !t.rel.is_empty())
+            .ok_or_else(|| Error::IsADirectory {
+                path: path.raw().to_string(),
+            })?;
+        let external_id = target.external_id(&self.tag);
+        if !conditional && self.client.get_by_external(&external_id).await?.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(self.input(
+            &target,
+            &external_id,
+            path,
+            text,
+            conditional,
+        )))
+    }
+
+    /// Sends `chunk` as one bulk-upsert and records each file's outcome in `out`; when the
+    /// request fails, leaves them to [`Self::one_by_one`].
+    async fn send_chunk(
+        &self,
+        chunk: Vec<(usize, ContextInput)>,
+        conditional: bool,
+        out: &mut [Option<Result<Option<Version>>>],
+    ) {
+        let inputs: Vec<ContextInput> = chunk.iter().map(|(_, input)| input.clone()).collect();
+        let Ok(results) = self.client.bulk_upsert(&inputs).await else {
+            return;
+        };
+        let answers_what_was_sent = results.len() == chunk.len()
+            && chunk
+                .iter()
+                .zip(&results)
+                .all(|((_, input), r)| r.external_id == input.external_id);
+        if !answers_what_was_sent {
+            // Settle each file on its own.
+            return;
+        }
+        for ((i, input), r) in chunk.iter().zip(results) {
+            self.remember(&input.external_id, &r.id);
+            out[*i] = Some(Ok(
+                conditional.then(|| Version::of_row(&r.id, r.version as u64))
+            ));
+        }
+    }
+
+    /// Each file without an outcome in `out` through `put` with `Create`.
+    async fn one_by_one(
+        &self,
+        files: &[(MemoryPath, String)],
+        out: Vec<Option<Result<Option<Version>>>>,
+    ) -> Vec<Result<Option<Version>>> {
+        let mut done = Vec::with_capacity(files.len());
+        for ((path, text), r) in files.iter().zip(out) {
+            done.push(match r {
+                Some(r) => r,
+                None => self.put(path, text, PutMode::Create).await,
+            });
+        }
+        done
+    }
+
     async fn create(
         &self,
         target: &Target,
@@ -618,6 +701,51 @@ impl Store for ContextQStore {
             PutMode::Overwrite => self.overwrite(&target, &external_id, path, text).await,
             PutMode::Update(expected) => self.update(&external_id, path, text, &expected).await,
         }
+    }
+
+    /// Bulk-upserts of at most 100 files and [`BULK_BYTES`] of content each. With
+    /// `conditional-requests` the items are create-only (`ifAbsent`: the request fails whole if
+    /// any exists); without, each file is checked first (`GET`) and only the absent are sent: the
+    /// seed's non-atomic create, as `put` does it. A request that is refused or whose answer is
+    /// lost is not guessed about: its files go one by one through `put`, which settles each.
+    async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {
+        let mut out: Vec<Option<Result<Option<Version>>>> =
+            (0..files.len()).map(|_| None).collect();
+        let Ok(conditional) = self.extensions().await.map(|x| x.conditional_requests) else {
+            // The server did not answer: each file's own `put` reports it.
+            return self.one_by_one(files, out).await;
+        };
+        // (index, input) of the files to send, in chunks.
+        let mut chunk: Vec<(usize, ContextInput)> = Vec::new();
+        let mut bytes = 0;
+        for (i, (path, text)) in files.iter().enumerate() {
+            let input = match self.create_input(path, text, conditional).await {
+                Ok(Some(input)) => input,
+                Ok(None) => {
+                    out[i] = Some(Err(Error::AlreadyExists {
+                        path: path.normalized(),
+                    }));
+                    continue;
+                }
+                Err(e) => {
+                    out[i] = Some(Err(e));
+                    continue;
+                }
+            };
+            if chunk.len() == MAX_BULK_ITEMS
+                || (bytes + text.len() > BULK_BYTES && !chunk.is_empty())
+            {
+                self.send_chunk(std::mem::take(&mut chunk), conditional, &mut out)
+                    .await;
+                bytes = 0;
+            }
+            bytes += text.len();
+            chunk.push((i, input));
+        }
+        if !chunk.is_empty() {
+            self.send_chunk(chunk, conditional, &mut out).await;
+        }
+        self.one_by_one(files, out).await
     }
 
     /// One request with the `text-edit` extension (the edit applied on the server, under the

@@ -12,8 +12,8 @@ use contextq_api::{Context, ContextInput, ContextSummary, Plan, TextEdit, Upsert
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use super::history::{Change, Kept, Usage, Versions, kept_columns, kept_from, usage_columns};
 use super::decode;
+use super::history::{Change, Kept, Usage, Versions, kept_columns, kept_from, usage_columns};
 use super::{
     Actor, Error, Outcome, Result, json_rows, new_id, now, tags_from, tags_text, workspaces, write,
 };
