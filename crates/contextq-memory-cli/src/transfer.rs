@@ -112,28 +112,42 @@ pub async fn export(store: &dyn Store, out: &Path) -> Result<Summary> {
     files.sort();
     let bar = progress(files.len());
     let mut summary = Summary::default();
-    for path in files {
-        bar.set_message(path.normalized());
-        let target = out.join("memories").join(path.relative());
-        let outcome: Result<bool> = async {
-            let entry = store
-                .get(&path)
-                .await
-                .map_err(|e| anyhow::anyhow!(e.tool_message()))?
-                .context("deleted while exporting")?;
-            if std::fs::read(&target).is_ok_and(|old| old == entry.content.as_bytes()) {
-                return Ok(false);
+    // A few files at a time: each is a read from the store and a synced write to disk.
+    for group in files.chunks(IN_FLIGHT * 8) {
+        let each = group.iter().map(|path| async move {
+            let target = out.join("memories").join(path.relative());
+            let outcome: Result<(bool, u64)> = async {
+                let entry = store
+                    .get(path)
+                    .await
+                    .map_err(|e| anyhow::anyhow!(e.tool_message()))?
+                    .context("deleted while exporting")?;
+                if std::fs::read(&target).is_ok_and(|old| old == entry.content.as_bytes()) {
+                    return Ok((false, 0));
+                }
+                let content = entry.content.into_bytes();
+                let len = content.len() as u64;
+                let shown = target.clone();
+                tokio::task::spawn_blocking(move || write_atomic(&shown, &content))
+                    .await
+                    .context("the writing thread failed")?
+                    .with_context(|| format!("writing {}", target.display()))?;
+                Ok((true, len))
             }
-            write_atomic(&target, entry.content.as_bytes())
-                .with_context(|| format!("writing {}", target.display()))?;
-            summary.bytes += entry.content.len() as u64;
-            Ok(true)
+            .await;
+            (path, outcome)
+        });
+        for (path, outcome) in futures::future::join_all(each).await {
+            bar.set_message(path.normalized());
+            let outcome = outcome.map(|(written, bytes)| {
+                summary.bytes += bytes;
+                written
+            });
+            if let Some(e) = summary.count(outcome) {
+                bar.suspend(|| eprintln!("failed: {}: {e:#}", path.normalized()));
+            }
+            bar.inc(1);
         }
-        .await;
-        if let Some(e) = summary.count(outcome) {
-            bar.suspend(|| eprintln!("failed: {}: {e:#}", path.normalized()));
-        }
-        bar.inc(1);
     }
     bar.finish_and_clear();
     Ok(summary)
@@ -228,34 +242,41 @@ pub async fn import<S: Store>(
             .is_some_and(|h| !h.contains(&store.key(&r.path)))
     });
 
-    'created: for chunk in absent.chunks(CREATE_CHUNK) {
-        // Read a chunk at a time: what is held stays bounded, whatever the directory holds.
-        let mut sent = Vec::with_capacity(chunk.len());
-        let mut batch = Vec::with_capacity(chunk.len());
-        for file in chunk {
-            bar.set_message(file.path.normalized());
-            match read_text(&file.fs_path) {
-                Ok(content) => {
-                    sent.push(file);
-                    batch.push((file.path.clone(), content));
-                }
-                Err(e) => {
-                    run.outcome(&file.shown, Err(e));
-                }
-            }
-        }
-        let results = tool.create_many("import", &batch).await;
-        for ((file, (_, content)), result) in sent.into_iter().zip(&batch).zip(results) {
-            match result {
-                Ok(_) => {
-                    run.summary.bytes += content.len() as u64;
-                    run.outcome(&file.shown, Ok(true));
-                }
-                Err(Error::AlreadyExists { .. }) => present.push(file.clone()),
-                Err(e) => {
-                    if run.outcome(&file.shown, Err(e)) {
-                        break 'created;
-                    }
+    // A few chunks in flight at a time (the requests of one overlap the reading and sending of
+    // the next); outcomes are counted in order, and a stop lets those in flight finish.
+    'created: for group in absent.chunks(CREATE_CHUNK * IN_FLIGHT) {
+        let chunks = group.chunks(CREATE_CHUNK).map(|chunk| async move {
+            // Read a chunk at a time: what is held stays bounded, whatever the directory holds.
+            let read: Vec<(&Ready, Result<String, Error>)> =
+                chunk.iter().map(|f| (f, read_text(&f.fs_path))).collect();
+            let batch: Vec<(MemoryPath, String)> = read
+                .iter()
+                .filter_map(|(f, r)| r.as_ref().ok().map(|c| (f.path.clone(), c.clone())))
+                .collect();
+            let created = tool.create_many("import", &batch).await;
+            (read, created)
+        });
+        for (read, created) in futures::future::join_all(chunks).await {
+            let mut created = created.into_iter();
+            for (file, text) in read {
+                bar.set_message(file.path.normalized());
+                let result = match text {
+                    Err(e) => Err(e),
+                    Ok(content) => match created.next() {
+                        Some(Ok(_)) => {
+                            run.summary.bytes += content.len() as u64;
+                            Ok(true)
+                        }
+                        Some(Err(Error::AlreadyExists { .. })) => {
+                            present.push(file.clone());
+                            continue;
+                        }
+                        Some(Err(e)) => Err(e),
+                        None => continue,
+                    },
+                };
+                if run.outcome(&file.shown, result) {
+                    break 'created;
                 }
             }
         }
@@ -265,43 +286,58 @@ pub async fn import<S: Store>(
         return Ok(run.summary);
     }
 
-    for file in present {
-        bar.set_message(file.path.normalized());
-        let outcome: Result<bool, Error> = async {
-            let content = &read_text(&file.fs_path)?;
-            let path = &file.path;
-            match store.get(path).await? {
-                Some(existing) if existing.content == *content => Ok(false),
-                Some(existing) if overwrite => {
-                    let mode = existing.version.map_or(PutMode::Overwrite, PutMode::Update);
-                    tool.put("import", path, content, mode).await?;
-                    run.summary.bytes += content.len() as u64;
-                    Ok(true)
-                }
-                Some(_) => {
-                    bar.suspend(|| {
-                        eprintln!(
-                            "skipped: {} exists with other content (use --overwrite)",
-                            path.normalized()
-                        )
-                    });
-                    Ok(false)
-                }
-                None => {
-                    tool.put("import", path, content, PutMode::Create).await?;
-                    run.summary.bytes += content.len() as u64;
-                    Ok(true)
+    // Files the store may hold: read, compared, then written or left alone, a few at a time.
+    let shared_bar = &bar;
+    for group in present.chunks(IN_FLIGHT * 8) {
+        let each = group.iter().map(|file| async move {
+            let bar = shared_bar;
+            let outcome: Result<(bool, u64), Error> = async {
+                let content = &read_text(&file.fs_path)?;
+                let path = &file.path;
+                match store.get(path).await? {
+                    Some(existing) if existing.content == *content => Ok((false, 0)),
+                    Some(existing) if overwrite => {
+                        let mode = existing.version.map_or(PutMode::Overwrite, PutMode::Update);
+                        tool.put("import", path, content, mode).await?;
+                        Ok((true, content.len() as u64))
+                    }
+                    Some(_) => {
+                        bar.suspend(|| {
+                            eprintln!(
+                                "skipped: {} exists with other content (use --overwrite)",
+                                path.normalized()
+                            )
+                        });
+                        Ok((false, 0))
+                    }
+                    None => {
+                        tool.put("import", path, content, PutMode::Create).await?;
+                        Ok((true, content.len() as u64))
+                    }
                 }
             }
-        }
-        .await;
-        if run.outcome(&file.shown, outcome) {
-            break;
+            .await;
+            (file, outcome)
+        });
+        for (file, outcome) in futures::future::join_all(each).await {
+            bar.set_message(file.path.normalized());
+            let outcome = outcome.map(|(written, bytes)| {
+                run.summary.bytes += bytes;
+                written
+            });
+            if run.outcome(&file.shown, outcome) {
+                bar.finish_and_clear();
+                return Ok(run.summary);
+            }
         }
     }
     bar.finish_and_clear();
     Ok(run.summary)
 }
+
+/// How many chunks of [`CREATE_CHUNK`] files an import has in flight at once (and, times 8, how
+/// many single files); an export reads this many times 8 files at once.
+pub const IN_FLIGHT: usize = 4;
 
 /// How many files [`import`] hands to [`MemoryTool::create_many`] at once (the store splits
 /// them into its own requests; this bounds what is held and how often the bar moves).
