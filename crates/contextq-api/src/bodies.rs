@@ -85,6 +85,59 @@ pub struct EditContext {
     /// Only a context in this workspace (slug) may be edited (404 otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Extension `edit-snippet`: answer with [`EditedSummary`] (the context without its content,
+    /// and for `strReplace` this many lines each side of the change) instead of
+    /// [`EditedContext`]; at most [`MAX_SNIPPET_LINES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet_lines: Option<usize>,
+}
+
+/// The most lines each side of a change an [`EditContext::snippet_lines`] may ask for.
+pub const MAX_SNIPPET_LINES: usize = 100;
+
+/// The answer to an [`EditContext`] with `snippetLines` (extension `edit-snippet`): what the
+/// memory tool prints, not the whole content (an edit of a 1 MiB file answers a few lines).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditedSummary {
+    /// The context after the edit, without its content (`sizeBytes` given).
+    pub context: ContextSummary,
+    /// For `strReplace`, the 1-based line where the replacement starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_line: Option<usize>,
+    /// For `strReplace`, the lines around the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<crate::edit::Snippet>,
+    /// See [`EditedContext::replayed`].
+    #[serde(default)]
+    pub replayed: bool,
+}
+
+impl EditedContext {
+    /// The small answer: the context without its content and `around` lines each side of the
+    /// change.
+    pub fn summary(&self, around: usize) -> EditedSummary {
+        let c = &self.context;
+        EditedSummary {
+            context: ContextSummary {
+                id: c.id.clone(),
+                external_id: c.external_id.clone(),
+                workspace: c.workspace.clone(),
+                kind: c.kind.clone(),
+                title: c.title.clone(),
+                tags: c.tags.clone(),
+                version: c.version,
+                size_bytes: Some(c.content.len() as u64),
+                created_at: c.created_at.clone(),
+                updated_at: c.updated_at.clone(),
+            },
+            changed_line: self.changed_line,
+            snippet: self
+                .changed_line
+                .map(|l| crate::edit::snippet(&c.content, l, around)),
+            replayed: self.replayed,
+        }
+    }
 }
 
 /// The answer to [`EditContext`].

@@ -63,6 +63,35 @@ pub enum EditFailure {
     },
 }
 
+/// The lines around a change: what the memory tool shows after `str_replace`, and what the
+/// `edit-snippet` extension answers instead of the whole new content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snippet {
+    /// The 1-based number of the first line.
+    pub first_line: usize,
+    /// The lines, without their `\n`.
+    pub lines: Vec<String>,
+}
+
+/// Lines `changed_line - around ..= changed_line + around` (1-based, within the content) of
+/// `content` split at `\n` (a content ending in `\n` has an empty last line).
+pub fn snippet(content: &str, changed_line: usize, around: usize) -> Snippet {
+    let line_count = content.bytes().filter(|&b| b == b'\n').count() + 1;
+    let first = changed_line.saturating_sub(around).max(1);
+    let last = changed_line.saturating_add(around).min(line_count);
+    let lines = content
+        .split('\n')
+        .skip(first - 1)
+        .take((last + 1).saturating_sub(first))
+        .map(str::to_string)
+        .collect();
+    Snippet {
+        first_line: first,
+        lines,
+    }
+}
+
 /// Applies `edit` to `content`.
 pub fn apply(content: &str, edit: &TextEdit) -> Result<Applied, EditFailure> {
     match edit {

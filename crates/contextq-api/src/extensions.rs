@@ -24,9 +24,12 @@ pub struct Extensions {
     pub history: bool,
     /// `GET /api/audit`: the tenant's own activity log, paged and filtered (token `audit-log`).
     pub audit_log: bool,
+    /// `snippetLines` on a text edit: the answer is the context without its content and the
+    /// lines around the change (token `edit-snippet`).
+    pub edit_snippet: bool,
 }
 
-const TOKENS: [&str; 7] = [
+const TOKENS: [&str; 8] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -34,6 +37,7 @@ const TOKENS: [&str; 7] = [
     "text-edit",
     "history",
     "audit-log",
+    "edit-snippet",
 ];
 
 impl Extensions {
@@ -46,9 +50,10 @@ impl Extensions {
         text_edit: true,
         history: true,
         audit_log: true,
+        edit_snippet: true,
     };
 
-    fn flags(&self) -> [bool; 7] {
+    fn flags(&self) -> [bool; 8] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -57,6 +62,7 @@ impl Extensions {
             self.text_edit,
             self.history,
             self.audit_log,
+            self.edit_snippet,
         ]
     }
 
@@ -71,6 +77,7 @@ impl Extensions {
             text_edit: has(TOKENS[4]),
             history: has(TOKENS[5]),
             audit_log: has(TOKENS[6]),
+            edit_snippet: has(TOKENS[7]),
         }
     }
 
@@ -95,7 +102,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -35,7 +35,7 @@ mod setters;
 pub mod slug;
 pub mod tenancy;
 
-pub use edit::{EditFailure, TextEdit};
+pub use edit::{EditFailure, Snippet, TextEdit};
 pub use error::{Error, ErrorBody, ErrorCode, ErrorEnvelope};
 pub use extensions::{EXTENSIONS_HEADER, Extensions};
 pub use key::{ApiKey, KEY_PREFIX, mask_secret, valid_key_format};

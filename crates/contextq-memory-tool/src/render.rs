@@ -402,10 +402,22 @@ pub fn already_exists(path: &str) -> String {
 
 /// Success of `str_replace`: the snippet around `changed_line` (1-based) of `new_content`.
 pub fn str_replace_done(new_content: &str, changed_line: usize) -> String {
-    let lines: Vec<&str> = new_content.split('\n').collect();
-    let first = changed_line.saturating_sub(SNIPPET_CONTEXT).max(1);
-    let last = (changed_line + SNIPPET_CONTEXT).min(lines.len());
-    let body: Vec<String> = (first..=last).map(|n| numbered(n, lines[n - 1])).collect();
+    str_replace_snippet(&contextq_api::edit::snippet(
+        new_content,
+        changed_line,
+        SNIPPET_CONTEXT,
+    ))
+}
+
+/// Success of `str_replace` from the lines around the change alone (what a store with the
+/// `edit-snippet` extension answers): the same text as [`str_replace_done`].
+pub fn str_replace_snippet(snippet: &contextq_api::Snippet) -> String {
+    let body: Vec<String> = snippet
+        .lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| numbered(snippet.first_line + i, line))
+        .collect();
     format!(
         "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{}",
         body.join("\n")
@@ -853,6 +865,43 @@ fn contextq_message(e: &ContextQError) -> String {
 mod tests {
     use super::*;
     use crate::store::{DirMeta, FileMeta};
+
+    /// The snippet as the reference tool computes it (every line split out first).
+    fn reference_snippet(new_content: &str, changed_line: usize) -> String {
+        let lines: Vec<&str> = new_content.split('\n').collect();
+        let first = changed_line.saturating_sub(SNIPPET_CONTEXT).max(1);
+        let last = (changed_line + SNIPPET_CONTEXT).min(lines.len());
+        let body: Vec<String> = (first..=last).map(|n| numbered(n, lines[n - 1])).collect();
+        format!(
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{}",
+            body.join("\n")
+        )
+    }
+
+    #[test]
+    fn a_snippet_alone_renders_as_the_whole_content_does() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..2_000 {
+            let lines = rng.usize(0..12);
+            let content: String = (0..lines)
+                .map(|i| {
+                    let text = "x".repeat(rng.usize(0..3));
+                    if i + 1 < lines || rng.bool() {
+                        format!("{text}\n")
+                    } else {
+                        text
+                    }
+                })
+                .collect();
+            let count = content.split('\n').count();
+            let line = rng.usize(1..=count);
+            assert_eq!(
+                str_replace_done(&content, line),
+                reference_snippet(&content, line),
+                "{content:?} at {line}"
+            );
+        }
+    }
 
     fn p(s: &str) -> MemoryPath {
         MemoryPath::parse(s).unwrap()

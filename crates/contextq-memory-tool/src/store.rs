@@ -117,8 +117,12 @@ pub enum PutMode {
 /// A file after a [`Store::edit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Edited {
-    /// The whole new content.
-    pub content: String,
+    /// The whole new content; `None` when the store answered only the lines around the change
+    /// (`snippet`).
+    pub content: Option<String>,
+    /// For `str_replace`, the lines around the change ([`crate::render::SNIPPET_CONTEXT`] each
+    /// side), when the store answered them instead of the content.
+    pub snippet: Option<contextq_api::Snippet>,
     /// For `str_replace`, the 1-based line where the replacement starts.
     pub changed_line: Option<usize>,
     /// The new version, when the store can check versions.

@@ -29,7 +29,7 @@ use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
 };
 use crate::render;
-use crate::store::{Entry, Listing, PutMode, Store, TextEdit, Version};
+use crate::store::{Edited, Entry, Listing, PutMode, Store, TextEdit, Version};
 
 /// How long an edit (or delete, or rename) that keeps losing races to other writers keeps
 /// retrying before Claude is told the file kept changing: 10 seconds.
@@ -292,7 +292,33 @@ impl<S: Store> MemoryTool<S> {
         };
         let refused = |failure| ToolError::new(render::edit_refused(path.raw(), &edit, &failure));
         match self.store.edit(path, &edit).await {
-            Ok(edited) => return Ok(answer(&edited.content, edited.changed_line)),
+            Ok(Edited {
+                snippet: Some(snippet),
+                ..
+            }) if matches!(edit, TextEdit::StrReplace { .. }) => {
+                return Ok(render::str_replace_snippet(&snippet));
+            }
+            Ok(Edited {
+                content: Some(content),
+                changed_line,
+                ..
+            }) => return Ok(answer(&content, changed_line)),
+            Ok(Edited {
+                content: None,
+                changed_line,
+                ..
+            }) => {
+                // Applied, but the store sent neither content nor snippet: read it back for
+                // the answer (an insert needs none).
+                if matches!(edit, TextEdit::Insert { .. }) {
+                    return Ok(answer("", changed_line));
+                }
+                let content = match self.store.get(path).await {
+                    Ok(Some(entry)) => entry.content,
+                    _ => String::new(),
+                };
+                return Ok(answer(&content, changed_line));
+            }
             Err(Error::NotSupported { .. }) => {}
             Err(Error::EditRefused { failure, .. }) => return Err(refused(failure)),
             Err(Error::NotFound { .. }) => return Err(self.not_a_file(path).await),

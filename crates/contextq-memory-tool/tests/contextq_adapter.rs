@@ -759,7 +759,72 @@ async fn concurrent_inserts_lose_nothing_with_etag(b: Backend) {
     assert_eq!(lines, 200, "{b:?}: every one of 8 × 25 inserts is present");
 }
 
+/// With `edit-snippet` the server answers an edit with the lines around the change; the tool's
+/// answers are the same, byte for byte, as when it gets the whole new content (the extension
+/// hidden) and as the local reference store's, at the edges: first and last lines, no trailing
+/// newline, a replacement spanning lines, a file emptied.
+async fn edits_answer_the_same_with_a_snippet(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let hiding = Proxy::hiding(&server.url, &["edit-snippet"]).await;
+    let small = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let whole = contextq_memory_tool(options(&hiding.url, &key).workspace("ws")).unwrap();
+    let local = contextq_memory_tool::MemoryTool::new(contextq_memory_tool::MemoryStore::new());
+    let start = "one\ntwo\nthree\nfour\nfive\nsix\nseven";
+    let edits = [
+        json!({"command": "str_replace", "old_str": "one", "new_str": "ONE"}),
+        json!({"command": "str_replace", "old_str": "seven", "new_str": "7\n8\n9"}),
+        json!({"command": "str_replace", "old_str": "three\nfour", "new_str": "3-4"}),
+        json!({"command": "insert", "insert_line": 2, "insert_text": "inserted"}),
+        json!({"command": "str_replace", "old_str": "five", "new_str": ""}),
+    ];
+    for (n, tool) in [
+        (0, &small as &dyn MemoryToolHandlers),
+        (1, &whole),
+        (2, &local),
+    ] {
+        let path = format!("/memories/e{n}.md");
+        let r = tool
+            .execute(json!({"command": "create", "path": path, "file_text": start}))
+            .await;
+        assert!(!r.is_error, "{r:?}");
+    }
+    for mut e in edits {
+        let mut answers = Vec::new();
+        for (n, tool) in [
+            (0, &small as &dyn MemoryToolHandlers),
+            (1, &whole),
+            (2, &local),
+        ] {
+            let path = format!("/memories/e{n}.md");
+            e["path"] = json!(path);
+            let r = tool.execute(e.clone()).await;
+            assert!(!r.is_error, "{r:?}");
+            answers.push(r.content.replace(&path, "/memories/e.md"));
+        }
+        assert_eq!(answers[0], answers[2], "{e}");
+        assert_eq!(answers[1], answers[2], "{e}");
+    }
+    // Emptied: every line replaced.
+    let all = "ONE\ntwo\ninserted\n3-4\n\nsix\n7\n8\n9";
+    let mut answers = Vec::new();
+    for (n, tool) in [
+        (0, &small as &dyn MemoryToolHandlers),
+        (1, &whole),
+        (2, &local),
+    ] {
+        let r = tool
+            .execute(json!({"command": "str_replace", "path": format!("/memories/e{n}.md"), "old_str": all, "new_str": ""}))
+            .await;
+        assert!(!r.is_error, "{r:?}");
+        answers.push(r.content);
+    }
+    assert_eq!(answers[0], answers[2]);
+    assert_eq!(answers[1], answers[2]);
+}
+
 contextq_server::database_tests!(
+    edits_answer_the_same_with_a_snippet,
     round_trips_per_command,
     per_workspace_path_model,
     never_touches_rows_without_the_tag,

@@ -25,7 +25,7 @@ use axum::{Json, Router};
 use base64::Engine;
 use contextq_api::bodies::{
     BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, EditContext, EditedContext,
-    IDEMPOTENCY_KEY_HEADER, UpdateContext, WorkspaceList,
+    EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, UpdateContext, WorkspaceList,
 };
 use contextq_api::{Context, ErrorCode, Extensions, Scope};
 
@@ -447,6 +447,12 @@ async fn edit_context(
                 })
         })
         .transpose()?;
+    if body.snippet_lines.is_some_and(|n| n > MAX_SNIPPET_LINES) {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            format!("snippetLines is at most {MAX_SNIPPET_LINES}; nothing was changed"),
+        ));
+    }
     let edited = contexts::edit(
         &s.db,
         caller.actor(),
@@ -459,7 +465,10 @@ async fn edit_context(
     )
     .await?;
     let etag = format!("\"{}\"", edited.context.version);
-    let mut response = Json::<EditedContext>(edited).into_response();
+    let mut response = match body.snippet_lines {
+        Some(n) => Json::<EditedSummary>(edited.summary(n)).into_response(),
+        None => Json::<EditedContext>(edited).into_response(),
+    };
     if let Ok(v) = HeaderValue::from_str(&etag) {
         response.headers_mut().insert(header::ETAG, v);
     }

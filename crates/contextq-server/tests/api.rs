@@ -993,6 +993,40 @@ async fn text_edit_extension(b: Backend) {
         (&json!(true), &json!(2), &json!(2))
     );
     assert_eq!(r.body["context"]["content"], "a\nB\nc\n");
+
+    // edit-snippet: the answer is the context without its content and the lines around the
+    // change, however large the file.
+    assert!(advertised.contains("edit-snippet"), "{advertised}");
+    let big = "mem-tool:ws/big.md";
+    let content: String = (1..=20_000).map(|i| format!("line {i}\n")).collect();
+    c.upsert(big, &content, &["mem-tool"]).await;
+    let mut small = sr("line 10000\n", "changed\n");
+    small["snippetLines"] = json!(2);
+    let r = c.edit(big, small.clone(), None, Some("k-big")).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert!(r.body["context"].get("content").is_none(), "{:?}", r.body);
+    assert_eq!(r.body["context"]["version"], 2);
+    assert_eq!(r.body["context"]["sizeBytes"], content.len() - 3);
+    assert_eq!(r.body["changedLine"], 10_000);
+    assert_eq!(
+        r.body["snippet"],
+        json!({"firstLine": 9_998, "lines": ["line 9998", "line 9999", "changed", "line 10001", "line 10002"]})
+    );
+    assert!(r.body.to_string().len() < 1_000, "{}", r.body);
+    assert_eq!(r.etag.as_deref(), Some("\"2\""));
+    // Too many lines asked for: refused before anything is applied.
+    let mut greedy = sr("line 1\n", "first\n");
+    greedy["snippetLines"] = json!(101);
+    let r = c.edit(big, greedy, None, Some("k-greedy")).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "bad_request")
+    );
+    let r = c
+        .get(&format!("/api/contexts/by-external/{}", seg(big)))
+        .await;
+    assert_eq!(r.body["version"], 2, "nothing applied");
+
     // The key is bound to its request: another edit, another file or another condition with
     // it is refused (422 naming the key), and nothing is applied or said to be.
     let other = "mem-tool:ws/b.md";

@@ -18,7 +18,7 @@ use contextq_api::bodies::{
     BulkUpsert, BulkUpsertResults, ContextPage, IDEMPOTENCY_KEY_HEADER, UpdateContext,
     WorkspaceList,
 };
-pub use contextq_api::bodies::{EditContext, EditedContext};
+pub use contextq_api::bodies::{EditContext, EditedContext, EditedSummary};
 pub use contextq_api::{
     ApiKey, Context, ContextInput, ContextSummary, EXTENSIONS_HEADER, Extensions, UpsertResult,
     Workspace,
@@ -527,6 +527,31 @@ impl Client {
         if_match: Option<i64>,
         idempotency_key: &str,
     ) -> Result<EditedContext> {
+        self.post_edit(external_id, body, if_match, idempotency_key)
+            .await
+    }
+
+    /// [`Client::edit`] with `snippetLines` set in `body` (extension `edit-snippet`: send it
+    /// only to a server that shows it): the answer carries the lines around the change, not
+    /// the whole new content.
+    pub async fn edit_summary(
+        &self,
+        external_id: &str,
+        body: &EditContext,
+        if_match: Option<i64>,
+        idempotency_key: &str,
+    ) -> Result<EditedSummary> {
+        self.post_edit(external_id, body, if_match, idempotency_key)
+            .await
+    }
+
+    async fn post_edit<T: serde::de::DeserializeOwned>(
+        &self,
+        external_id: &str,
+        body: &EditContext,
+        if_match: Option<i64>,
+        idempotency_key: &str,
+    ) -> Result<T> {
         let path = format!("/api/contexts/by-external/{}/edit", segment(external_id));
         let body = serde_json::to_value(body).map_err(|e| {
             Error::ContextQ(ContextQError::Protocol {

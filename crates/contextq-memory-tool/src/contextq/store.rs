@@ -767,20 +767,47 @@ impl Store for ContextQStore {
             edit: edit.clone(),
             require_tag: Some(self.tag.clone()),
             workspace: Some(target.workspace),
+            // The answer Claude gets is a few lines: ask for those, not the whole file.
+            snippet_lines: extensions
+                .edit_snippet
+                .then_some(crate::render::SNIPPET_CONTEXT),
         };
         // Random and unique per edit: a repeat after a lost answer is applied at most once.
         let key = format!("mt-{:032x}", fastrand::u128(..));
-        match self.client.edit(&external_id, &body, None, &key).await {
-            Ok(edited) => {
-                self.remember(&external_id, &edited.context.id);
-                Ok(Edited {
-                    version: extensions.conditional_requests.then(|| {
-                        Version::of_row(&edited.context.id, edited.context.version as u64)
-                    }),
-                    content: edited.context.content,
-                    changed_line: edited.changed_line,
+        let version = |id: &str, v: i64| {
+            extensions
+                .conditional_requests
+                .then(|| Version::of_row(id, v as u64))
+        };
+        let answer = if extensions.edit_snippet {
+            self.client
+                .edit_summary(&external_id, &body, None, &key)
+                .await
+                .map(|e| {
+                    self.remember(&external_id, &e.context.id);
+                    Edited {
+                        version: version(&e.context.id, e.context.version),
+                        content: None,
+                        snippet: e.snippet,
+                        changed_line: e.changed_line,
+                    }
                 })
-            }
+        } else {
+            self.client
+                .edit(&external_id, &body, None, &key)
+                .await
+                .map(|e| {
+                    self.remember(&external_id, &e.context.id);
+                    Edited {
+                        version: version(&e.context.id, e.context.version),
+                        content: Some(e.context.content),
+                        snippet: None,
+                        changed_line: e.changed_line,
+                    }
+                })
+        };
+        match answer {
+            Ok(edited) => Ok(edited),
             Err(e) if refused(&e, ErrorCode::NotFound) => Err(not_found()),
             Err(Error::EditRefused { failure, .. }) => Err(Error::EditRefused {
                 path: path.normalized(),
