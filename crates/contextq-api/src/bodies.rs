@@ -92,6 +92,35 @@ pub struct EditContext {
     pub snippet_lines: Option<usize>,
 }
 
+/// The body of `POST /api/contexts/by-external/:externalId/rename` (extension `rename`): the
+/// context moves to `to` in one transaction (409 when `to` exists, or names a directory:
+/// external ids below `to/`); its history stays with it (a `delete` version of the old id, a
+/// `create` version of the new one that records `renamedFrom`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenameContext {
+    /// The new external id.
+    pub to: String,
+    /// The new title (absent: kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Only a context carrying this tag may be renamed (404 otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_tag: Option<String>,
+    /// Only a context in this workspace (slug) may be renamed (404 otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// The answer to [`RenameContext`]: the context under its new external id, without its
+/// content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenamedContext {
+    /// The context after the rename.
+    pub context: ContextSummary,
+}
+
 /// The most lines each side of a change an [`EditContext::snippet_lines`] may ask for.
 pub const MAX_SNIPPET_LINES: usize = 100;
 

@@ -27,9 +27,12 @@ pub struct Extensions {
     /// `snippetLines` on a text edit: the answer is the context without its content and the
     /// lines around the change (token `edit-snippet`).
     pub edit_snippet: bool,
+    /// `POST /api/contexts/by-external/:id/rename`: a context moved to another external id in
+    /// one transaction, its history kept (token `rename`).
+    pub rename: bool,
 }
 
-const TOKENS: [&str; 8] = [
+const TOKENS: [&str; 9] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -38,6 +41,7 @@ const TOKENS: [&str; 8] = [
     "history",
     "audit-log",
     "edit-snippet",
+    "rename",
 ];
 
 impl Extensions {
@@ -51,9 +55,10 @@ impl Extensions {
         history: true,
         audit_log: true,
         edit_snippet: true,
+        rename: true,
     };
 
-    fn flags(&self) -> [bool; 8] {
+    fn flags(&self) -> [bool; 9] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -63,6 +68,7 @@ impl Extensions {
             self.history,
             self.audit_log,
             self.edit_snippet,
+            self.rename,
         ]
     }
 
@@ -78,6 +84,7 @@ impl Extensions {
             history: has(TOKENS[5]),
             audit_log: has(TOKENS[6]),
             edit_snippet: has(TOKENS[7]),
+            rename: has(TOKENS[8]),
         }
     }
 
@@ -102,7 +109,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -84,6 +84,9 @@ pub struct VersionSummary {
     pub key_last4: Option<String>,
     /// When (RFC 3339, UTC, milliseconds).
     pub created_at: String,
+    /// For a `create` by a rename (extension `rename`): the external id it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<String>,
 }
 
 /// One version with its content (`None` for a delete).
@@ -173,6 +176,7 @@ mod tests {
                 key_id: Some("key_1".into()),
                 key_last4: Some("abcd".into()),
                 created_at: "2026-12-03T10:00:00.000Z".into(),
+                renamed_from: None,
             },
             content: None,
         };

@@ -95,7 +95,11 @@ async fn round_trips_per_command(b: Backend) {
         expect("str_replace"),
         vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/edit"]
     );
-    assert_eq!(methods("rename file"), vec!["GET", "POST", "DELETE"]);
+    // With the server's rename, one request.
+    assert_eq!(
+        expect("rename file"),
+        vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/rename"]
+    );
     assert_eq!(methods("delete file"), vec!["GET", "DELETE"]);
     assert_eq!(
         expect("insert"),
@@ -108,12 +112,7 @@ async fn round_trips_per_command(b: Backend) {
         "{:?}",
         expect("view directory")
     );
-    assert_eq!(
-        expect("rename file").len(),
-        3,
-        "{:?}",
-        expect("rename file")
-    );
+
     assert_eq!(
         expect("delete file").len(),
         2,
@@ -121,6 +120,24 @@ async fn round_trips_per_command(b: Backend) {
         expect("delete file")
     );
     eprintln!("round trips: {shape:#?}");
+
+    // Without the rename extension: read, create at the new path, delete the old one.
+    let no_rename = Proxy::hiding(&server.url, &["rename"]).await;
+    let tool = contextq_memory_tool(options(&no_rename.url, &key).workspace("ws")).unwrap();
+    assert!(!run(&tool, create("/memories/r.md", "r\n")).await.is_error);
+    no_rename.take_log();
+    let r = run(
+        &tool,
+        json!({"command": "rename", "old_path": "/memories/r.md", "new_path": "/memories/r2.md"}),
+    )
+    .await;
+    assert!(!r.is_error, "{r:?}");
+    let methods: Vec<String> = no_rename
+        .take_log()
+        .iter()
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    assert_eq!(methods, ["GET", "POST", "DELETE"]);
 
     // Without them: GET, then PUT with If-Match.
     let hiding = Proxy::hiding(&server.url, &["text-edit"]).await;
@@ -341,9 +358,17 @@ async fn rows_of_another_workspace_are_never_touched(b: Backend) {
 /// A server with a Free tenant, a fault proxy in front of it, and the tool through the proxy,
 /// pinned to `ws`, without retries (so that each fault is seen as it is).
 async fn behind_a_proxy(b: Backend) -> (Server, String, Proxy, ContextQMemoryTool) {
+    behind_a_proxy_hiding(b, &[]).await
+}
+
+/// [`behind_a_proxy`], the proxy not advertising the extensions `hidden`.
+async fn behind_a_proxy_hiding(
+    b: Backend,
+    hidden: &[&str],
+) -> (Server, String, Proxy, ContextQMemoryTool) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let proxy = Proxy::start(&server.url).await;
+    let proxy = Proxy::hiding(&server.url, hidden).await;
     let opts = options(&proxy.url, &key).workspace("ws").max_retries(0);
     let tool = contextq_memory_tool(opts).unwrap();
     (server, key, proxy, tool)
@@ -512,7 +537,8 @@ async fn timeouts_and_lost_answers_are_reported_or_reconciled(b: Backend) {
 }
 
 async fn partial_failures_say_exactly_what_happened(b: Backend) {
-    let (server, key, proxy, tool) = behind_a_proxy(b).await;
+    // The file-by-file moves a server without the `rename` extension needs.
+    let (server, key, proxy, tool) = behind_a_proxy_hiding(b, &["rename"]).await;
     for f in ["a", "b", "c", "d"] {
         assert!(
             !run(&tool, create(&format!("/memories/dir/{f}.md"), f))

@@ -70,11 +70,12 @@ struct Setup {
 }
 
 impl Setup {
-    /// A tenant with workspace `ws`, a proxy, and a tool through it with one retry.
+    /// A tenant with workspace `ws`, a proxy, and a tool through it with one retry. The proxy
+    /// hides the `rename` extension: these are the multi-step moves of a server without it.
     async fn new(b: Backend) -> Setup {
         let server = Server::start(b).await;
         let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-        let proxy = Proxy::start(&server.url).await;
+        let proxy = Proxy::hiding(&server.url, &["rename"]).await;
         let mut opts = options(&proxy.url, &key).workspace("ws");
         opts.retry.max_retries = 1;
         let tool = Arc::new(contextq_memory_tool(opts).unwrap());
@@ -244,6 +245,62 @@ async fn a_directory_delete_whose_first_delete_is_unsettled_stops_and_says_what_
     assert_eq!(s.content("d/x.md").await, None);
     assert_eq!(s.content("d/y.md").await.as_deref(), Some("y"));
     assert_eq!(s.content("d/z.md").await.as_deref(), Some("z"));
+}
+
+/// With the `rename` extension a file rename is one request; when its answer is lost the tool
+/// reads both paths back: moved, it says so; unsettled, it says so and changes nothing more.
+async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let mut opts = options(&proxy.url, &key).workspace("ws");
+    opts.retry.max_retries = 1;
+    let tool = contextq_memory_tool(opts).unwrap();
+    handle(&tool, create("/memories/a.md", "a")).await.unwrap();
+    let stored = |rel: &str| {
+        let id = format!("mem-tool:ws/{rel}");
+        let (url, key) = (server.url.clone(), key.clone());
+        async move { content(&url, &key, &id).await }
+    };
+
+    // Applied, answer lost: read back as moved.
+    proxy.fault(Method::POST, "/rename", Fault::ForwardThenDrop, 1);
+    assert_eq!(
+        handle(&tool, rename("/memories/a.md", "/memories/b.md")).await,
+        Ok("Successfully renamed /memories/a.md to /memories/b.md".to_string())
+    );
+    assert_eq!(
+        (stored("a.md").await, stored("b.md").await),
+        (None, Some("a".into()))
+    );
+
+    // Applied, answer lost, and the read-back fails too: unknown, never "failed".
+    proxy.fault(Method::POST, "/rename", Fault::ForwardThenDrop, 1);
+    proxy.fault(Method::GET, "/by-external/", Fault::Status(500, None), 10);
+    let e = handle(&tool, rename("/memories/b.md", "/memories/c.md"))
+        .await
+        .unwrap_err();
+    proxy.clear_faults();
+    assert!(
+        e.message().contains("did not confirm") || e.message().contains("not confirm"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(stored("c.md").await.as_deref(), Some("a"), "it was applied");
+
+    // Not applied (dropped before the server): read back as unchanged; the error says so.
+    proxy.fault(Method::POST, "/rename", Fault::Drop, 2);
+    let e = handle(&tool, rename("/memories/c.md", "/memories/d.md"))
+        .await
+        .unwrap_err();
+    proxy.clear_faults();
+    assert_eq!(
+        stored("c.md").await.as_deref(),
+        Some("a"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(stored("d.md").await, None);
 }
 
 async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: Backend) {
@@ -599,6 +656,7 @@ async fn a_rename_restarts_when_the_source_changes_under_it(b: Backend) {
 }
 
 contextq_server::database_tests!(
+    a_server_rename_whose_answer_is_lost_is_read_back,
     a_file_rename_whose_source_delete_is_unsettled_keeps_the_copy,
     a_file_delete_whose_outcome_is_unsettled_says_so,
     a_directory_rename_whose_source_delete_is_unsettled_keeps_every_copy,

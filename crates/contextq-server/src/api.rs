@@ -25,9 +25,10 @@ use axum::{Json, Router};
 use base64::Engine;
 use contextq_api::bodies::{
     BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, EditContext, EditedContext,
-    EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, UpdateContext, WorkspaceList,
+    EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, RenameContext, RenamedContext,
+    UpdateContext, WorkspaceList,
 };
-use contextq_api::{Context, ErrorCode, Extensions, Scope};
+use contextq_api::{Context, ContextSummary, ErrorCode, Extensions, Scope};
 
 use crate::auth::KeyCache;
 use crate::db::Db;
@@ -175,6 +176,10 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/api/contexts/by-external/{external_id}/edit",
             post(edit_context),
+        )
+        .route(
+            "/api/contexts/by-external/{external_id}/rename",
+            post(rename_context),
         )
         .route(
             "/api/contexts/{id}",
@@ -469,6 +474,42 @@ async fn edit_context(
         Some(n) => Json::<EditedSummary>(edited.summary(n)).into_response(),
         None => Json::<EditedContext>(edited).into_response(),
     };
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    Ok(response)
+}
+
+async fn rename_context(
+    State(s): State<AppState>,
+    Writer(caller): Writer,
+    Path(external_id): Path<String>,
+    JsonBody(body, _room): JsonBody<RenameContext>,
+) -> Result<Response, ApiError> {
+    let c = contexts::rename(
+        &s.db,
+        caller.actor(),
+        &external_id,
+        &body.to,
+        body.title.as_deref(),
+        body.require_tag.as_deref(),
+        body.workspace.as_deref(),
+    )
+    .await?;
+    let etag = format!("\"{}\"", c.version);
+    let context = ContextSummary {
+        size_bytes: Some(c.content.len() as u64),
+        id: c.id,
+        external_id: c.external_id,
+        workspace: c.workspace,
+        kind: c.kind,
+        title: c.title,
+        tags: c.tags,
+        version: c.version,
+        created_at: c.created_at,
+        updated_at: c.updated_at,
+    };
+    let mut response = Json(RenamedContext { context }).into_response();
     if let Ok(v) = HeaderValue::from_str(&etag) {
         response.headers_mut().insert(header::ETAG, v);
     }

@@ -1254,7 +1254,132 @@ async fn a_read_only_server_refuses_every_write(b: Backend) {
     s.stop().await;
 }
 
+/// The `rename` extension: one transaction, never over a context or a directory, history kept
+/// on both ids (the new one's create names where it came from), the row's version moved on,
+/// counts and audit chain intact.
+async fn rename_extension(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let r = c.upsert("mem-tool:ws/a.md", "alpha\n", &["mem-tool"]).await;
+    assert!(
+        r.headers["contextq-extensions"]
+            .to_str()
+            .unwrap()
+            .contains("rename")
+    );
+    let id = r.body["results"][0]["id"].as_str().unwrap().to_string();
+    c.upsert("mem-tool:ws/taken.md", "t\n", &["mem-tool"]).await;
+    c.upsert("mem-tool:ws/dir/x.md", "x\n", &["mem-tool"]).await;
+    c.upsert("untagged", "u\n", &[]).await;
+    let rename = |from: &str, to: &str| {
+        let path = format!("/api/contexts/by-external/{}/rename", seg(from));
+        let body = json!({"to": to, "title": "/memories/b.md", "requireTag": "mem-tool", "workspace": "ws"});
+        async move { c.post(&path, body).await }
+    };
+    // Refused, nothing changed: onto a context, onto a directory, a missing or untagged source.
+    for (from, to, status) in [
+        (
+            "mem-tool:ws/a.md",
+            "mem-tool:ws/taken.md",
+            StatusCode::CONFLICT,
+        ),
+        ("mem-tool:ws/a.md", "mem-tool:ws/dir", StatusCode::CONFLICT),
+        ("mem-tool:ws/a.md", "mem-tool:ws/a.md", StatusCode::CONFLICT),
+        (
+            "mem-tool:ws/none.md",
+            "mem-tool:ws/b.md",
+            StatusCode::NOT_FOUND,
+        ),
+        ("untagged", "mem-tool:ws/b.md", StatusCode::NOT_FOUND),
+    ] {
+        let r = rename(from, to).await;
+        assert_eq!(r.status, status, "{from} -> {to}: {:?}", r.body);
+    }
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}",
+            seg("mem-tool:ws/a.md")
+        ))
+        .await;
+    assert_eq!(
+        (r.body["version"].clone(), r.body["content"].clone()),
+        (json!(1), json!("alpha\n"))
+    );
+
+    // Moved: same row, next version, new title, no content in the answer.
+    let r = rename("mem-tool:ws/a.md", "mem-tool:ws/b.md").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["context"]["id"], id.as_str());
+    assert_eq!(r.body["context"]["externalId"], "mem-tool:ws/b.md");
+    assert_eq!(r.body["context"]["title"], "/memories/b.md");
+    assert_eq!(r.body["context"]["version"], 2);
+    assert!(r.body["context"].get("content").is_none());
+    assert_eq!(r.etag.as_deref(), Some("\"2\""));
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}",
+            seg("mem-tool:ws/a.md")
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}",
+            seg("mem-tool:ws/b.md")
+        ))
+        .await;
+    assert_eq!(r.body["content"], "alpha\n");
+    // A stale precondition on the row no longer holds.
+    let r = c.put_content(&id, "late\n", Some(1)).await;
+    assert_eq!(r.status, StatusCode::PRECONDITION_FAILED);
+
+    // History: the old id ends with a delete, the new one starts with a create from it.
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions",
+            seg("mem-tool:ws/a.md")
+        ))
+        .await;
+    assert_eq!(r.body["versions"][0]["action"], "delete");
+    assert_eq!(r.body["versions"][0]["version"], 2);
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions",
+            seg("mem-tool:ws/b.md")
+        ))
+        .await;
+    assert_eq!(r.body["versions"][0]["action"], "create");
+    assert_eq!(r.body["versions"][0]["renamedFrom"], "mem-tool:ws/a.md");
+    assert_eq!(r.body["versions"].as_array().unwrap().len(), 1);
+
+    // Back again: numbers go on for the old id.
+    let r = rename("mem-tool:ws/b.md", "mem-tool:ws/a.md").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions",
+            seg("mem-tool:ws/a.md")
+        ))
+        .await;
+    assert_eq!(r.body["versions"][0]["version"], 3);
+    assert_eq!(r.body["versions"][0]["renamedFrom"], "mem-tool:ws/b.md");
+
+    assert_eq!(
+        contextq_server::admin::recount(&s.db).await.unwrap(),
+        vec![]
+    );
+    assert!(
+        contextq_server::admin::verify_audit(&s.db, None)
+            .await
+            .unwrap()
+            .ok()
+    );
+    s.stop().await;
+}
+
 contextq_server::database_tests!(
+    rename_extension,
     a_read_only_server_refuses_every_write,
     text_edit_extension,
     workspaces,

@@ -18,7 +18,9 @@ use contextq_api::bodies::{
     BulkUpsert, BulkUpsertResults, ContextPage, IDEMPOTENCY_KEY_HEADER, UpdateContext,
     WorkspaceList,
 };
-pub use contextq_api::bodies::{EditContext, EditedContext, EditedSummary};
+pub use contextq_api::bodies::{
+    EditContext, EditedContext, EditedSummary, RenameContext, RenamedContext,
+};
 pub use contextq_api::{
     ApiKey, Context, ContextInput, ContextSummary, EXTENSIONS_HEADER, Extensions, UpsertResult,
     Workspace,
@@ -568,6 +570,22 @@ impl Client {
                 Some(idempotency_key),
                 Idempotency::Safe,
             )
+            .await?;
+        self.decode(&path, &a.body)
+    }
+
+    /// `POST /api/contexts/by-external/:externalId/rename` (extension `rename`: send it only to
+    /// a server that shows it). Not repeated after an unknown outcome: the caller reads back.
+    pub async fn rename(&self, external_id: &str, body: &RenameContext) -> Result<RenamedContext> {
+        let path = format!("/api/contexts/by-external/{}/rename", segment(external_id));
+        let body = serde_json::to_value(body).map_err(|e| {
+            Error::ContextQ(ContextQError::Protocol {
+                url: format!("{}{path}", self.base_url),
+                message: format!("cannot encode the request: {e}"),
+            })
+        })?;
+        let a = self
+            .request(Method::POST, &path, Some(&body), None, Idempotency::Unsafe)
             .await?;
         self.decode(&path, &a.body)
     }

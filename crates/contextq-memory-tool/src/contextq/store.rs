@@ -38,7 +38,9 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use super::client::{Client, ContextInput, EditContext, Extensions, Fetched, ListParams};
+use super::client::{
+    Client, ContextInput, EditContext, Extensions, Fetched, ListParams, RenameContext,
+};
 use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
@@ -815,6 +817,64 @@ impl Store for ContextQStore {
             }),
             // The engine repeated it (same key) as long as it could: still no answer.
             Err(e) if is_ambiguous(&e) => Err(unknown(path, "edit", e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One request with the `rename` extension, for a file moving within its workspace: the
+    /// server moves the row in one transaction (never over an existing file or directory) and
+    /// keeps its history. Directories, moves between workspaces and servers without the
+    /// extension answer `NotSupported`, and the tool moves file by file.
+    async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
+        let unsupported = || Error::NotSupported {
+            operation: "rename",
+        };
+        if !self.extensions().await?.rename {
+            return Err(unsupported());
+        }
+        let (Some(source), Some(target)) = (self.target(from)?, self.target(to)?) else {
+            return Err(unsupported());
+        };
+        if source.rel.is_empty() || target.rel.is_empty() || source.workspace != target.workspace {
+            return Err(unsupported());
+        }
+        let old_id = source.external_id(&self.tag);
+        let new_id = target.external_id(&self.tag);
+        let body = RenameContext {
+            to: new_id.clone(),
+            title: Some(to.normalized()),
+            require_tag: Some(self.tag.clone()),
+            workspace: Some(source.workspace.clone()),
+        };
+        match self.client.rename(&old_id, &body).await {
+            Ok(renamed) => {
+                self.forget(&old_id);
+                self.remember(&new_id, &renamed.context.id);
+                Ok(())
+            }
+            // No file there (perhaps a directory): the tool looks and moves what it finds.
+            Err(e) if refused(&e, ErrorCode::NotFound) => Err(unsupported()),
+            Err(e) if refused(&e, ErrorCode::Conflict) => Err(Error::AlreadyExists {
+                path: to.normalized(),
+            }),
+            Err(e) if is_ambiguous(&e) => {
+                // Read back: moved (the new id holds the row the old one had), or not.
+                let before = self.ids().get(&old_id).cloned();
+                match (
+                    self.client.get_by_external(&new_id).await,
+                    self.client.get_by_external(&old_id).await,
+                ) {
+                    (Ok(Some(now)), Ok(None))
+                        if before.as_deref().is_none_or(|id| id == now.context.id) =>
+                    {
+                        self.forget(&old_id);
+                        self.remember(&new_id, &now.context.id);
+                        Ok(())
+                    }
+                    (Ok(None), Ok(Some(_))) => Err(e),
+                    _ => Err(unknown(from, "rename", e)),
+                }
+            }
             Err(e) => Err(e),
         }
     }

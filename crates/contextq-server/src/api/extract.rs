@@ -165,6 +165,7 @@ macro_rules! single_body {
 single_body!(
     contextq_api::bodies::UpdateContext,
     contextq_api::bodies::EditContext,
+    contextq_api::bodies::RenameContext,
     contextq_api::bodies::CreateWorkspace
 );
 

@@ -64,6 +64,7 @@ const MIGRATIONS: &[Migration] = &[
         "tenant counts on the audit head, prunable versions flagged",
         "0006_usage_counts.sql"
     ),
+    migration!(7, "renames recorded in versions", "0007_renames.sql"),
 ];
 
 impl Db {

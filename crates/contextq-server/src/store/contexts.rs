@@ -528,6 +528,7 @@ pub async fn bulk_upsert(
                     content: Some(&item.content),
                     seq,
                     at: &at,
+                    renamed_from: None,
                 },
             );
             old.version + 1
@@ -618,6 +619,7 @@ pub async fn bulk_upsert(
                     content: Some(&item.content),
                     seq,
                     at: &at,
+                    renamed_from: None,
                 },
             );
         }
@@ -814,6 +816,7 @@ fn record_version(
             content: (action != Action::Delete).then_some(new.content.as_str()),
             seq,
             at: &new.updated_at,
+            renamed_from: None,
         },
     );
     if action == Action::Delete {
@@ -1028,6 +1031,147 @@ pub async fn edit(
                 replayed: false,
             },
         ))
+    })
+    .await
+}
+
+/// `POST /api/contexts/by-external/:id/rename` (extension `rename`): the context at `from`
+/// moves to `to` in one transaction, with `title` when given. Refused (nothing changed) when
+/// `to` is taken, by a context or as a directory (external ids below `to/`). The old id gets a
+/// `delete` version and the new one a `create` version recording `renamed_from`; the row keeps
+/// its id and tags, and its version goes up by one (a precondition read before no longer holds).
+#[allow(clippy::too_many_arguments)]
+pub async fn rename(
+    db: &Db,
+    actor: Actor<'_>,
+    from: &str,
+    to: &str,
+    title: Option<&str>,
+    require_tag: Option<&str>,
+    workspace: Option<&str>,
+) -> Result<Context> {
+    if to.is_empty() || to.len() > MAX_EXTERNAL_ID_BYTES {
+        return Err(Error::Invalid(format!(
+            "to: 1 to {MAX_EXTERNAL_ID_BYTES} bytes"
+        )));
+    }
+    if to == from {
+        return Err(Error::ExternalIdExists {
+            external_id: to.to_string(),
+        });
+    }
+    check_title("title", title)?;
+    let (sql, mut binds) = lock_context(db, actor.tenant_id, "c.external_id", from, None);
+    // The destination, read under the same lock: taken by a context, or a directory, and its
+    // kept versions (numbers go on from an earlier life of the same id).
+    let n = binds.len();
+    let extra = format!(
+        "(SELECT COUNT(*) FROM contexts d WHERE d.tenant_id = $1 AND d.external_id = ${a}) AS to_taken, \
+         (SELECT COUNT(*) FROM (SELECT 1 AS x FROM contexts d WHERE d.tenant_id = $1 \
+            AND d.external_id >= ${b} AND d.external_id < ${c} LIMIT 1) q) AS to_dir, \
+         (SELECT MIN(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = ${a}) AS to_kept_min, \
+         (SELECT n.last_version FROM version_counters n WHERE n.tenant_id = $1 AND n.external_id = ${a}) AS to_kept_last, ",
+        a = n + 1,
+        b = n + 2,
+        c = n + 3,
+    );
+    let sql = sql.replacen("SELECT ", &format!("SELECT {extra}"), 1);
+    binds.extend([
+        Bind::Text(to.to_string()),
+        Bind::Text(format!("{to}/")),
+        Bind::Text(format!("{to}/\u{10FFFF}")),
+    ]);
+    write(db, actor.tenant_id, from, (sql, binds), |mut head, row| {
+        let locked = Locked::from_row(row)?;
+        let mut versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let context = locked.context.filter(|(c, _)| {
+            require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
+                && workspace.is_none_or(|w| c.workspace == w)
+        });
+        let old = writable(context, from, None)?;
+        let taken: i64 = row.try_get("to_taken")?;
+        let dir: i64 = row.try_get("to_dir")?;
+        if taken > 0 || dir > 0 {
+            return Err(Error::ExternalIdExists {
+                external_id: to.to_string(),
+            });
+        }
+        versions.known(
+            to,
+            Kept {
+                min: row.try_get("to_kept_min")?,
+                last: row.try_get("to_kept_last")?,
+            },
+        );
+        let new = Context {
+            external_id: to.to_string(),
+            title: title.map(str::to_string).or_else(|| old.title.clone()),
+            version: old.version + 1,
+            updated_at: now(),
+            ..old.clone()
+        };
+        let mut batch = Batch::default();
+        batch.push(
+            "UPDATE contexts SET external_id = $1, title = $2, version = $3, updated_at = $4 \
+             WHERE id = $5 AND tenant_id = $6 AND version = $7",
+            vec![
+                Bind::Text(to.to_string()),
+                Bind::OptText(new.title.clone()),
+                Bind::Int(new.version),
+                Bind::Text(new.updated_at.clone()),
+                Bind::Text(old.id.clone()),
+                Bind::Text(actor.tenant_id.to_string()),
+                Bind::Int(old.version),
+            ],
+            Some(1),
+        );
+        let workspace_id = present(workspace_id)?;
+        let detail = serde_json::json!({"externalId": from, "to": to, "version": new.version});
+        let gone_seq =
+            head.append(actor.record("context.rename", "context", &old.id, detail.clone()));
+        versions.push(
+            &mut batch,
+            Change {
+                action: Action::Delete,
+                external_id: from,
+                context_id: &old.id,
+                context_version: new.version,
+                workspace_id: &workspace_id,
+                kind: &old.kind,
+                title: old.title.as_deref(),
+                tags: &old.tags,
+                content: None,
+                seq: gone_seq,
+                at: &new.updated_at,
+                renamed_from: None,
+            },
+        );
+        let seq = head.append(actor.record(
+            "context.rename",
+            "context",
+            &old.id,
+            serde_json::json!({"externalId": to, "from": from, "version": new.version}),
+        ));
+        versions.push(
+            &mut batch,
+            Change {
+                action: Action::Create,
+                external_id: to,
+                context_id: &new.id,
+                context_version: new.version,
+                workspace_id: &workspace_id,
+                kind: &new.kind,
+                title: new.title.as_deref(),
+                tags: &new.tags,
+                content: Some(&new.content),
+                seq,
+                at: &new.updated_at,
+                renamed_from: Some(from),
+            },
+        );
+        versions.finish(&mut batch, &mut head);
+        Ok(Outcome::Write(head, batch, new))
     })
     .await
 }

@@ -51,6 +51,8 @@ pub(super) struct Change<'a> {
     pub content: Option<&'a str>,
     /// The audit sequence number of the change ([`crate::audit::Head::append`]).
     pub seq: i64,
+    /// A create by a rename: the external id it came from.
+    pub renamed_from: Option<&'a str>,
     pub at: &'a str,
 }
 
@@ -191,8 +193,8 @@ impl<'a> Versions<'a> {
             Some(1),
         );
         batch.push(
-            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded, renamed_from) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
             vec![
                 Bind::Text(self.tenant_id.to_string()),
                 Bind::Int(change.seq),
@@ -212,6 +214,7 @@ impl<'a> Versions<'a> {
                 Bind::OptText(change.content.map(sha256_hex)),
                 // A delete is never the version the bound must keep.
                 Bind::Int(i64::from(change.action == Action::Delete)),
+                Bind::OptText(change.renamed_from.map(str::to_string)),
             ],
             Some(1),
         );
@@ -297,7 +300,7 @@ pub(super) fn kept_from(row: &AnyRow) -> Result<Kept> {
 macro_rules! version_columns {
     () => {
         "v.external_id, v.version, v.seq, v.context_id, v.context_version, w.slug AS workspace, v.action, \
-         v.type, v.title, v.tags, v.size_bytes, v.content_sha256, v.api_key_id, k.key_last4, v.created_at"
+         v.type, v.title, v.tags, v.size_bytes, v.content_sha256, v.api_key_id, k.key_last4, v.created_at, v.renamed_from"
     };
 }
 
@@ -328,6 +331,7 @@ fn summary_from_row(row: &AnyRow) -> Result<VersionSummary> {
         key_id: row.try_get("api_key_id")?,
         key_last4: row.try_get("key_last4")?,
         created_at: row.try_get("created_at")?,
+        renamed_from: row.try_get("renamed_from")?,
     })
 }
 
@@ -662,6 +666,7 @@ mod tests {
             content: Some("x"),
             seq: 9,
             at: "now",
+            renamed_from: None,
         }
     }
 
