@@ -148,18 +148,7 @@ impl EditedContext {
     pub fn summary(&self, around: usize) -> EditedSummary {
         let c = &self.context;
         EditedSummary {
-            context: ContextSummary {
-                id: c.id.clone(),
-                external_id: c.external_id.clone(),
-                workspace: c.workspace.clone(),
-                kind: c.kind.clone(),
-                title: c.title.clone(),
-                tags: c.tags.clone(),
-                version: c.version,
-                size_bytes: Some(c.content.len() as u64),
-                created_at: c.created_at.clone(),
-                updated_at: c.updated_at.clone(),
-            },
+            context: c.summary(),
             changed_line: self.changed_line,
             snippet: self
                 .changed_line

@@ -55,6 +55,24 @@ pub struct Context {
     pub updated_at: String,
 }
 
+impl Context {
+    /// This context without its content (`sizeBytes` given).
+    pub fn summary(&self) -> ContextSummary {
+        ContextSummary {
+            id: self.id.clone(),
+            external_id: self.external_id.clone(),
+            workspace: self.workspace.clone(),
+            kind: self.kind.clone(),
+            title: self.title.clone(),
+            tags: self.tags.clone(),
+            version: self.version,
+            size_bytes: Some(self.content.len() as u64),
+            created_at: self.created_at.clone(),
+            updated_at: self.updated_at.clone(),
+        }
+    }
+}
+
 /// A context without its content, as listings return it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

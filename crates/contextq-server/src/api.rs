@@ -28,7 +28,7 @@ use contextq_api::bodies::{
     EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, RenameContext, RenamedContext,
     UpdateContext, WorkspaceList,
 };
-use contextq_api::{Context, ContextSummary, ErrorCode, Extensions, Scope};
+use contextq_api::{Context, ErrorCode, Extensions, Scope};
 
 use crate::auth::KeyCache;
 use crate::db::Db;
@@ -273,9 +273,13 @@ pub(crate) async fn advertise_extensions(mut response: Response) -> Response {
 }
 
 fn with_etag(context: Context) -> Response {
-    let etag = format!("\"{}\"", context.version);
-    let mut response = Json(context).into_response();
-    if let Ok(v) = HeaderValue::from_str(&etag) {
+    let version = context.version;
+    tagged(Json(context).into_response(), version)
+}
+
+/// `response` with `ETag: "<version>"`.
+fn tagged(mut response: Response, version: i64) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{version}\"")) {
         response.headers_mut().insert(header::ETAG, v);
     }
     response
@@ -469,15 +473,12 @@ async fn edit_context(
         key.as_deref(),
     )
     .await?;
-    let etag = format!("\"{}\"", edited.context.version);
-    let mut response = match body.snippet_lines {
+    let version = edited.context.version;
+    let response = match body.snippet_lines {
         Some(n) => Json::<EditedSummary>(edited.summary(n)).into_response(),
         None => Json::<EditedContext>(edited).into_response(),
     };
-    if let Ok(v) = HeaderValue::from_str(&etag) {
-        response.headers_mut().insert(header::ETAG, v);
-    }
-    Ok(response)
+    Ok(tagged(response, version))
 }
 
 async fn rename_context(
@@ -496,24 +497,12 @@ async fn rename_context(
         body.workspace.as_deref(),
     )
     .await?;
-    let etag = format!("\"{}\"", c.version);
-    let context = ContextSummary {
-        size_bytes: Some(c.content.len() as u64),
-        id: c.id,
-        external_id: c.external_id,
-        workspace: c.workspace,
-        kind: c.kind,
-        title: c.title,
-        tags: c.tags,
-        version: c.version,
-        created_at: c.created_at,
-        updated_at: c.updated_at,
-    };
-    let mut response = Json(RenamedContext { context }).into_response();
-    if let Ok(v) = HeaderValue::from_str(&etag) {
-        response.headers_mut().insert(header::ETAG, v);
-    }
-    Ok(response)
+    let version = c.version;
+    let context = c.summary();
+    Ok(tagged(
+        Json(RenamedContext { context }).into_response(),
+        version,
+    ))
 }
 
 async fn delete_context(

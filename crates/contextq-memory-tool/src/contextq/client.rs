@@ -462,15 +462,12 @@ impl Client {
     /// when no item is create-only.
     pub async fn bulk_upsert(&self, items: &[ContextInput]) -> Result<Vec<UpsertResult>> {
         let path = "/api/contexts/bulk-upsert";
-        let body = serde_json::to_value(BulkUpsert {
-            contexts: items.to_vec(),
-        })
-        .map_err(|e| {
-            Error::ContextQ(ContextQError::Protocol {
-                url: format!("{}{path}", self.base_url),
-                message: format!("cannot encode the request: {e}"),
-            })
-        })?;
+        let body = self.encode(
+            &path,
+            &BulkUpsert {
+                contexts: items.to_vec(),
+            },
+        )?;
         let kind = if items.iter().any(|i| i.if_absent) {
             Idempotency::Unsafe
         } else {
@@ -492,17 +489,14 @@ impl Client {
         if_match: Option<i64>,
     ) -> Result<Fetched> {
         let path = format!("/api/contexts/{}", segment(id));
-        let body = serde_json::to_value(UpdateContext {
-            content: content.to_string(),
-            title: title.map(|t| Some(t.to_string())),
-            tags: tags.map(<[String]>::to_vec),
-        })
-        .map_err(|e| {
-            Error::ContextQ(ContextQError::Protocol {
-                url: format!("{}{path}", self.base_url),
-                message: format!("cannot encode the request: {e}"),
-            })
-        })?;
+        let body = self.encode(
+            &path,
+            &UpdateContext {
+                content: content.to_string(),
+                title: title.map(|t| Some(t.to_string())),
+                tags: tags.map(<[String]>::to_vec),
+            },
+        )?;
         let kind = if if_match.is_some() {
             Idempotency::Unsafe
         } else {
@@ -555,12 +549,7 @@ impl Client {
         idempotency_key: &str,
     ) -> Result<T> {
         let path = format!("/api/contexts/by-external/{}/edit", segment(external_id));
-        let body = serde_json::to_value(body).map_err(|e| {
-            Error::ContextQ(ContextQError::Protocol {
-                url: format!("{}{path}", self.base_url),
-                message: format!("cannot encode the request: {e}"),
-            })
-        })?;
+        let body = self.encode(&path, &body)?;
         let a = self
             .request_with(
                 Method::POST,
@@ -574,16 +563,21 @@ impl Client {
         self.decode(&path, &a.body)
     }
 
-    /// `POST /api/contexts/by-external/:externalId/rename` (extension `rename`: send it only to
-    /// a server that shows it). Not repeated after an unknown outcome: the caller reads back.
-    pub async fn rename(&self, external_id: &str, body: &RenameContext) -> Result<RenamedContext> {
-        let path = format!("/api/contexts/by-external/{}/rename", segment(external_id));
-        let body = serde_json::to_value(body).map_err(|e| {
+    /// `body` as JSON for the request to `path`.
+    fn encode<B: serde::Serialize>(&self, path: &str, body: &B) -> Result<serde_json::Value> {
+        serde_json::to_value(body).map_err(|e| {
             Error::ContextQ(ContextQError::Protocol {
                 url: format!("{}{path}", self.base_url),
                 message: format!("cannot encode the request: {e}"),
             })
-        })?;
+        })
+    }
+
+    /// `POST /api/contexts/by-external/:externalId/rename` (extension `rename`: send it only to
+    /// a server that shows it). Not repeated after an unknown outcome: the caller reads back.
+    pub async fn rename(&self, external_id: &str, body: &RenameContext) -> Result<RenamedContext> {
+        let path = format!("/api/contexts/by-external/{}/rename", segment(external_id));
+        let body = self.encode(&path, &body)?;
         let a = self
             .request(Method::POST, &path, Some(&body), None, Idempotency::Unsafe)
             .await?;

@@ -347,6 +347,21 @@ impl ContextQStore {
         }))
     }
 
+    /// Where the file `path` is written: refused outside a workspace, and at a workspace itself
+    /// (a directory).
+    fn file_target(&self, path: &MemoryPath) -> Result<Target> {
+        if self.workspace.is_none() && path.segments().len() < 2 {
+            return Err(Error::ContextQ(ContextQError::OutsideWorkspace {
+                path: path.raw().to_string(),
+            }));
+        }
+        self.target(path)?
+            .filter(|t| !t.rel.is_empty())
+            .ok_or_else(|| Error::IsADirectory {
+                path: path.raw().to_string(),
+            })
+    }
+
     /// The bulk-upsert item that creates `path`, or `None` when a server without conditional
     /// requests already holds it (checked with a `GET`, as [`Self::create`] does).
     async fn create_input(
@@ -355,17 +370,7 @@ impl ContextQStore {
         text: &str,
         conditional: bool,
     ) -> Result<Option<ContextInput>> {
-        if self.workspace.is_none() && path.segments().len() < 2 {
-            return Err(Error::ContextQ(ContextQError::OutsideWorkspace {
-                path: path.raw().to_string(),
-            }));
-        }
-        let target = self
-            .target(path)?
-            .filter(|t| !t.rel.is_empty())
-            .ok_or_else(|| Error::IsADirectory {
-                path: path.raw().to_string(),
-            })?;
+        let target = self.file_target(path)?;
         let external_id = target.external_id(&self.tag);
         if !conditional && self.client.get_by_external(&external_id).await?.is_some() {
             return Ok(None);
@@ -686,17 +691,7 @@ impl Store for ContextQStore {
     }
 
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
-        if self.workspace.is_none() && path.segments().len() < 2 {
-            return Err(Error::ContextQ(ContextQError::OutsideWorkspace {
-                path: path.raw().to_string(),
-            }));
-        }
-        let target = self
-            .target(path)?
-            .filter(|t| !t.rel.is_empty())
-            .ok_or_else(|| Error::IsADirectory {
-                path: path.raw().to_string(),
-            })?;
+        let target = self.file_target(path)?;
         let external_id = target.external_id(&self.tag);
         match mode {
             PutMode::Create => self.create(&target, &external_id, path, text).await,
