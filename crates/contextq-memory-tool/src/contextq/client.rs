@@ -463,7 +463,7 @@ impl Client {
     pub async fn bulk_upsert(&self, items: &[ContextInput]) -> Result<Vec<UpsertResult>> {
         let path = "/api/contexts/bulk-upsert";
         let body = self.encode(
-            &path,
+            path,
             &BulkUpsert {
                 contexts: items.to_vec(),
             },
