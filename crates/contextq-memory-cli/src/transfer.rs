@@ -228,9 +228,10 @@ pub async fn import<S: Store>(
         }
     }
 
-    // What the store holds already, by key (`None`: it cannot say for all).
+    // What the store holds already, by key (`None`: it cannot say for all), beneath the
+    // deepest directory holding every file imported: not the whole store when they share one.
     let held: Option<std::collections::HashSet<String>> = match store
-        .list(&MemoryPath::root())
+        .list(&common_directory(ready.iter().map(|r| &r.path)))
         .await
     {
         Ok(Some(l)) if !l.truncated => Some(l.files.iter().map(|f| store.key(&f.path)).collect()),
@@ -383,6 +384,25 @@ impl Run<'_> {
     }
 }
 
+/// The deepest directory that holds every one of `files` (`/memories` when they share none).
+fn common_directory<'a>(files: impl Iterator<Item = &'a MemoryPath>) -> MemoryPath {
+    let mut common: Option<Vec<String>> = None;
+    for file in files {
+        let dir = &file.segments()[..file.segments().len().saturating_sub(1)];
+        common = Some(match common {
+            None => dir.to_vec(),
+            Some(mut c) => {
+                let same = c.iter().zip(dir).take_while(|(a, b)| a == b).count();
+                c.truncate(same);
+                c
+            }
+        });
+    }
+    common
+        .and_then(|c| MemoryPath::from_segments(&c).ok())
+        .unwrap_or_else(MemoryPath::root)
+}
+
 /// The path of the file at `segments` below `/memories`, refusing a second file the store
 /// would keep under the same key as an earlier one.
 fn claim<S: Store>(
@@ -428,4 +448,37 @@ fn read_text(fs_path: &Path) -> Result<String, Error> {
             "not UTF-8 text: memory files are text",
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir_of(files: &[&str]) -> String {
+        let paths: Vec<MemoryPath> = files
+            .iter()
+            .map(|f| MemoryPath::parse(f).unwrap())
+            .collect();
+        common_directory(paths.iter()).normalized()
+    }
+
+    #[test]
+    fn import_lists_only_the_directory_its_files_share() {
+        assert_eq!(
+            dir_of(&["/memories/a/b/x.md", "/memories/a/b/c/y.md"]),
+            "/memories/a/b"
+        );
+        assert_eq!(
+            dir_of(&["/memories/a/b/x.md", "/memories/a/c/y.md"]),
+            "/memories/a"
+        );
+        assert_eq!(dir_of(&["/memories/a/x.md", "/memories/b.md"]), "/memories");
+        assert_eq!(dir_of(&["/memories/a/x.md"]), "/memories/a");
+        assert_eq!(dir_of(&[]), "/memories");
+        // A name that is only a prefix of another is not a shared directory.
+        assert_eq!(
+            dir_of(&["/memories/ab/x.md", "/memories/a/y.md"]),
+            "/memories"
+        );
+    }
 }
