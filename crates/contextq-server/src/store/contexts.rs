@@ -825,6 +825,13 @@ fn record_version(
     versions.finish(batch, head);
 }
 
+/// Whether `c` carries `require_tag` and lives in `workspace` (each when given): a text edit or
+/// rename names the rows it may touch, and any other is absent for it.
+fn scoped(c: &Context, require_tag: Option<&str>, workspace: Option<&str>) -> bool {
+    require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
+        && workspace.is_none_or(|w| c.workspace == w)
+}
+
 /// The context of a write: present, in a writable workspace, at `if_match` when given.
 fn writable(locked: Option<(Context, bool)>, id: &str, if_match: Option<i64>) -> Result<Context> {
     let (context, archived) =
@@ -949,10 +956,7 @@ pub async fn edit(
         let Locked {
             context, replay, ..
         } = locked;
-        let context = context.filter(|(c, _)| {
-            require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
-                && workspace.is_none_or(|w| c.workspace == w)
-        });
+        let context = context.filter(|(c, _)| scoped(c, require_tag, workspace));
         // An expired key never replays (the batch below deletes it before storing this one).
         let cutoff = idempotency_cutoff();
         if let Some(replay) = replay.filter(|r| r.created_at >= cutoff) {
@@ -1085,10 +1089,9 @@ pub async fn rename(
         let locked = Locked::from_row(row)?;
         let mut versions = locked.versions(db, actor);
         let workspace_id = locked.workspace_id.clone();
-        let context = locked.context.filter(|(c, _)| {
-            require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
-                && workspace.is_none_or(|w| c.workspace == w)
-        });
+        let context = locked
+            .context
+            .filter(|(c, _)| scoped(c, require_tag, workspace));
         let old = writable(context, from, None)?;
         let taken: i64 = row.try_get("to_taken")?;
         let dir: i64 = row.try_get("to_dir")?;
