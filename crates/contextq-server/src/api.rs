@@ -467,8 +467,10 @@ async fn edit_context(
         caller.actor(),
         &external_id,
         &body.edit,
-        body.require_tag.as_deref(),
-        body.workspace.as_deref(),
+        contexts::Scope {
+            tag: body.require_tag.as_deref(),
+            workspace: body.workspace.as_deref(),
+        },
         expected,
         key.as_deref(),
     )
@@ -493,8 +495,10 @@ async fn rename_context(
         &external_id,
         &body.to,
         body.title.as_deref(),
-        body.require_tag.as_deref(),
-        body.workspace.as_deref(),
+        contexts::Scope {
+            tag: body.require_tag.as_deref(),
+            workspace: body.workspace.as_deref(),
+        },
     )
     .await?;
     let version = c.version;

@@ -2,8 +2,8 @@
 //!
 //! Queries are written once in SQL both dialects accept (`$N` parameters, `RETURNING`,
 //! `ON CONFLICT`) and run through sqlx's `Any` driver; only the migrations differ per backend
-//! (`migrations/sqlite`, `migrations/postgres`). Integer columns are `BIGINT` in PostgreSQL so
-//! that every integer decodes as `i64` on both.
+//! (`migrations/sqlite`, `migrations/postgres`; `migrations/common` where they agree). Integer
+//! columns are `BIGINT` in PostgreSQL so that every integer decodes as `i64` on both.
 //!
 //! Every write transaction starts by locking its tenant's audit chain head (see
 //! [`crate::audit`]): that serialises the writers of one tenant across processes and servers

@@ -102,8 +102,10 @@ async fn postgres_writes_take_two_round_trips() {
                 old_str: "two".into(),
                 new_str: "2".into()
             },
-            Some("mem-tool"),
-            Some("ws"),
+            contexts::Scope {
+                tag: Some("mem-tool"),
+                workspace: Some("ws"),
+            },
             None,
             Some("key-1"),
         )

@@ -1,6 +1,13 @@
 //! The migrations: one list (version, description, file name), each backend's SQL file of that
-//! name (`migrations/sqlite`, `migrations/postgres`), applied in order at start in one
-//! transaction under one lock.
+//! name (`migrations/sqlite`, `migrations/postgres`), or one file for both in `migrations/common`
+//! where the dialects agree, applied in order at start in one transaction under one lock.
+//!
+//! A common file names the two types the dialects spell differently, and nothing else is
+//! substituted:
+//! - `{{text_c}}`, text compared byte by byte: PostgreSQL's `TEXT COLLATE "C"` (its default
+//!   collation sorts by locale), SQLite's plain `TEXT` (already binary; it knows no "C").
+//! - `{{bigint}}`: PostgreSQL's `BIGINT` (so that every integer decodes as `i64`), SQLite's
+//!   `INTEGER` (an `INTEGER PRIMARY KEY` is the rowid there).
 //!
 //! Not sqlx's `migrate!`/`Migrator`: a migrator reads one folder, while ours are one list of two
 //! dialects whose versions must never differ; it records checksums in `_sqlx_migrations`, which
@@ -8,6 +15,8 @@
 //! and it takes its lock outside the transaction that applies, whereas two servers starting on
 //! one database here serialise on the same transaction that migrates (SQLite `BEGIN IMMEDIATE`,
 //! PostgreSQL an advisory transaction lock). The runner is 40 lines.
+
+use std::borrow::Cow;
 
 use sqlx::Row;
 
@@ -17,54 +26,83 @@ use crate::error::{Error, Result};
 struct Migration {
     version: i64,
     description: &'static str,
-    /// The migration's SQL per backend (the dialects differ, the versions never do).
-    sqlite: &'static str,
-    postgres: &'static str,
+    sql: Sql,
 }
 
+/// A migration's SQL: one file per dialect, or one for both.
+enum Sql {
+    PerBackend {
+        sqlite: &'static str,
+        postgres: &'static str,
+    },
+    Common(&'static str),
+}
+
+/// The tokens of a common file and what each stands for in (SQLite, PostgreSQL).
+const TYPES: [(&str, &str, &str); 2] = [
+    ("{{text_c}}", "TEXT", "TEXT COLLATE \"C\""),
+    ("{{bigint}}", "INTEGER", "BIGINT"),
+];
+
 impl Migration {
-    fn sql(&self, backend: Backend) -> &'static str {
-        match backend {
-            Backend::Sqlite => self.sqlite,
-            Backend::Postgres => self.postgres,
+    fn sql(&self, backend: Backend) -> Cow<'static, str> {
+        match (&self.sql, backend) {
+            (Sql::PerBackend { sqlite, .. }, Backend::Sqlite) => Cow::Borrowed(sqlite),
+            (Sql::PerBackend { postgres, .. }, Backend::Postgres) => Cow::Borrowed(postgres),
+            (Sql::Common(sql), backend) => Cow::Owned(TYPES.iter().fold(
+                sql.to_string(),
+                |sql, (token, sqlite, postgres)| match backend {
+                    Backend::Sqlite => sql.replace(token, sqlite),
+                    Backend::Postgres => sql.replace(token, postgres),
+                },
+            )),
         }
     }
 }
 
 /// One migration: its version, description, and the file of that name in each backend's
-/// folder.
+/// folder, or (`common`) the one file for both.
 macro_rules! migration {
     ($version:literal, $description:literal, $file:literal) => {
         Migration {
             version: $version,
             description: $description,
-            sqlite: include_str!(concat!("../../migrations/sqlite/", $file)),
-            postgres: include_str!(concat!("../../migrations/postgres/", $file)),
+            sql: Sql::PerBackend {
+                sqlite: include_str!(concat!("../../migrations/sqlite/", $file)),
+                postgres: include_str!(concat!("../../migrations/postgres/", $file)),
+            },
+        }
+    };
+    ($version:literal, $description:literal, common $file:literal) => {
+        Migration {
+            version: $version,
+            description: $description,
+            sql: Sql::Common(include_str!(concat!("../../migrations/common/", $file))),
         }
     };
 }
 
-/// Every migration, in order; each backend has its own SQL file of the same name.
+/// Every migration, in order.
 const MIGRATIONS: &[Migration] = &[
-    migration!(1, "init", "0001_init.sql"),
+    migration!(1, "init", common "0001_init.sql"),
     migration!(
         2,
         "per-tenant audit chains, idempotency keys",
         "0002_tenant_chains.sql"
     ),
-    migration!(3, "keyed audit log", "0003_audit_mac.sql"),
-    migration!(4, "context versions", "0004_versions.sql"),
+    migration!(3, "keyed audit log", common "0003_audit_mac.sql"),
+    migration!(4, "context versions", common "0004_versions.sql"),
     migration!(
         5,
         "version counters, idempotency keys bound to their request, expiring keys, the legacy chain anchored",
-        "0005_version_counters.sql"
+        common "0005_version_counters.sql"
     ),
     migration!(
         6,
         "tenant counts on the audit head, prunable versions flagged",
-        "0006_usage_counts.sql"
+        common "0006_usage_counts.sql"
     ),
-    migration!(7, "renames recorded in versions", "0007_renames.sql"),
+    migration!(7, "renames recorded in versions", common "0007_renames.sql"),
 ];
 
 impl Db {
@@ -91,7 +129,7 @@ impl Db {
             if done.is_some() {
                 continue;
             }
-            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql(self.backend())))
+            sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql(self.backend()).into_owned()))
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| Error::Migration(m.version, e))?;
@@ -115,5 +153,32 @@ impl Db {
             .fetch_one(self.pool())
             .await?;
         Ok(row.try_get::<Option<i64>, _>("v")?.unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_files_render_to_each_dialect() {
+        for m in MIGRATIONS {
+            let (sqlite, postgres) = (m.sql(Backend::Sqlite), m.sql(Backend::Postgres));
+            assert!(
+                !sqlite.contains("{{") && !postgres.contains("{{"),
+                "{}",
+                m.version
+            );
+            assert!(!sqlite.contains("COLLATE \"C\""), "{}", m.version);
+            if let Sql::Common(sql) = m.sql {
+                assert_eq!(
+                    postgres.matches("COLLATE \"C\"").count(),
+                    sql.matches(TYPES[0].0).count()
+                );
+                assert!(!postgres.contains("INTEGER"), "{}", m.version);
+            }
+        }
+        // Versions strictly increase: a migration is never applied out of order.
+        assert!(MIGRATIONS.windows(2).all(|w| w[0].version < w[1].version));
     }
 }

@@ -667,15 +667,14 @@ fn idempotency_cutoff() -> String {
 fn request_digest(
     external_id: &str,
     edit: &TextEdit,
-    require_tag: Option<&str>,
-    workspace: Option<&str>,
+    scope: Scope<'_>,
     if_match: Option<i64>,
 ) -> String {
     let request = serde_json::json!({
         "externalId": external_id,
         "edit": edit,
-        "requireTag": require_tag,
-        "workspace": workspace,
+        "requireTag": scope.tag,
+        "workspace": scope.workspace,
         "ifMatch": if_match,
     });
     super::history::sha256_hex(&request.to_string())
@@ -827,9 +826,21 @@ fn record_version(
 
 /// Whether `c` carries `require_tag` and lives in `workspace` (each when given): a text edit or
 /// rename names the rows it may touch, and any other is absent for it.
-fn scoped(c: &Context, require_tag: Option<&str>, workspace: Option<&str>) -> bool {
-    require_tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
-        && workspace.is_none_or(|w| c.workspace == w)
+/// The conditions a text edit or a rename puts on its context: it carries `tag` and lives in
+/// `workspace`, each when given. A context outside them is "not found", as if absent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scope<'a> {
+    /// The tag the context must carry (the memory tool's scope tag).
+    pub tag: Option<&'a str>,
+    /// The slug of the workspace the context must live in.
+    pub workspace: Option<&'a str>,
+}
+
+impl Scope<'_> {
+    fn admits(&self, c: &Context) -> bool {
+        self.tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
+            && self.workspace.is_none_or(|w| c.workspace == w)
+    }
 }
 
 /// The context of a write: present, in a writable workspace, at `if_match` when given.
@@ -926,18 +937,15 @@ pub async fn update(
 }
 
 /// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): applies `edit`
-/// under the lock, so concurrent edits never conflict. The context must carry `require_tag`
-/// and live in `workspace` when given (else it is "not found"), and be at `if_match` when
-/// given. With an `idempotency_key` already applied (within the last hour), nothing is applied
+/// under the lock, so concurrent edits never conflict. The context must be within `scope` (else
+/// it is "not found"), and be at `if_match` when given. With an `idempotency_key` already applied (within the last hour), nothing is applied
 /// again: the answer is that first outcome, with the context as it is now.
-#[allow(clippy::too_many_arguments)]
 pub async fn edit(
     db: &Db,
     actor: Actor<'_>,
     external_id: &str,
     edit: &TextEdit,
-    require_tag: Option<&str>,
-    workspace: Option<&str>,
+    scope: Scope<'_>,
     if_match: Option<i64>,
     idempotency_key: Option<&str>,
 ) -> Result<EditedContext> {
@@ -948,7 +956,7 @@ pub async fn edit(
         external_id,
         idempotency_key,
     );
-    let digest = request_digest(external_id, edit, require_tag, workspace, if_match);
+    let digest = request_digest(external_id, edit, scope, if_match);
     write(db, actor.tenant_id, external_id, read, |mut head, row| {
         let locked = Locked::from_row(row)?;
         let versions = locked.versions(db, actor);
@@ -956,7 +964,7 @@ pub async fn edit(
         let Locked {
             context, replay, ..
         } = locked;
-        let context = context.filter(|(c, _)| scoped(c, require_tag, workspace));
+        let context = context.filter(|(c, _)| scope.admits(c));
         // An expired key never replays (the batch below deletes it before storing this one).
         let cutoff = idempotency_cutoff();
         if let Some(replay) = replay.filter(|r| r.created_at >= cutoff) {
@@ -1044,15 +1052,13 @@ pub async fn edit(
 /// `to` is taken, by a context or as a directory (external ids below `to/`). The old id gets a
 /// `delete` version and the new one a `create` version recording `renamed_from`; the row keeps
 /// its id and tags, and its version goes up by one (a precondition read before no longer holds).
-#[allow(clippy::too_many_arguments)]
 pub async fn rename(
     db: &Db,
     actor: Actor<'_>,
     from: &str,
     to: &str,
     title: Option<&str>,
-    require_tag: Option<&str>,
-    workspace: Option<&str>,
+    scope: Scope<'_>,
 ) -> Result<Context> {
     if to.is_empty() || to.len() > MAX_EXTERNAL_ID_BYTES {
         return Err(Error::Invalid(format!(
@@ -1089,9 +1095,7 @@ pub async fn rename(
         let locked = Locked::from_row(row)?;
         let mut versions = locked.versions(db, actor);
         let workspace_id = locked.workspace_id.clone();
-        let context = locked
-            .context
-            .filter(|(c, _)| scoped(c, require_tag, workspace));
+        let context = locked.context.filter(|(c, _)| scope.admits(c));
         let old = writable(context, from, None)?;
         let taken: i64 = row.try_get("to_taken")?;
         let dir: i64 = row.try_get("to_dir")?;

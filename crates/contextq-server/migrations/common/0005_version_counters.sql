@@ -4,7 +4,7 @@
 -- "unknown", never "absent"). Written in the same batch as each version.
 CREATE TABLE version_counters (
     tenant_id     TEXT NOT NULL,
-    external_id   TEXT NOT NULL,
+    external_id   {{text_c}} NOT NULL,
     last_version  BIGINT NOT NULL,
     PRIMARY KEY (tenant_id, external_id)
 );

@@ -7,7 +7,7 @@
 CREATE TABLE context_versions (
     tenant_id     TEXT NOT NULL,
     seq           BIGINT NOT NULL,
-    external_id   TEXT COLLATE "C" NOT NULL,
+    external_id   {{text_c}} NOT NULL,
     version       BIGINT NOT NULL,
     context_id    TEXT NOT NULL,
     context_version BIGINT NOT NULL,

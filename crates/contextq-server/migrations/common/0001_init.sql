@@ -1,4 +1,4 @@
--- ContextQ-compatible schema, PostgreSQL dialect. See docs/schema.md.
+-- ContextQ-compatible schema, both dialects. See docs/schema.md.
 CREATE TABLE tenants (
     id          TEXT PRIMARY KEY,
     name        TEXT NOT NULL UNIQUE,
@@ -31,7 +31,7 @@ CREATE TABLE workspaces (
     tenant_id   TEXT NOT NULL REFERENCES tenants(id),
     slug        TEXT NOT NULL,
     name        TEXT NOT NULL,
-    archived    BIGINT NOT NULL DEFAULT 0,
+    archived    {{bigint}} NOT NULL DEFAULT 0,
     created_at  TEXT NOT NULL,
     UNIQUE (tenant_id, slug)
 );
@@ -40,13 +40,13 @@ CREATE TABLE contexts (
     id            TEXT PRIMARY KEY,
     tenant_id     TEXT NOT NULL REFERENCES tenants(id),
     workspace_id  TEXT NOT NULL REFERENCES workspaces(id),
-    external_id   TEXT COLLATE "C" NOT NULL,
+    external_id   {{text_c}} NOT NULL,
     type          TEXT NOT NULL,
     title         TEXT,
     content       TEXT NOT NULL,
     tags          TEXT NOT NULL DEFAULT '[]',
-    size_bytes    BIGINT NOT NULL,
-    version       BIGINT NOT NULL,
+    size_bytes    {{bigint}} NOT NULL,
+    version       {{bigint}} NOT NULL,
     created_at    TEXT NOT NULL,
     updated_at    TEXT NOT NULL,
     UNIQUE (tenant_id, external_id)
@@ -56,13 +56,13 @@ CREATE INDEX contexts_by_workspace ON contexts (tenant_id, workspace_id, externa
 CREATE TABLE context_tags (
     context_id  TEXT NOT NULL REFERENCES contexts(id) ON DELETE CASCADE,
     tenant_id   TEXT NOT NULL,
-    tag         TEXT COLLATE "C" NOT NULL,
+    tag         {{text_c}} NOT NULL,
     PRIMARY KEY (context_id, tag)
 );
 CREATE INDEX context_tags_by_tag ON context_tags (tenant_id, tag, context_id);
 
 CREATE TABLE activity_logs (
-    seq           BIGINT PRIMARY KEY,
+    seq           {{bigint}} PRIMARY KEY,
     tenant_id     TEXT NOT NULL,
     api_key_id    TEXT,
     action        TEXT NOT NULL,
@@ -76,8 +76,8 @@ CREATE TABLE activity_logs (
 CREATE INDEX activity_logs_by_tenant ON activity_logs (tenant_id, seq);
 
 CREATE TABLE audit_head (
-    id         BIGINT PRIMARY KEY CHECK (id = 1),
-    seq        BIGINT NOT NULL,
+    id         {{bigint}} PRIMARY KEY CHECK (id = 1),
+    seq        {{bigint}} NOT NULL,
     last_hash  TEXT
 );
 INSERT INTO audit_head (id, seq, last_hash) VALUES (1, 0, NULL);
