@@ -121,6 +121,72 @@ pub struct RenamedContext {
     pub context: ContextSummary,
 }
 
+/// Body of `POST /api/contexts/by-prefix/delete` (extension `by-prefix`): every context whose
+/// external id starts with `prefix` (which ends with `/`: a directory) and that is within the
+/// conditions is deleted in one transaction, each with its `delete` version; all or nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletePrefix {
+    /// The directory's prefix, ending with `/`.
+    pub prefix: String,
+    /// Only contexts carrying this tag are deleted (others are left as they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_tag: Option<String>,
+    /// Only contexts in this workspace (slug) are deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// Body of `POST /api/contexts/by-prefix/rename` (extension `by-prefix`): every context under
+/// `from` (within the conditions) moves under `to`, keeping what follows the prefix, in one
+/// transaction, as [`RenameContext`] moves one. Refused (409, nothing changed) when anything
+/// is at `to`: a context under it, or one whose external id is `to` without its `/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenamePrefix {
+    /// The directory's prefix, ending with `/`.
+    pub from: String,
+    /// The new prefix, ending with `/`; not beneath `from`.
+    pub to: String,
+    /// With [`title_to`](Self::title_to): a moved context's title that starts with this
+    /// starts with `titleTo` instead (the memory tool titles each file with its path); other
+    /// titles are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_from: Option<String>,
+    /// See [`title_from`](Self::title_from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title_to: Option<String>,
+    /// Only contexts carrying this tag move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_tag: Option<String>,
+    /// Only contexts in this workspace (slug) move.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+/// One context a `by-prefix` request changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefixChange {
+    /// The context's id (kept by a rename).
+    pub id: String,
+    /// Its external id before the request.
+    pub external_id: String,
+    /// Its external id after a rename (absent for a delete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Its version after a rename; the version it was deleted at.
+    pub version: i64,
+}
+
+/// The answer to [`DeletePrefix`] and [`RenamePrefix`]: every context changed, by external id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrefixChanges {
+    /// What changed, ordered by (former) external id.
+    pub changed: Vec<PrefixChange>,
+}
+
 /// The most lines each side of a change an [`EditContext::snippet_lines`] may ask for.
 pub const MAX_SNIPPET_LINES: usize = 100;
 

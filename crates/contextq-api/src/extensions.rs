@@ -30,9 +30,13 @@ pub struct Extensions {
     /// `POST /api/contexts/by-external/:id/rename`: a context moved to another external id in
     /// one transaction, its history kept (token `rename`).
     pub rename: bool,
+    /// `POST /api/contexts/by-prefix/delete` and `.../rename`: every context under an
+    /// external-id prefix (a directory) deleted or moved in one transaction (token
+    /// `by-prefix`).
+    pub by_prefix: bool,
 }
 
-const TOKENS: [&str; 9] = [
+const TOKENS: [&str; 10] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -42,6 +46,7 @@ const TOKENS: [&str; 9] = [
     "audit-log",
     "edit-snippet",
     "rename",
+    "by-prefix",
 ];
 
 impl Extensions {
@@ -56,9 +61,10 @@ impl Extensions {
         audit_log: true,
         edit_snippet: true,
         rename: true,
+        by_prefix: true,
     };
 
-    fn flags(&self) -> [bool; 9] {
+    fn flags(&self) -> [bool; 10] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -69,6 +75,7 @@ impl Extensions {
             self.audit_log,
             self.edit_snippet,
             self.rename,
+            self.by_prefix,
         ]
     }
 
@@ -85,6 +92,7 @@ impl Extensions {
             audit_log: has(TOKENS[6]),
             edit_snippet: has(TOKENS[7]),
             rename: has(TOKENS[8]),
+            by_prefix: has(TOKENS[9]),
         }
     }
 
@@ -109,7 +117,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

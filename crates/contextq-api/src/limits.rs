@@ -7,6 +7,13 @@ pub const MAX_CONTENT_BYTES: usize = 1 << 20;
 /// Most items in one `POST /api/contexts/bulk-upsert`.
 pub const MAX_BULK_ITEMS: usize = 100;
 
+/// Most contexts one `by-prefix` delete or rename changes (its transaction stays short); a
+/// directory with more is refused with 413 and nothing changed.
+pub const MAX_PREFIX_CONTEXTS: usize = 1_000;
+
+/// Most bytes of content one `by-prefix` rename copies into versions; 413 above.
+pub const MAX_PREFIX_RENAME_BYTES: usize = 32 << 20;
+
 /// Default and largest `limit` of `GET /api/contexts`.
 pub const MAX_PAGE: u32 = 500;
 

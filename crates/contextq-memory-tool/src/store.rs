@@ -196,6 +196,16 @@ pub trait Store: Send + Sync + 'static {
         Err(crate::Error::NotSupported { operation: "edit" })
     }
 
+    /// Deletes the directory `dir` and everything beneath it in one atomic step. Optional: the
+    /// default answers [`crate::Error::NotSupported`], and the tool deletes file by file
+    /// (naming what is left when it stops part way).
+    async fn delete_dir(&self, dir: &MemoryPath) -> Result<()> {
+        let _ = dir;
+        Err(crate::Error::NotSupported {
+            operation: "delete_dir",
+        })
+    }
+
     /// Removes the (emptied) directory `dir`; a no-op for stores with derived directories.
     async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
         let _ = dir;
@@ -247,6 +257,10 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     async fn remove_dir(&self, dir: &MemoryPath) -> Result<()> {
         (**self).remove_dir(dir).await
+    }
+
+    async fn delete_dir(&self, dir: &MemoryPath) -> Result<()> {
+        (**self).delete_dir(dir).await
     }
 
     async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {

@@ -773,6 +773,18 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
                     Err(e) => return Err(e.into()),
                 }
             }
+            // A directory: in one step where the store can, else file by file.
+            match self.store.delete_dir(&path).await {
+                Ok(()) => return Ok(render::deleted(path.raw())),
+                Err(Error::NotFound { .. }) => {
+                    return Err(ToolError::new(render::does_not_exist(path.raw())));
+                }
+                Err(Error::NotSupported { .. }) => {}
+                Err(Error::OutcomeUnknown { cause, .. }) => {
+                    return Err(outcome_unknown(&path, "delete", &cause));
+                }
+                Err(e) => return Err(e.into()),
+            }
             return match self.store.list(&path).await? {
                 Some(listing) => self.delete_tree(&path, listing).await,
                 None => Err(ToolError::new(render::does_not_exist(path.raw()))),

@@ -79,6 +79,29 @@ async fn round_trips_per_command(b: Backend) {
         .is_error
     );
     step("delete file", proxy.take_log());
+    assert!(
+        !run(&tool, create("/memories/d/sub/c.md", "c"))
+            .await
+            .is_error
+    );
+    proxy.take_log();
+    let r = run(
+        &tool,
+        json!({"command": "rename", "old_path": "/memories/d", "new_path": "/memories/e"}),
+    )
+    .await;
+    assert_eq!(r.content, "Successfully renamed /memories/d to /memories/e");
+    step("rename directory", proxy.take_log());
+    assert_eq!(
+        run(&tool, view("/memories/e/sub/c.md")).await.content,
+        "Here's the content of /memories/e/sub/c.md with line numbers:\n     1\tc"
+    );
+    assert!(run(&tool, view("/memories/d")).await.is_error);
+    proxy.take_log();
+    let r = run(&tool, json!({"command": "delete", "path": "/memories/e"})).await;
+    assert_eq!(r.content, "Successfully deleted /memories/e");
+    step("delete directory", proxy.take_log());
+    assert!(run(&tool, view("/memories/e")).await.is_error);
 
     let shape: Vec<(String, Vec<String>)> = counts;
     let expect = |name: &str| shape.iter().find(|(n, _)| n == name).unwrap().1.clone();
@@ -101,6 +124,22 @@ async fn round_trips_per_command(b: Backend) {
         vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/rename"]
     );
     assert_eq!(methods("delete file"), vec!["GET", "DELETE"]);
+    // A directory: the file rename finds none, then the server moves the directory whole; a
+    // delete finds no file, then the server deletes the directory whole.
+    assert_eq!(
+        expect("rename directory"),
+        vec![
+            "POST /api/contexts/by-external/mem-tool%3Aws%2Fd/rename",
+            "POST /api/contexts/by-prefix/rename"
+        ]
+    );
+    assert_eq!(
+        expect("delete directory"),
+        vec![
+            "GET /api/contexts/by-external/mem-tool%3Aws%2Fe",
+            "POST /api/contexts/by-prefix/delete"
+        ]
+    );
     assert_eq!(
         expect("insert"),
         vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/edit"]
@@ -537,8 +576,9 @@ async fn timeouts_and_lost_answers_are_reported_or_reconciled(b: Backend) {
 }
 
 async fn partial_failures_say_exactly_what_happened(b: Backend) {
-    // The file-by-file moves a server without the `rename` extension needs.
-    let (server, key, proxy, tool) = behind_a_proxy_hiding(b, &["rename"]).await;
+    // The file-by-file moves and deletes a server without the `rename` and `by-prefix`
+    // extensions needs.
+    let (server, key, proxy, tool) = behind_a_proxy_hiding(b, &["rename", "by-prefix"]).await;
     for f in ["a", "b", "c", "d"] {
         assert!(
             !run(&tool, create(&format!("/memories/dir/{f}.md"), f))

@@ -71,11 +71,12 @@ struct Setup {
 
 impl Setup {
     /// A tenant with workspace `ws`, a proxy, and a tool through it with one retry. The proxy
-    /// hides the `rename` extension: these are the multi-step moves of a server without it.
+    /// hides the `rename` and `by-prefix` extensions: these are the multi-step moves and
+    /// deletes of a server without them.
     async fn new(b: Backend) -> Setup {
         let server = Server::start(b).await;
         let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-        let proxy = Proxy::hiding(&server.url, &["rename"]).await;
+        let proxy = Proxy::hiding(&server.url, &["rename", "by-prefix"]).await;
         let mut opts = options(&proxy.url, &key).workspace("ws");
         opts.retry.max_retries = 1;
         let tool = Arc::new(contextq_memory_tool(opts).unwrap());
@@ -301,6 +302,68 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
         e.message()
     );
     assert_eq!(stored("d.md").await, None);
+}
+
+/// With the `by-prefix` extension a directory's rename and delete are one request each; when
+/// the answer is lost the tool looks at both places: done, it says so; not applied, nothing
+/// moved (all or nothing), and the error says so.
+async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let mut opts = options(&proxy.url, &key).workspace("ws");
+    opts.retry.max_retries = 1;
+    let tool = contextq_memory_tool(opts).unwrap();
+    for f in ["x", "y"] {
+        handle(&tool, create(&format!("/memories/d/{f}.md"), f))
+            .await
+            .unwrap();
+    }
+    let stored = |rel: &str| {
+        let id = format!("mem-tool:ws/{rel}");
+        let (url, key) = (server.url.clone(), key.clone());
+        async move { content(&url, &key, &id).await }
+    };
+
+    // Applied, answer lost: read back as moved.
+    proxy.fault(Method::POST, "/by-prefix/rename", Fault::ForwardThenDrop, 1);
+    assert_eq!(
+        handle(&tool, rename("/memories/d", "/memories/e")).await,
+        Ok("Successfully renamed /memories/d to /memories/e".to_string())
+    );
+    assert_eq!(
+        (
+            stored("d/x.md").await,
+            stored("e/x.md").await,
+            stored("e/y.md").await
+        ),
+        (None, Some("x".into()), Some("y".into()))
+    );
+
+    // Not applied (dropped before the server): nothing moved, and the error says so.
+    proxy.fault(Method::POST, "/by-prefix/rename", Fault::Drop, 2);
+    let e = handle(&tool, rename("/memories/e", "/memories/f"))
+        .await
+        .unwrap_err();
+    proxy.clear_faults();
+    assert_eq!(
+        stored("e/x.md").await.as_deref(),
+        Some("x"),
+        "{}",
+        e.message()
+    );
+    assert_eq!(stored("f/x.md").await, None);
+
+    // A delete whose answer is lost: read back as deleted.
+    proxy.fault(Method::POST, "/by-prefix/delete", Fault::ForwardThenDrop, 1);
+    assert_eq!(
+        handle(&tool, delete("/memories/e")).await,
+        Ok("Successfully deleted /memories/e".to_string())
+    );
+    assert_eq!(
+        (stored("e/x.md").await, stored("e/y.md").await),
+        (None, None)
+    );
 }
 
 async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: Backend) {
@@ -657,6 +720,7 @@ async fn a_rename_restarts_when_the_source_changes_under_it(b: Backend) {
 
 contextq_server::database_tests!(
     a_server_rename_whose_answer_is_lost_is_read_back,
+    a_server_directory_move_whose_answer_is_lost_is_read_back,
     a_file_rename_whose_source_delete_is_unsettled_keeps_the_copy,
     a_file_delete_whose_outcome_is_unsettled_says_so,
     a_directory_rename_whose_source_delete_is_unsettled_keeps_every_copy,

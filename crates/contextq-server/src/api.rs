@@ -24,16 +24,16 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use contextq_api::bodies::{
-    BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, EditContext, EditedContext,
-    EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, RenameContext, RenamedContext,
-    UpdateContext, WorkspaceList,
+    BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, DeletePrefix, EditContext,
+    EditedContext, EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, PrefixChanges,
+    RenameContext, RenamePrefix, RenamedContext, UpdateContext, WorkspaceList,
 };
 use contextq_api::{Context, ErrorCode, Extensions, Scope};
 
 use crate::auth::KeyCache;
 use crate::db::Db;
 use crate::listen::ConnectionLimits;
-use crate::store::{contexts, workspaces};
+use crate::store::{contexts, prefix, workspaces};
 
 mod drain;
 pub(crate) use drain::drain_unread_bodies;
@@ -168,6 +168,8 @@ pub(crate) fn routes() -> Router<AppState> {
             axum::routing::delete(delete_workspace),
         )
         .route("/api/contexts", get(list_contexts))
+        .route("/api/contexts/by-prefix/delete", post(delete_prefix))
+        .route("/api/contexts/by-prefix/rename", post(rename_prefix))
         .route("/api/contexts/bulk-upsert", post(bulk_upsert))
         .route(
             "/api/contexts/by-external/{external_id}",
@@ -507,6 +509,43 @@ async fn rename_context(
         Json(RenamedContext { context }).into_response(),
         version,
     ))
+}
+
+async fn delete_prefix(
+    State(s): State<AppState>,
+    Writer(caller): Writer,
+    JsonBody(body, _room): JsonBody<DeletePrefix>,
+) -> Result<Json<PrefixChanges>, ApiError> {
+    let scope = contexts::Scope {
+        tag: body.require_tag.as_deref(),
+        workspace: body.workspace.as_deref(),
+    };
+    let changes = prefix::delete_prefix(&s.db, caller.actor(), &body.prefix, scope).await?;
+    Ok(Json(changes))
+}
+
+async fn rename_prefix(
+    State(s): State<AppState>,
+    Writer(caller): Writer,
+    JsonBody(body, _room): JsonBody<RenamePrefix>,
+) -> Result<Json<PrefixChanges>, ApiError> {
+    let retitle = match (body.title_from.as_deref(), body.title_to.as_deref()) {
+        (Some(from), Some(to)) => Some(prefix::Retitle { from, to }),
+        (None, None) => None,
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                "titleFrom and titleTo go together: send both or neither; nothing was changed",
+            ));
+        }
+    };
+    let scope = contexts::Scope {
+        tag: body.require_tag.as_deref(),
+        workspace: body.workspace.as_deref(),
+    };
+    let changes =
+        prefix::rename_prefix(&s.db, caller.actor(), &body.from, &body.to, retitle, scope).await?;
+    Ok(Json(changes))
 }
 
 async fn delete_context(

@@ -17,6 +17,7 @@
 //! - [`workspaces`]: list, create, archive, delete.
 //! - [`contexts`]: read, list, bulk upsert, update, delete.
 //! - [`activity`]: a tenant's own audit rows, read (`GET /api/audit`).
+//! - [`prefix`]: a directory (every context under an external-id prefix) deleted or moved.
 //! - [`history`]: versions of contexts (written by every change to one) and their reads.
 //! - [`tenants`]: tenants, users and API keys (operator commands and authentication).
 
@@ -30,6 +31,7 @@ pub use crate::db::{new_id, now};
 pub mod activity;
 pub mod contexts;
 pub mod history;
+pub mod prefix;
 pub mod tenants;
 pub mod workspaces;
 
@@ -143,6 +145,14 @@ pub enum Error {
         /// Its size.
         bytes: usize,
         /// The limit.
+        limit: usize,
+    },
+    /// More rows than one request may change; nothing was changed.
+    #[error("more than {limit} {what}: too many for one request; nothing was changed")]
+    TooMany {
+        /// What there are too many of.
+        what: &'static str,
+        /// The most one request changes.
         limit: usize,
     },
     /// A value that breaks a rule of the contract (the message names the rule).

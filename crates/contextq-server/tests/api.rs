@@ -1378,8 +1378,227 @@ async fn rename_extension(b: Backend) {
     s.stop().await;
 }
 
+/// Extension `by-prefix`: a directory deleted or moved in one transaction, all or nothing;
+/// each context keeps its history (a rename's create version records where it came from).
+async fn by_prefix_extension(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    for (id, text) in [
+        ("mem-tool:ws/d/a.md", "a\n"),
+        ("mem-tool:ws/d/sub/b.md", "b\n"),
+        ("mem-tool:ws/d/ü.md", "u\n"),
+        ("mem-tool:ws/dx.md", "not beneath d/\n"),
+        ("mem-tool:ws/taken", "a file where a directory would go\n"),
+        ("mem-tool:ws/busy/c.md", "c\n"),
+    ] {
+        let r = c.upsert(id, text, &["mem-tool"]).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    c.upsert("mem-tool:ws/d/untagged.md", "other tag\n", &["x"])
+        .await;
+    let r = c.get("/api/contexts").await;
+    assert!(
+        r.headers["contextq-extensions"]
+            .to_str()
+            .unwrap()
+            .contains("by-prefix")
+    );
+    let scope = json!({"requireTag": "mem-tool", "workspace": "ws"});
+    let rename = |from: &str, to: &str| {
+        let mut body = scope.clone();
+        body["from"] = json!(from);
+        body["to"] = json!(to);
+        body["titleFrom"] = json!("/memories/d/");
+        body["titleTo"] = json!("/memories/e/");
+        async move { c.post("/api/contexts/by-prefix/rename", body).await }
+    };
+    // Refused, nothing changed: onto a directory, onto a file, into itself, nothing there, not
+    // a directory's prefix.
+    for (from, to, status) in [
+        ("mem-tool:ws/d/", "mem-tool:ws/busy/", StatusCode::CONFLICT),
+        ("mem-tool:ws/d/", "mem-tool:ws/taken/", StatusCode::CONFLICT),
+        (
+            "mem-tool:ws/d/",
+            "mem-tool:ws/d/sub/x/",
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        ("mem-tool:ws/none/", "mem-tool:ws/e/", StatusCode::NOT_FOUND),
+        (
+            "mem-tool:ws/d",
+            "mem-tool:ws/e/",
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+    ] {
+        let r = rename(from, to).await;
+        assert_eq!(r.status, status, "{from} -> {to}: {:?}", r.body);
+    }
+    let listed = |prefix: &str| {
+        let path = format!("/api/contexts?externalIdPrefix={}", seg(prefix));
+        async move {
+            let r = c.get(&path).await;
+            let mut ids: Vec<String> = r.body["contexts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["externalId"].as_str().unwrap().to_string())
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    assert_eq!(listed("mem-tool:ws/d/").await.len(), 4);
+
+    // Moved: every tagged context under d/, nothing else; titles follow the path.
+    let r = rename("mem-tool:ws/d/", "mem-tool:ws/e/").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let moved: Vec<(String, String, i64)> = r.body["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["externalId"].as_str().unwrap().to_string(),
+                x["to"].as_str().unwrap().to_string(),
+                x["version"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        moved,
+        vec![
+            ("mem-tool:ws/d/a.md".into(), "mem-tool:ws/e/a.md".into(), 2),
+            (
+                "mem-tool:ws/d/sub/b.md".into(),
+                "mem-tool:ws/e/sub/b.md".into(),
+                2
+            ),
+            ("mem-tool:ws/d/ü.md".into(), "mem-tool:ws/e/ü.md".into(), 2),
+        ]
+    );
+    assert_eq!(
+        listed("mem-tool:ws/d/").await,
+        vec!["mem-tool:ws/d/untagged.md"]
+    );
+    assert_eq!(
+        listed("mem-tool:ws/e/").await,
+        vec![
+            "mem-tool:ws/e/a.md",
+            "mem-tool:ws/e/sub/b.md",
+            "mem-tool:ws/e/ü.md"
+        ]
+    );
+    assert_eq!(listed("mem-tool:ws/dx").await, vec!["mem-tool:ws/dx.md"]);
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}",
+            seg("mem-tool:ws/e/ü.md")
+        ))
+        .await;
+    assert_eq!(r.body["content"], "u\n");
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions",
+            seg("mem-tool:ws/e/sub/b.md")
+        ))
+        .await;
+    assert_eq!(
+        r.body["versions"][0]["renamedFrom"],
+        "mem-tool:ws/d/sub/b.md"
+    );
+    assert_eq!(r.body["versions"][0]["action"], "create");
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions",
+            seg("mem-tool:ws/d/sub/b.md")
+        ))
+        .await;
+    assert_eq!(r.body["versions"][0]["action"], "delete");
+
+    // Deleted: every tagged context under e/, each with its delete version; the other tag's
+    // context under d/ is not touched by a delete of d/ scoped to mem-tool (404: none there).
+    let delete = |prefix: &str| {
+        let mut body = scope.clone();
+        body["prefix"] = json!(prefix);
+        async move { c.post("/api/contexts/by-prefix/delete", body).await }
+    };
+    let r = delete("mem-tool:ws/d/").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
+    let r = delete("mem-tool:ws/e/").await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["changed"].as_array().unwrap().len(), 3);
+    assert_eq!(listed("mem-tool:ws/e/").await, Vec::<String>::new());
+    let r = c
+        .get(&format!(
+            "/api/contexts/by-external/{}/versions",
+            seg("mem-tool:ws/e/a.md")
+        ))
+        .await;
+    assert_eq!(r.body["versions"][0]["action"], "delete");
+    // The new id's second version; the row's own version at the delete.
+    assert_eq!(r.body["versions"][0]["version"], 2);
+    assert_eq!(r.body["versions"][0]["contextVersion"], 2);
+
+    // Archived: refused whole.
+    let r = c.post("/api/workspaces/ws/archive", json!({})).await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    let r = delete("mem-tool:ws/busy/").await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+
+    assert_eq!(
+        contextq_server::admin::recount(&s.db).await.unwrap(),
+        vec![]
+    );
+    assert!(
+        contextq_server::admin::verify_audit(&s.db, None)
+            .await
+            .unwrap()
+            .ok()
+    );
+    s.stop().await;
+}
+
+/// A directory over `MAX_PREFIX_CONTEXTS` is refused whole (413), nothing changed.
+async fn by_prefix_is_bounded(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Unlimited, ALL).await;
+    let c = &t.client;
+    let n = contextq_api::limits::MAX_PREFIX_CONTEXTS + 1;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let items: Vec<_> = chunk
+            .iter()
+            .map(|i| json!({"externalId": format!("big/{i:05}"), "workspace": "ws", "type": "reference", "content": "x", "tags": ["t"]}))
+            .collect();
+        let r = c
+            .post("/api/contexts/bulk-upsert", json!({"contexts": items}))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let r = c
+        .post("/api/contexts/by-prefix/delete", json!({"prefix": "big/"}))
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{:?}", r.body);
+    assert!(
+        r.body.to_string().contains("nothing was changed"),
+        "{}",
+        r.body
+    );
+    let r = c
+        .post(
+            "/api/contexts/by-prefix/rename",
+            json!({"from": "big/", "to": "other/"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{:?}", r.body);
+    let r = c.get("/api/contexts?externalIdPrefix=big%2F&limit=1").await;
+    assert_eq!(r.body["contexts"][0]["externalId"], "big/00000");
+    s.stop().await;
+}
+
 contextq_server::database_tests!(
     rename_extension,
+    by_prefix_extension,
+    by_prefix_is_bounded,
     a_read_only_server_refuses_every_write,
     text_edit_extension,
     workspaces,

@@ -381,7 +381,8 @@ async fn kept_counts_stay_exact(b: Backend) {
     let t = s.tenant(Plan::Free, ALL).await;
     let other = s.tenant(Plan::Free, ALL).await;
     // Free: 100 contexts, 200 versions. Four writers, each on paths of its own and a shared
-    // few, mixing bulk creates and updates, replacements, text edits, deletes and re-creates.
+    // few, mixing bulk creates and updates, replacements, text edits, deletes and re-creates,
+    // directories moved and deleted whole.
     let writers = (0..4u64).map(|w| {
         let c = t.client.clone();
         tokio::spawn(async move {
@@ -391,11 +392,11 @@ async fn kept_counts_stay_exact(b: Backend) {
                     if i < 3 {
                         format!("shared-{i}")
                     } else {
-                        format!("w{w}-{i}")
+                        format!("w{w}/{i}")
                     }
                 };
                 let i = rng.u64(0..60);
-                match rng.u8(0..5) {
+                match rng.u8(0..7) {
                     0 => {
                         let items: Vec<Value> = (0..rng.u64(1..6))
                             .map(|k| json!({"externalId": path((i + k) % 60), "workspace": "ws", "type": "note", "content": format!("{step}\n")}))
@@ -410,6 +411,17 @@ async fn kept_counts_stay_exact(b: Backend) {
                     2 => {
                         let body = json!({"edit": {"strReplace": {"oldStr": "a\n", "newStr": format!("a{step}\n")}}, "workspace": "ws"});
                         c.edit(&path(i), body, None, None).await;
+                    }
+                    // A directory moved away whole, and one deleted whole (extension by-prefix).
+                    5 => {
+                        let body = json!({"from": format!("w{w}/"), "to": format!("m{w}/")});
+                        let r = c.post("/api/contexts/by-prefix/rename", body).await;
+                        assert!(matches!(r.status.as_u16(), 200 | 404 | 409), "{:?}", r.body);
+                    }
+                    6 => {
+                        let body = json!({"prefix": format!("m{w}/")});
+                        let r = c.post("/api/contexts/by-prefix/delete", body).await;
+                        assert!(matches!(r.status.as_u16(), 200 | 404), "{:?}", r.body);
                     }
                     _ => {
                         let r = c.get(&format!("/api/contexts/by-external/{}", seg(&path(i)))).await;

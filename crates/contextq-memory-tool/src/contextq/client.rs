@@ -19,7 +19,8 @@ use contextq_api::bodies::{
     WorkspaceList,
 };
 pub use contextq_api::bodies::{
-    EditContext, EditedContext, EditedSummary, RenameContext, RenamedContext,
+    DeletePrefix, EditContext, EditedContext, EditedSummary, PrefixChange, PrefixChanges,
+    RenameContext, RenamePrefix, RenamedContext,
 };
 pub use contextq_api::{
     ApiKey, Context, ContextInput, ContextSummary, EXTENSIONS_HEADER, Extensions, UpsertResult,
@@ -577,11 +578,33 @@ impl Client {
     /// a server that shows it). Not repeated after an unknown outcome: the caller reads back.
     pub async fn rename(&self, external_id: &str, body: &RenameContext) -> Result<RenamedContext> {
         let path = format!("/api/contexts/by-external/{}/rename", segment(external_id));
-        let body = self.encode(&path, &body)?;
+        self.post_unsafe(&path, body).await
+    }
+
+    /// `POST /api/contexts/by-prefix/delete` (extension `by-prefix`): a directory deleted in
+    /// one transaction. Not repeated after an unknown outcome: the caller reads back.
+    pub async fn delete_prefix(&self, body: &DeletePrefix) -> Result<PrefixChanges> {
+        self.post_unsafe("/api/contexts/by-prefix/delete", body)
+            .await
+    }
+
+    /// `POST /api/contexts/by-prefix/rename` (extension `by-prefix`): a directory moved in one
+    /// transaction. Not repeated after an unknown outcome: the caller reads back.
+    pub async fn rename_prefix(&self, body: &RenamePrefix) -> Result<PrefixChanges> {
+        self.post_unsafe("/api/contexts/by-prefix/rename", body)
+            .await
+    }
+
+    async fn post_unsafe<B: serde::Serialize, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        let body = self.encode(path, body)?;
         let a = self
-            .request(Method::POST, &path, Some(&body), None, Idempotency::Unsafe)
+            .request(Method::POST, path, Some(&body), None, Idempotency::Unsafe)
             .await?;
-        self.decode(&path, &a.body)
+        self.decode(path, &a.body)
     }
 
     /// `DELETE /api/contexts/:id`, with `If-Match` when given.

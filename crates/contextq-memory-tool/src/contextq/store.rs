@@ -39,7 +39,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::client::{
-    Client, ContextInput, EditContext, Extensions, Fetched, ListParams, RenameContext,
+    Client, ContextInput, DeletePrefix, EditContext, Extensions, Fetched, ListParams,
+    RenameContext, RenamePrefix,
 };
 use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
@@ -427,6 +428,59 @@ impl ContextQStore {
             });
         }
         done
+    }
+
+    /// A directory moved whole with the `by-prefix` extension, within one workspace and below
+    /// its top level; `NotSupported` otherwise (and for a directory over the server's limit),
+    /// and the tool moves file by file.
+    async fn rename_dir(
+        &self,
+        from: &MemoryPath,
+        to: &MemoryPath,
+        source: &Target,
+        target: &Target,
+    ) -> Result<()> {
+        if !self.extensions().await?.by_prefix {
+            return Err(Error::NotSupported {
+                operation: "rename",
+            });
+        }
+        let body = RenamePrefix {
+            from: source.prefix(&self.tag),
+            to: target.prefix(&self.tag),
+            title_from: Some(format!("{}/", from.normalized())),
+            title_to: Some(format!("{}/", to.normalized())),
+            require_tag: Some(self.tag.clone()),
+            workspace: Some(source.workspace.clone()),
+        };
+        match self.client.rename_prefix(&body).await {
+            Ok(done) => {
+                for c in done.changed {
+                    self.forget(&c.external_id);
+                    if let Some(new_id) = &c.to {
+                        self.remember(new_id, &c.id);
+                    }
+                }
+                Ok(())
+            }
+            Err(e) if refused(&e, ErrorCode::NotFound) => Err(Error::NotFound {
+                path: from.normalized(),
+            }),
+            Err(e) if refused(&e, ErrorCode::Conflict) => Err(Error::AlreadyExists {
+                path: to.normalized(),
+            }),
+            Err(e) if refused(&e, ErrorCode::PayloadTooLarge) => Err(Error::NotSupported {
+                operation: "rename",
+            }),
+            // Read back: the source empty and the destination there, moved; the source there
+            // and the destination empty, not applied (all or nothing); else unknown.
+            Err(e) if is_ambiguous(&e) => match (self.list(from).await, self.list(to).await) {
+                (Ok(None), Ok(Some(_))) => Ok(()),
+                (Ok(Some(_)), Ok(None)) => Err(e),
+                _ => Err(unknown(from, "rename", e)),
+            },
+            Err(e) => Err(e),
+        }
     }
 
     async fn create(
@@ -847,8 +901,10 @@ impl Store for ContextQStore {
                 self.remember(&new_id, &renamed.context.id);
                 Ok(())
             }
-            // No file there (perhaps a directory): the tool looks and moves what it finds.
-            Err(e) if refused(&e, ErrorCode::NotFound) => Err(unsupported()),
+            // No file there: perhaps a directory, moved whole where the server can.
+            Err(e) if refused(&e, ErrorCode::NotFound) => {
+                self.rename_dir(from, to, &source, &target).await
+            }
             Err(e) if refused(&e, ErrorCode::Conflict) => Err(Error::AlreadyExists {
                 path: to.normalized(),
             }),
@@ -870,6 +926,45 @@ impl Store for ContextQStore {
                     _ => Err(unknown(from, "rename", e)),
                 }
             }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// With the `by-prefix` extension a directory is deleted in one transaction (all or
+    /// nothing). Without it, at the workspace level of per-workspace mode, or for a directory
+    /// over the server's limit, `NotSupported`: the tool deletes file by file.
+    async fn delete_dir(&self, dir: &MemoryPath) -> Result<()> {
+        let unsupported = || Error::NotSupported {
+            operation: "delete_dir",
+        };
+        if !self.extensions().await?.by_prefix {
+            return Err(unsupported());
+        }
+        let Some(target) = self.target(dir)?.filter(|t| !t.rel.is_empty()) else {
+            return Err(unsupported());
+        };
+        let body = DeletePrefix {
+            prefix: target.prefix(&self.tag),
+            require_tag: Some(self.tag.clone()),
+            workspace: Some(target.workspace.clone()),
+        };
+        match self.client.delete_prefix(&body).await {
+            Ok(done) => {
+                for c in done.changed {
+                    self.forget(&c.external_id);
+                }
+                Ok(())
+            }
+            Err(e) if refused(&e, ErrorCode::NotFound) => Err(Error::NotFound {
+                path: dir.normalized(),
+            }),
+            Err(e) if refused(&e, ErrorCode::PayloadTooLarge) => Err(unsupported()),
+            // Read back: nothing left beneath it, deleted; else not applied (all or nothing).
+            Err(e) if is_ambiguous(&e) => match self.list(dir).await {
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err(e),
+                Err(_) => Err(unknown(dir, "delete", e)),
+            },
             Err(e) => Err(e),
         }
     }

@@ -70,7 +70,7 @@ impl From<store::Error> for ApiError {
                     ..ApiError::new(ErrorCode::EditFailed, e.to_string())
                 };
             }
-            E::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+            E::TooLarge { .. } | E::TooMany { .. } => ErrorCode::PayloadTooLarge,
             E::Invalid(_) => ErrorCode::ValidationFailed,
             E::BadParameter(_) => ErrorCode::BadRequest,
             E::Database(_) | E::Corrupt(_) => {

@@ -166,6 +166,8 @@ single_body!(
     contextq_api::bodies::UpdateContext,
     contextq_api::bodies::EditContext,
     contextq_api::bodies::RenameContext,
+    contextq_api::bodies::DeletePrefix,
+    contextq_api::bodies::RenamePrefix,
     contextq_api::bodies::CreateWorkspace
 );
 

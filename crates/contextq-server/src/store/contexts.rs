@@ -824,8 +824,6 @@ fn record_version(
     versions.finish(batch, head);
 }
 
-/// Whether `c` carries `require_tag` and lives in `workspace` (each when given): a text edit or
-/// rename names the rows it may touch, and any other is absent for it.
 /// The conditions a text edit or a rename puts on its context: it carries `tag` and lives in
 /// `workspace`, each when given. A context outside them is "not found", as if absent.
 #[derive(Debug, Clone, Copy, Default)]
@@ -838,8 +836,13 @@ pub struct Scope<'a> {
 
 impl Scope<'_> {
     fn admits(&self, c: &Context) -> bool {
-        self.tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
-            && self.workspace.is_none_or(|w| c.workspace == w)
+        self.admits_parts(&c.tags, &c.workspace)
+    }
+
+    /// Whether a context with `tags` in `workspace` is within the conditions.
+    pub(super) fn admits_parts(&self, tags: &[String], workspace: &str) -> bool {
+        self.tag.is_none_or(|t| tags.iter().any(|x| x == t))
+            && self.workspace.is_none_or(|w| workspace == w)
     }
 }
 

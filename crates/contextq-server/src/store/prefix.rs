@@ -1,0 +1,409 @@
+//! Directories (extension `by-prefix`): every context under an external-id prefix deleted, or
+//! moved under another prefix, in one transaction, so that a memory directory's delete or
+//! rename is all or nothing on this server (the seed's named non-atomic gaps close here).
+//!
+//! One write as every other ([`super::write`]): the read under the head lock takes the rows
+//! under the prefix (at most [`MAX_PREFIX_CONTEXTS`] + 1: a larger directory is refused, 413,
+//! and the client moves it file by file), their kept versions and, for a rename, whether
+//! anything is at the destination; the batch changes each row, appends its audit rows and
+//! versions, and moves the head. Nothing here scans more than the directory.
+
+use contextq_api::Plan;
+use contextq_api::bodies::{PrefixChange, PrefixChanges};
+use contextq_api::history::Action;
+use contextq_api::limits::{MAX_PREFIX_CONTEXTS, MAX_PREFIX_RENAME_BYTES, MAX_TITLE_BYTES};
+use serde::Deserialize;
+use sqlx::Row;
+
+use super::contexts::Scope;
+use super::history::{Change, Kept, Usage, Versions, usage_columns};
+use super::{Actor, Error, Outcome, Result, decode, json_rows, now, tags_from, write};
+use crate::db::{Batch, Bind, Db};
+
+/// Titles a rename rewrites: a title that starts with `from` starts with `to` instead (the
+/// memory tool titles each file with its path).
+#[derive(Debug, Clone, Copy)]
+pub struct Retitle<'a> {
+    /// The old start of a title.
+    pub from: &'a str,
+    /// Its replacement.
+    pub to: &'a str,
+}
+
+/// A context under the prefix, as the read under the lock found it.
+#[derive(Deserialize)]
+struct Found {
+    id: String,
+    #[serde(rename = "e")]
+    external_id: String,
+    #[serde(rename = "wid")]
+    workspace_id: String,
+    #[serde(rename = "ws")]
+    workspace: String,
+    #[serde(rename = "ar")]
+    archived: i64,
+    #[serde(rename = "ty")]
+    kind: String,
+    #[serde(rename = "ti")]
+    title: Option<String>,
+    #[serde(rename = "tg")]
+    tags: String,
+    #[serde(rename = "ve")]
+    version: i64,
+    #[serde(rename = "co")]
+    content: Option<String>,
+    #[serde(rename = "mn")]
+    kept_min: Option<i64>,
+    #[serde(rename = "lv")]
+    kept_last: Option<i64>,
+    #[serde(rename = "tmn")]
+    to_kept_min: Option<i64>,
+    #[serde(rename = "tlv")]
+    to_kept_last: Option<i64>,
+}
+
+/// The end of a prefix's range of external ids (exclusive).
+fn range_end(prefix: &str) -> String {
+    format!("{prefix}\u{10FFFF}")
+}
+
+fn check_prefix(field: &str, prefix: &str) -> Result<()> {
+    if prefix.len() < 2 || !prefix.ends_with('/') || prefix.len() > MAX_TITLE_BYTES {
+        return Err(Error::Invalid(format!(
+            "{field}: a directory's prefix, 2 to {MAX_TITLE_BYTES} bytes ending with '/'"
+        )));
+    }
+    Ok(())
+}
+
+/// `POST /api/contexts/by-prefix/delete`: deletes every context under `prefix` within `scope`,
+/// each with its `delete` version, in one transaction. "Not found" when there is none.
+pub async fn delete_prefix(
+    db: &Db,
+    actor: Actor<'_>,
+    prefix: &str,
+    scope: Scope<'_>,
+) -> Result<PrefixChanges> {
+    check_prefix("prefix", prefix)?;
+    let read = read_prefix(db, actor, prefix, None);
+    write(db, actor.tenant_id, prefix, read, |mut head, row| {
+        let (rows, mut versions) = rows_in(db, actor, row, prefix, scope)?;
+        let at = now();
+        let mut batch = Batch::default();
+        let mut changed = Vec::with_capacity(rows.len());
+        for r in &rows {
+            batch.push(
+                "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
+                vec![
+                    Bind::Text(r.id.clone()),
+                    Bind::Text(actor.tenant_id.to_string()),
+                    Bind::Int(r.version),
+                ],
+                Some(1),
+            );
+            let seq = head.append(actor.record(
+                "context.delete",
+                "context",
+                &r.id,
+                serde_json::json!({"externalId": r.external_id, "version": r.version, "prefix": prefix}),
+            ));
+            let tags = tags_from(&r.tags);
+            versions.push(
+                &mut batch,
+                change(Action::Delete, r, &r.external_id, r.version, &tags, None, seq, &at),
+            );
+            changed.push(PrefixChange {
+                id: r.id.clone(),
+                external_id: r.external_id.clone(),
+                to: None,
+                version: r.version,
+            });
+        }
+        head.count(-(rows.len() as i64), 0);
+        versions.finish(&mut batch, &mut head);
+        Ok(Outcome::Write(head, batch, PrefixChanges { changed }))
+    })
+    .await
+}
+
+/// `POST /api/contexts/by-prefix/rename`: moves every context under `from` within `scope` to
+/// `to` + what follows `from`, in one transaction, as [`super::contexts::rename`] moves one
+/// (a `delete` version of the old id, a `create` version of the new one with `renamed_from`;
+/// the row keeps its id and goes up one version). Refused, nothing changed, when anything is at
+/// `to`, when `to` is beneath `from`, or when there is nothing to move.
+pub async fn rename_prefix(
+    db: &Db,
+    actor: Actor<'_>,
+    from: &str,
+    to: &str,
+    retitle: Option<Retitle<'_>>,
+    scope: Scope<'_>,
+) -> Result<PrefixChanges> {
+    check_prefix("from", from)?;
+    check_prefix("to", to)?;
+    if to.starts_with(from) {
+        return Err(Error::Invalid(format!(
+            "to: {to:?} is beneath {from:?}; a directory cannot move into itself"
+        )));
+    }
+    let read = read_prefix(db, actor, from, Some(to));
+    write(db, actor.tenant_id, from, read, |mut head, row| {
+        let taken: i64 = row.try_get("to_taken")?;
+        if taken > 0 {
+            return Err(Error::ExternalIdExists {
+                external_id: to.trim_end_matches('/').to_string(),
+            });
+        }
+        let (rows, mut versions) = rows_in(db, actor, row, from, scope)?;
+        let bytes: usize = rows
+            .iter()
+            .map(|r| r.content.as_deref().map_or(0, str::len))
+            .sum();
+        if bytes > MAX_PREFIX_RENAME_BYTES {
+            return Err(Error::TooLarge {
+                field: "the directory's content",
+                bytes,
+                limit: MAX_PREFIX_RENAME_BYTES,
+            });
+        }
+        let at = now();
+        let mut batch = Batch::default();
+        let mut changed = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let new_id = format!("{to}{}", &r.external_id[from.len()..]);
+            versions.known(
+                &new_id,
+                Kept {
+                    min: r.to_kept_min,
+                    last: r.to_kept_last,
+                },
+            );
+            let title = match (retitle, &r.title) {
+                (Some(t), Some(old)) if old.starts_with(t.from) => {
+                    let new = format!("{}{}", t.to, &old[t.from.len()..]);
+                    (new.len() <= MAX_TITLE_BYTES).then_some(new).or(r.title.clone())
+                }
+                _ => r.title.clone(),
+            };
+            let version = r.version + 1;
+            batch.push(
+                "UPDATE contexts SET external_id = $1, title = $2, version = $3, updated_at = $4 \
+                 WHERE id = $5 AND tenant_id = $6 AND version = $7",
+                vec![
+                    Bind::Text(new_id.clone()),
+                    Bind::OptText(title.clone()),
+                    Bind::Int(version),
+                    Bind::Text(at.clone()),
+                    Bind::Text(r.id.clone()),
+                    Bind::Text(actor.tenant_id.to_string()),
+                    Bind::Int(r.version),
+                ],
+                Some(1),
+            );
+            let tags = tags_from(&r.tags);
+            let gone = head.append(actor.record(
+                "context.rename",
+                "context",
+                &r.id,
+                serde_json::json!({"externalId": r.external_id, "to": new_id, "version": version}),
+            ));
+            versions.push(
+                &mut batch,
+                change(Action::Delete, r, &r.external_id, version, &tags, None, gone, &at),
+            );
+            let seq = head.append(actor.record(
+                "context.rename",
+                "context",
+                &r.id,
+                serde_json::json!({"externalId": new_id, "from": r.external_id, "version": version}),
+            ));
+            let mut created = change(
+                Action::Create,
+                r,
+                &new_id,
+                version,
+                &tags,
+                r.content.as_deref(),
+                seq,
+                &at,
+            );
+            created.title = title.as_deref();
+            created.renamed_from = Some(&r.external_id);
+            versions.push(&mut batch, created);
+            changed.push(PrefixChange {
+                id: r.id.clone(),
+                external_id: r.external_id.clone(),
+                to: Some(new_id),
+                version,
+            });
+        }
+        versions.finish(&mut batch, &mut head);
+        Ok(Outcome::Write(head, batch, PrefixChanges { changed }))
+    })
+    .await
+}
+
+/// One version of `r` (under `external_id`, at `context_version`).
+#[allow(clippy::too_many_arguments)]
+fn change<'a>(
+    action: Action,
+    r: &'a Found,
+    external_id: &'a str,
+    context_version: i64,
+    tags: &'a [String],
+    content: Option<&'a str>,
+    seq: i64,
+    at: &'a str,
+) -> Change<'a> {
+    Change {
+        action,
+        external_id,
+        context_id: &r.id,
+        context_version,
+        workspace_id: &r.workspace_id,
+        kind: &r.kind,
+        title: r.title.as_deref(),
+        tags,
+        content,
+        seq,
+        at,
+        renamed_from: None,
+    }
+}
+
+/// The read of a prefix write: the head, the tenant's counts, the rows under `prefix` (with
+/// their content and the destination's kept versions when moving to `to`), and whether
+/// anything is at `to`.
+fn read_prefix(db: &Db, actor: Actor<'_>, prefix: &str, to: Option<&str>) -> (String, Vec<Bind>) {
+    let rename = to.is_some();
+    let mut fields = vec![
+        ("id", "q.id"),
+        ("e", "q.e"),
+        ("wid", "q.wid"),
+        ("ws", "q.ws"),
+        ("ar", "q.ar"),
+        ("ty", "q.ty"),
+        ("ti", "q.ti"),
+        ("tg", "q.tg"),
+        ("ve", "q.ve"),
+        ("mn", "q.mn"),
+        ("lv", "q.lv"),
+    ];
+    if rename {
+        fields.extend([("co", "q.co"), ("tmn", "q.tmn"), ("tlv", "q.tlv")]);
+    }
+    let rows_json = json_rows(db, &fields);
+    // The destination of a row: `to` ($4) + what follows the prefix (characters, as substr
+    // counts them; the rows start with the prefix, byte for byte).
+    let dest = format!(
+        "($4 || substr(c.external_id, {}))",
+        prefix.chars().count() + 1
+    );
+    let moved = if rename {
+        format!(
+            ", c.content AS co, \
+             (SELECT MIN(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = {dest}) AS tmn, \
+             (SELECT n.last_version FROM version_counters n WHERE n.tenant_id = $1 AND n.external_id = {dest}) AS tlv"
+        )
+    } else {
+        String::new()
+    };
+    // Versions of the ids this write changes are pruned by their own retention, never by the
+    // tenant's bound in the same batch.
+    let changed = if rename {
+        "SELECT x.external_id FROM context_versions x WHERE x.tenant_id = $1 \
+         AND ((x.external_id >= $2 AND x.external_id < $3) OR (x.external_id >= $4 AND x.external_id < $6))"
+    } else {
+        "SELECT x.external_id FROM context_versions x WHERE x.tenant_id = $1 \
+         AND x.external_id >= $2 AND x.external_id < $3"
+    };
+    let appends = MAX_PREFIX_CONTEXTS * if rename { 2 } else { 1 };
+    let usage = usage_columns(db, appends, changed);
+    let taken = if rename {
+        ", (SELECT COUNT(*) FROM (SELECT 1 AS x FROM contexts d WHERE d.tenant_id = $1 \
+           AND (d.external_id = $5 OR (d.external_id >= $4 AND d.external_id < $6)) LIMIT 1) q2) AS to_taken"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, \
+         {usage}, t.plan AS plan, \
+         (SELECT {rows_json} FROM (SELECT c.id AS id, c.external_id AS e, c.workspace_id AS wid, \
+            w.slug AS ws, w.archived AS ar, c.type AS ty, c.title AS ti, c.tags AS tg, c.version AS ve, \
+            (SELECT MIN(v.version) FROM context_versions v WHERE v.tenant_id = $1 AND v.external_id = c.external_id) AS mn, \
+            (SELECT n.last_version FROM version_counters n WHERE n.tenant_id = $1 AND n.external_id = c.external_id) AS lv \
+            {moved} \
+            FROM contexts c JOIN workspaces w ON w.id = c.workspace_id \
+            WHERE c.tenant_id = $1 AND c.external_id >= $2 AND c.external_id < $3 \
+            ORDER BY c.external_id LIMIT {limit}) q) AS rows{taken} \
+         FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id WHERE h.tenant_id = $1",
+        limit = MAX_PREFIX_CONTEXTS + 1,
+    );
+    let mut binds = vec![
+        Bind::Text(actor.tenant_id.to_string()),
+        Bind::Text(prefix.to_string()),
+        Bind::Text(range_end(prefix)),
+    ];
+    if let Some(to) = to {
+        binds.extend([
+            Bind::Text(to.to_string()),
+            Bind::Text(to.trim_end_matches('/').to_string()),
+            Bind::Text(range_end(to)),
+        ]);
+    }
+    (sql, binds)
+}
+
+/// The rows under `prefix` within `scope`, checked (some, at most the limit, none archived),
+/// and the versions their write records.
+fn rows_in<'a>(
+    db: &Db,
+    actor: Actor<'a>,
+    row: &sqlx::any::AnyRow,
+    prefix: &str,
+    scope: Scope<'_>,
+) -> Result<(Vec<Found>, Versions<'a>)> {
+    let plan: String = row.try_get("plan")?;
+    let plan: Plan = plan
+        .parse()
+        .map_err(|_| Error::Corrupt(format!("tenant {} has plan {plan:?}", actor.tenant_id)))?;
+    let rows: Vec<Found> = decode(&row.try_get::<String, _>("rows")?, "contexts")?;
+    if rows.len() > MAX_PREFIX_CONTEXTS {
+        return Err(Error::TooMany {
+            what: "contexts under the prefix",
+            limit: MAX_PREFIX_CONTEXTS,
+        });
+    }
+    let mut rows: Vec<Found> = rows
+        .into_iter()
+        .filter(|r| scope.admits_parts(&tags_from(&r.tags), &r.workspace))
+        .collect();
+    rows.sort_by(|a, b| a.external_id.cmp(&b.external_id));
+    if rows.is_empty() {
+        return Err(Error::ContextNotFound {
+            id: prefix.to_string(),
+        });
+    }
+    if let Some(r) = rows.iter().find(|r| r.archived != 0) {
+        return Err(Error::WorkspaceArchived {
+            slug: r.workspace.clone(),
+        });
+    }
+    let mut versions = Versions::new(
+        actor.tenant_id,
+        actor.key_id,
+        Usage::from_row(row)?,
+        plan,
+        db.versions_kept(),
+    );
+    for r in &rows {
+        versions.known(
+            &r.external_id,
+            Kept {
+                min: r.kept_min,
+                last: r.kept_last,
+            },
+        );
+    }
+    Ok((rows, versions))
+}
