@@ -187,6 +187,37 @@ pub struct PrefixChanges {
     pub changed: Vec<PrefixChange>,
 }
 
+/// The answer to `GET /api/contexts/tree?prefix=` (extension `tree`): a directory two levels
+/// deep with its sizes added up by the server, what the memory tool's `view` of a directory
+/// shows, in one answer however many files lie deeper.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tree {
+    /// Contexts beneath the prefix, at any depth.
+    pub files: u64,
+    /// Their content's bytes, added up.
+    pub size_bytes: u64,
+    /// The newest `updatedAt` among them (RFC 3339; empty when there are none).
+    pub updated_at: String,
+    /// Each file and directory one or two levels beneath the prefix, ordered by path: the path
+    /// after the prefix, a directory's ending with `/` and counting everything beneath it.
+    pub entries: Vec<TreeEntry>,
+}
+
+/// One entry of a [`Tree`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeEntry {
+    /// The path after the prefix (`notes.md`, `projects/`, `projects/plan.md`, ...).
+    pub path: String,
+    /// 1 for a file; a directory's contexts at any depth.
+    pub files: u64,
+    /// Bytes of content, added up for a directory.
+    pub size_bytes: u64,
+    /// The newest `updatedAt` beneath it.
+    pub updated_at: String,
+}
+
 /// The most lines each side of a change an [`EditContext::snippet_lines`] may ask for.
 pub const MAX_SNIPPET_LINES: usize = 100;
 

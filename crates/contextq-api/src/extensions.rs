@@ -34,9 +34,12 @@ pub struct Extensions {
     /// external-id prefix (a directory) deleted or moved in one transaction (token
     /// `by-prefix`).
     pub by_prefix: bool,
+    /// `GET /api/contexts/tree?prefix=`: a directory two levels deep with sizes added up by
+    /// the server (token `tree`).
+    pub tree: bool,
 }
 
-const TOKENS: [&str; 10] = [
+const TOKENS: [&str; 11] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -47,6 +50,7 @@ const TOKENS: [&str; 10] = [
     "edit-snippet",
     "rename",
     "by-prefix",
+    "tree",
 ];
 
 impl Extensions {
@@ -62,9 +66,10 @@ impl Extensions {
         edit_snippet: true,
         rename: true,
         by_prefix: true,
+        tree: true,
     };
 
-    fn flags(&self) -> [bool; 10] {
+    fn flags(&self) -> [bool; 11] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -76,6 +81,7 @@ impl Extensions {
             self.edit_snippet,
             self.rename,
             self.by_prefix,
+            self.tree,
         ]
     }
 
@@ -93,6 +99,7 @@ impl Extensions {
             edit_snippet: has(TOKENS[7]),
             rename: has(TOKENS[8]),
             by_prefix: has(TOKENS[9]),
+            tree: has(TOKENS[10]),
         }
     }
 
@@ -117,7 +124,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -175,6 +175,16 @@ pub trait Store: Send + Sync + 'static {
     /// Everything beneath the directory `dir`, or `None` if it is not a directory.
     async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>>;
 
+    /// What `view` of the directory `dir` shows: its files and directories two levels deep, each
+    /// directory with its size ([`DirMeta::size`], everything beneath it added up) and the
+    /// directory's own size ([`Listing::own_size`]); files deeper may be left out. `None` if it
+    /// is not a directory. Default: [`Store::list`] (the tool adds sizes up itself). A store
+    /// that can add them up where it keeps the files overrides it, so that a view reads two
+    /// levels, not everything beneath.
+    async fn outline(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
+        self.list(dir).await
+    }
+
     /// Writes `text` (the whole file) at `path` under `mode`; returns the new version.
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>>;
 
@@ -241,6 +251,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
         (**self).list(dir).await
+    }
+    async fn outline(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
+        (**self).outline(dir).await
     }
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         (**self).put(path, text, mode).await

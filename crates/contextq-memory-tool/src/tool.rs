@@ -712,7 +712,7 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
             return render::view_file(path.raw(), &entry.content, range, &self.answer_budget)
                 .map_err(ToolError::new);
         }
-        match self.store.list(&path).await? {
+        match self.store.outline(&path).await? {
             Some(listing) => Ok(render::view_listing(&path, &listing, &self.answer_budget)),
             None => Err(ToolError::new(render::does_not_exist_valid(path.raw()))),
         }

@@ -144,7 +144,7 @@ async fn round_trips_per_command(b: Backend) {
         expect("insert"),
         vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/edit"]
     );
-    assert_eq!(expect("view root"), vec!["GET /api/contexts"]);
+    assert_eq!(expect("view root"), vec!["GET /api/contexts/tree"]);
     assert_eq!(
         expect("view directory").len(),
         2,
@@ -889,8 +889,83 @@ async fn edits_answer_the_same_with_a_snippet(b: Backend) {
     assert_eq!(answers[1], answers[2]);
 }
 
+/// A directory `view` through the server's `tree` (two levels, sizes added up by the server) is
+/// byte for byte the view of the whole listing (the extension hidden) and of a local store
+/// holding the same files, pinned and per workspace, within the answer budget and past it.
+async fn views_through_the_tree_are_the_listing_byte_for_byte(b: Backend) {
+    let server = Server::start(b).await;
+    let (tenant, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    server.workspace(&tenant, "empty").await;
+    let hiding = Proxy::hiding(&server.url, &["tree"]).await;
+    let files = [
+        ("a.md", "alpha\n"),
+        ("d/b.md", "bb\n"),
+        ("d/e/c.md", "ccc\n"),
+        ("d/e/f/g/deep.md", &"x".repeat(5000)),
+        ("d/.hidden/h.md", "h\n"),
+        ("d/node_modules/n.md", "n\n"),
+        ("ü/ß.md", "unicode\n"),
+        ("z/y/x/w.md", "w\n"),
+    ];
+    let pinned = contextq_memory_tool(options(&server.url, &key).workspace("ws")).unwrap();
+    let local = contextq_memory_tool::MemoryTool::new(contextq_memory_tool::MemoryStore::new());
+    for (path, text) in files {
+        let input = create(&format!("/memories/{path}"), text);
+        assert!(!run(&pinned, input.clone()).await.is_error);
+        assert!(!local.execute(input).await.is_error);
+    }
+    let budget = contextq_memory_tool::AnswerBudget::default()
+        .listing_entries(3)
+        .listing_chars(40_000);
+    let whole = contextq_memory_tool(options(&hiding.url, &key).workspace("ws")).unwrap();
+    for dir in [
+        "/memories",
+        "/memories/d",
+        "/memories/d/e",
+        "/memories/z",
+        "/memories/nothing",
+    ] {
+        let tree = run(&pinned, view(dir)).await;
+        assert_eq!(tree, run(&whole, view(dir)).await, "{dir}");
+        assert_eq!(tree, local.execute(view(dir)).await, "{dir}");
+    }
+    // Past the budget the cut is the same.
+    let cut = |url: &str| {
+        contextq_memory_tool(options(url, &key).workspace("ws").answer_budget(budget)).unwrap()
+    };
+    let a = run(&cut(&server.url), view("/memories")).await;
+    assert!(a.content.contains("are not shown"), "{}", a.content);
+    assert_eq!(a, run(&cut(&hiding.url), view("/memories")).await);
+    // Per workspace: the root lists every workspace, the empty one too.
+    let per_ws = contextq_memory_tool(options(&server.url, &key)).unwrap();
+    let per_ws_whole = contextq_memory_tool(options(&hiding.url, &key)).unwrap();
+    for dir in [
+        "/memories",
+        "/memories/ws",
+        "/memories/ws/d",
+        "/memories/empty",
+    ] {
+        let tree = run(&per_ws, view(dir)).await;
+        assert_eq!(tree, run(&per_ws_whole, view(dir)).await, "{dir}");
+        assert!(
+            !tree.is_error || dir == "/memories/empty",
+            "{dir}: {tree:?}"
+        );
+    }
+    // One request for the directory (after the look for a file at its path).
+    let through = Proxy::start(&server.url).await;
+    let tool = contextq_memory_tool(options(&through.url, &key).workspace("ws")).unwrap();
+    run(&tool, view("/memories")).await;
+    through.take_log();
+    run(&tool, view("/memories/d")).await;
+    let log = through.take_log();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(log[1], "GET /api/contexts/tree", "{log:?}");
+}
+
 contextq_server::database_tests!(
     edits_answer_the_same_with_a_snippet,
+    views_through_the_tree_are_the_listing_byte_for_byte,
     round_trips_per_command,
     per_workspace_path_model,
     never_touches_rows_without_the_tag,

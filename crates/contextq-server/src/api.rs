@@ -26,7 +26,7 @@ use base64::Engine;
 use contextq_api::bodies::{
     BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, DeletePrefix, EditContext,
     EditedContext, EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, PrefixChanges,
-    RenameContext, RenamePrefix, RenamedContext, UpdateContext, WorkspaceList,
+    RenameContext, RenamePrefix, RenamedContext, Tree, UpdateContext, WorkspaceList,
 };
 use contextq_api::{Context, ErrorCode, Extensions, Scope};
 
@@ -168,6 +168,7 @@ pub(crate) fn routes() -> Router<AppState> {
             axum::routing::delete(delete_workspace),
         )
         .route("/api/contexts", get(list_contexts))
+        .route("/api/contexts/tree", get(tree))
         .route("/api/contexts/by-prefix/delete", post(delete_prefix))
         .route("/api/contexts/by-prefix/rename", post(rename_prefix))
         .route("/api/contexts/bulk-upsert", post(bulk_upsert))
@@ -371,6 +372,34 @@ async fn list_contexts(
         contexts: page,
         next_cursor: next.map(|n| encode_cursor(&n)),
     }))
+}
+
+async fn tree(
+    State(s): State<AppState>,
+    caller: Caller,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<Tree>, ApiError> {
+    caller.require(Scope::Read)?;
+    let nonempty = |k: &str| nonempty(&params, k);
+    let (tag, workspace) = (nonempty("requireTag"), nonempty("workspace"));
+    let scope = contexts::Scope {
+        tag: tag.as_deref(),
+        workspace: workspace.as_deref(),
+    };
+    let prefix = params.get("prefix").map(String::as_str).unwrap_or_default();
+    let workspace_first = match params.get("workspaceFirst").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => {
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!("workspaceFirst is true or false, not {other:?}"),
+            ));
+        }
+    };
+    Ok(Json(
+        prefix::tree(&s.db, &caller.tenant_id, prefix, scope, workspace_first).await?,
+    ))
 }
 
 async fn get_by_external(

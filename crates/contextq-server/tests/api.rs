@@ -1558,6 +1558,84 @@ async fn by_prefix_extension(b: Backend) {
     s.stop().await;
 }
 
+/// Extension `tree`: a directory two levels deep, sizes and counts added up by the server, within
+/// the tag and workspace; the per-workspace layout's check of the first segment.
+async fn tree_extension(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    for (id, text) in [
+        ("m:ws/a.md", "1"),
+        ("m:ws/d/b.md", "22"),
+        ("m:ws/d/e/c.md", "333"),
+        ("m:ws/d/e/f/g.md", "4444"),
+        ("m:other/planted.md", "55555"),
+    ] {
+        c.upsert(id, text, &["m"]).await;
+    }
+    c.upsert("m:ws/d/untagged.md", "666666", &["x"]).await;
+    let r = c
+        .get("/api/contexts/tree?prefix=m%3Aws%2F&requireTag=m&workspace=ws")
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert!(
+        r.headers["contextq-extensions"]
+            .to_str()
+            .unwrap()
+            .contains("tree")
+    );
+    assert_eq!(
+        (r.body["files"].clone(), r.body["sizeBytes"].clone()),
+        (json!(4), json!(10))
+    );
+    let entries: Vec<(String, u64, u64)> = r.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap().to_string(),
+                e["files"].as_u64().unwrap(),
+                e["sizeBytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        vec![
+            ("a.md".into(), 1, 1),
+            ("d/".into(), 3, 9),
+            ("d/b.md".into(), 1, 2),
+            ("d/e/".into(), 2, 7),
+        ]
+    );
+    // Without the tag filter the untagged context counts too.
+    let r = c.get("/api/contexts/tree?prefix=m%3Aws%2Fd%2F").await;
+    assert_eq!(r.body["files"], 4);
+    // The per-workspace layout: "m:other/planted.md" lives in workspace ws, not "other".
+    let r = c.get("/api/contexts/tree?prefix=m%3A&requireTag=m").await;
+    assert_eq!(r.body["files"], 5);
+    let r = c
+        .get("/api/contexts/tree?prefix=m%3A&requireTag=m&workspaceFirst=true")
+        .await;
+    assert_eq!(r.body["files"], 4, "{:?}", r.body);
+    assert!(!r.body.to_string().contains("other"), "{:?}", r.body);
+    // An unknown workspace is 404, as for a listing; a bad flag 400; another tenant sees nothing.
+    let r = c.get("/api/contexts/tree?prefix=m%3A&workspace=nope").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = c
+        .get("/api/contexts/tree?prefix=m%3A&workspaceFirst=yes")
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let other = s.tenant(Plan::Free, ALL).await;
+    let r = other.client.get("/api/contexts/tree?prefix=m%3A").await;
+    assert_eq!(
+        (r.status, r.body["files"].clone()),
+        (StatusCode::OK, json!(0))
+    );
+    s.stop().await;
+}
+
 /// A directory over `MAX_PREFIX_CONTEXTS` is refused whole (413), nothing changed.
 async fn by_prefix_is_bounded(b: Backend) {
     let s = TestServer::start(b).await;
@@ -1599,6 +1677,7 @@ contextq_server::database_tests!(
     rename_extension,
     by_prefix_extension,
     by_prefix_is_bounded,
+    tree_extension,
     a_read_only_server_refuses_every_write,
     text_edit_extension,
     workspaces,

@@ -20,7 +20,7 @@ use contextq_api::bodies::{
 };
 pub use contextq_api::bodies::{
     DeletePrefix, EditContext, EditedContext, EditedSummary, PrefixChange, PrefixChanges,
-    RenameContext, RenamePrefix, RenamedContext,
+    RenameContext, RenamePrefix, RenamedContext, Tree, TreeEntry,
 };
 pub use contextq_api::{
     ApiKey, Context, ContextInput, ContextSummary, EXTENSIONS_HEADER, Extensions, UpsertResult,
@@ -383,6 +383,33 @@ impl Client {
         } else {
             format!("/api/contexts?{}", query.join("&"))
         };
+        let a = self
+            .request(Method::GET, &path, None, None, Idempotency::Read)
+            .await?;
+        self.decode(&path, &a.body)
+    }
+
+    /// `GET /api/contexts/tree?prefix=` (extension `tree`: send it only to a server that shows
+    /// it): the contexts under `prefix` with `tag`, in `workspace`, two levels deep with sizes
+    /// added up by the server; with `workspace_first`, only those whose first segment after
+    /// the prefix is their own workspace's slug.
+    pub async fn tree(
+        &self,
+        prefix: &str,
+        tag: Option<&str>,
+        workspace: Option<&str>,
+        workspace_first: bool,
+    ) -> Result<Tree> {
+        let mut path = format!("/api/contexts/tree?prefix={}", segment(prefix));
+        if workspace_first {
+            path.push_str("&workspaceFirst=true");
+        }
+        if let Some(t) = tag {
+            path.push_str(&format!("&requireTag={}", segment(t)));
+        }
+        if let Some(w) = workspace {
+            path.push_str(&format!("&workspace={}", segment(w)));
+        }
         let a = self
             .request(Method::GET, &path, None, None, Idempotency::Read)
             .await?;

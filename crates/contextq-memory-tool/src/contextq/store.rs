@@ -744,6 +744,76 @@ impl Store for ContextQStore {
         Ok(Some(listing))
     }
 
+    /// With the `tree` extension: one request, the server adding sizes up; the same listing
+    /// as [`Store::list`] would render, without the files deeper than two levels.
+    async fn outline(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
+        if !self.extensions().await?.tree {
+            return self.list(dir).await;
+        }
+        let dir = dir.normalised_copy();
+        let target = self.target(&dir)?;
+        let (prefix, workspace) = match &target {
+            None => (format!("{}:", self.tag), None),
+            Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),
+        };
+        let mut listing = Listing::default();
+        if target.is_none() {
+            for ws in self.client.list_workspaces().await? {
+                if let Ok(path) = dir.join(&ws.slug) {
+                    listing.dirs.push(DirMeta { path, size: None });
+                }
+            }
+        }
+        let tree = match self
+            .client
+            .tree(
+                &prefix,
+                Some(&self.tag),
+                workspace.as_deref(),
+                target.is_none(),
+            )
+            .await
+        {
+            Ok(tree) => tree,
+            Err(e) if refused(&e, ErrorCode::NotFound) => {
+                return Ok(dir.is_root().then(Listing::default));
+            }
+            Err(e) => return Err(e),
+        };
+        let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
+        if tree.files == 0 && !dir.is_root() && !workspace_level {
+            return Ok(None);
+        }
+        listing.own_size = Some(tree.size_bytes);
+        for entry in tree.entries {
+            let is_dir = entry.path.ends_with('/');
+            let rel = entry.path.trim_end_matches('/');
+            let path = match &target {
+                None => MemoryPath::root().join(rel),
+                Some(_) => dir.join(rel),
+            };
+            let Ok(path) = path else {
+                continue; // not a valid memory path: never listed (its bytes still count above)
+            };
+            if is_dir {
+                // A workspace already listed gets its size.
+                listing.dirs.retain(|d| d.path != path);
+                listing.dirs.push(DirMeta {
+                    path,
+                    size: Some(entry.size_bytes),
+                });
+            } else {
+                listing.files.push(FileMeta {
+                    path,
+                    size: Some(entry.size_bytes),
+                    version: None,
+                    modified: Some(entry.updated_at),
+                });
+            }
+        }
+        Ok(Some(listing))
+    }
+
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         let target = self.file_target(path)?;
         let external_id = target.external_id(&self.tag);

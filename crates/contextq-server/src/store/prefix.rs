@@ -1,6 +1,8 @@
-//! Directories (extension `by-prefix`): every context under an external-id prefix deleted, or
-//! moved under another prefix, in one transaction, so that a memory directory's delete or
-//! rename is all or nothing on this server (the seed's named non-atomic gaps close here).
+//! Directories: every context under an external-id prefix deleted, or moved under another
+//! prefix, in one transaction (extension `by-prefix`), so that a memory directory's delete or
+//! rename is all or nothing on this server (the seed's named non-atomic gaps close here); and a
+//! directory read two levels deep with its sizes added up here (extension `tree`), so that a
+//! `view` of a directory is one small answer however many files lie deeper.
 //!
 //! One write as every other ([`super::write`]): the read under the head lock takes the rows
 //! under the prefix (at most [`MAX_PREFIX_CONTEXTS`] + 1: a larger directory is refused, 413,
@@ -9,9 +11,12 @@
 //! versions, and moves the head. Nothing here scans more than the directory.
 
 use contextq_api::Plan;
-use contextq_api::bodies::{PrefixChange, PrefixChanges};
+use std::collections::BTreeMap;
+
+use contextq_api::bodies::{PrefixChange, PrefixChanges, Tree, TreeEntry};
 use contextq_api::history::Action;
 use contextq_api::limits::{MAX_PREFIX_CONTEXTS, MAX_PREFIX_RENAME_BYTES, MAX_TITLE_BYTES};
+use futures::TryStreamExt;
 use serde::Deserialize;
 use sqlx::Row;
 
@@ -60,6 +65,94 @@ struct Found {
     to_kept_min: Option<i64>,
     #[serde(rename = "tlv")]
     to_kept_last: Option<i64>,
+}
+
+/// `GET /api/contexts/tree?prefix=` (extension `tree`): the contexts under `prefix` within
+/// `scope`, two levels deep, with each directory's files and bytes added up. The rows are read
+/// as a stream in external-id order (one index range of the directory), never held at once.
+/// A `scope.workspace` that does not exist is "not found" (as for a listing). With
+/// `workspace_first`, a context counts only when the first segment after the prefix is its own
+/// workspace's slug (the memory tool's per-workspace layout, `<tag>:<workspace>/...`).
+pub async fn tree(
+    db: &Db,
+    tenant_id: &str,
+    prefix: &str,
+    scope: Scope<'_>,
+    workspace_first: bool,
+) -> Result<Tree> {
+    if prefix.len() > MAX_TITLE_BYTES {
+        return Err(Error::BadParameter(format!(
+            "prefix: at most {MAX_TITLE_BYTES} bytes"
+        )));
+    }
+    let mut sql = String::from(
+        "SELECT c.external_id, c.size_bytes, c.updated_at FROM contexts c \
+         JOIN workspaces w ON w.id = c.workspace_id \
+         WHERE c.tenant_id = $1 AND c.external_id >= $2 AND c.external_id < $3",
+    );
+    let mut binds = vec![tenant_id.to_string(), prefix.to_string(), range_end(prefix)];
+    if let Some(slug) = scope.workspace {
+        binds.push(super::workspaces::id_of(db, tenant_id, slug).await?);
+        sql.push_str(&format!(" AND c.workspace_id = ${}", binds.len()));
+    }
+    if workspace_first {
+        sql.push_str(&format!(
+            " AND substr(c.external_id, {}, length(w.slug) + 1) = w.slug || '/'",
+            prefix.chars().count() + 1
+        ));
+    }
+    if let Some(tag) = scope.tag {
+        binds.push(tag.to_string());
+        sql.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM context_tags t WHERE t.context_id = c.id AND t.tag = ${})",
+            binds.len()
+        ));
+    }
+    sql.push_str(" ORDER BY c.external_id");
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for b in binds {
+        query = query.bind(b);
+    }
+    let mut reader = db.reader().await?;
+    let mut rows = query.fetch(&mut *reader);
+    let mut tree = Tree::default();
+    let mut entries: BTreeMap<String, TreeEntry> = BTreeMap::new();
+    let add = |e: &mut TreeEntry, size: u64, at: &str| {
+        e.files += 1;
+        e.size_bytes += size;
+        if at > e.updated_at.as_str() {
+            e.updated_at = at.to_string();
+        }
+    };
+    while let Some(row) = rows.try_next().await? {
+        let external_id: String = row.try_get("external_id")?;
+        let size = row.try_get::<i64, _>("size_bytes")?.max(0) as u64;
+        let at: String = row.try_get("updated_at")?;
+        let rel = &external_id[prefix.len()..];
+        tree.files += 1;
+        tree.size_bytes += size;
+        if at > tree.updated_at {
+            tree.updated_at = at.clone();
+        }
+        let mut segments = rel.splitn(3, '/');
+        let first = segments.next().unwrap_or_default();
+        let keys = match (segments.next(), segments.next()) {
+            (None, _) => vec![first.to_string()],
+            (Some(second), None) => vec![format!("{first}/"), format!("{first}/{second}")],
+            (Some(second), Some(_)) => vec![format!("{first}/"), format!("{first}/{second}/")],
+        };
+        for key in keys {
+            let e = entries.entry(key.clone()).or_insert_with(|| TreeEntry {
+                path: key,
+                files: 0,
+                size_bytes: 0,
+                updated_at: String::new(),
+            });
+            add(e, size, &at);
+        }
+    }
+    tree.entries = entries.into_values().collect();
+    Ok(tree)
 }
 
 /// The end of a prefix's range of external ids (exclusive).
