@@ -706,9 +706,11 @@ async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
             "\n{backend}: listing one directory (view, 2 levels, derived sizes), whole (no answer budget) and with the default budget\n"
         );
         println!(
-            "| files | load (bulk-upsert) s | view ms, whole | characters, whole | ms per 1,000 files | view ms, default budget | characters, default budget | server peak RSS MiB |"
+            "| files | load (bulk-upsert) s | view ms, whole | characters, whole | ms per 1,000 files | view ms, default budget | characters, default budget | view of the parent ms, tree | view of the parent ms, listing | server peak RSS MiB |"
         );
-        println!("|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        // The same tool without the `tree` extension: the view lists every file beneath.
+        let hiding = Proxy::hiding(&server.url, &["tree"]).await;
         for n in [1_000, 20_000, 100_000, 1_000_000]
             .into_iter()
             .filter(|n| *n <= max_files)
@@ -748,12 +750,36 @@ async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
                 best.push((*times.iter().min().expect("three runs"), chars));
             }
             let ((whole_time, whole_chars), (cut_time, cut_chars)) = (best[0], best[1]);
+            // The workspace's root: the files lie three levels down, so the view shows the
+            // folders with their sizes (101 rows) whatever the directory holds.
+            let mut parent = Vec::new();
+            let mut answers = Vec::new();
+            for url in [&server.url, &hiding.url] {
+                let tool = server.tool(url, &ws)?;
+                let mut times = Vec::new();
+                for _ in 0..3 {
+                    let s = Instant::now();
+                    let r = tool
+                        .execute(json!({"command": "view", "path": "/memories"}))
+                        .await;
+                    times.push(s.elapsed());
+                    anyhow::ensure!(!r.is_error, "{}", r.content);
+                    answers.push(r.content);
+                }
+                parent.push(*times.iter().min().expect("three runs"));
+            }
+            anyhow::ensure!(
+                answers.iter().all(|a| *a == answers[0]),
+                "the tree's view differs from the listing's"
+            );
             println!(
-                "| {n} | {:.1} | {} | {whole_chars} | {:.2} | {} | {cut_chars} | {:.0} |",
+                "| {n} | {:.1} | {} | {whole_chars} | {:.2} | {} | {cut_chars} | {} | {} | {:.0} |",
                 load.as_secs_f64(),
                 ms(whole_time),
                 whole_time.as_secs_f64() * 1000.0 / (n as f64 / 1000.0),
                 ms(cut_time),
+                ms(parent[0]),
+                ms(parent[1]),
                 server.peak_mib().unwrap_or(0.0)
             );
             std::io::stdout().flush()?;

@@ -397,8 +397,26 @@ async fn tree(
             ));
         }
     };
+    let depth = match params.get("depth").map(String::as_str) {
+        None | Some("2") => 2,
+        Some("1") => 1,
+        Some(other) => {
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!("depth is 1 or 2, not {other:?}"),
+            ));
+        }
+    };
     Ok(Json(
-        prefix::tree(&s.db, &caller.tenant_id, prefix, scope, workspace_first).await?,
+        prefix::tree(
+            &s.db,
+            &caller.tenant_id,
+            prefix,
+            scope,
+            workspace_first,
+            depth,
+        )
+        .await?,
     ))
 }
 

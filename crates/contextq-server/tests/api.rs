@@ -1609,6 +1609,20 @@ async fn tree_extension(b: Backend) {
             ("d/e/".into(), 2, 7),
         ]
     );
+    // One level: the directory's own entries only.
+    let r = c
+        .get("/api/contexts/tree?prefix=m%3Aws%2F&requireTag=m&workspace=ws&depth=1")
+        .await;
+    let paths: Vec<&str> = r.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["a.md", "d/"]);
+    assert_eq!(r.body["entries"][1]["files"], 3);
+    let r = c.get("/api/contexts/tree?prefix=m%3A&depth=3").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
     // Without the tag filter the untagged context counts too.
     let r = c.get("/api/contexts/tree?prefix=m%3Aws%2Fd%2F").await;
     assert_eq!(r.body["files"], 4);

@@ -483,6 +483,28 @@ impl ContextQStore {
         }
     }
 
+    /// Where a listing of `dir` looks (its target, external-id prefix and workspace) and how it
+    /// starts: at the root of per-workspace mode, every workspace as a directory.
+    async fn listing_of(
+        &self,
+        dir: &MemoryPath,
+    ) -> Result<(Option<Target>, String, Option<String>, Listing)> {
+        let target = self.target(dir)?;
+        let (prefix, workspace) = match &target {
+            None => (format!("{}:", self.tag), None),
+            Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),
+        };
+        let mut listing = Listing::default();
+        if target.is_none() {
+            for ws in self.client.list_workspaces().await? {
+                if let Ok(path) = dir.join(&ws.slug) {
+                    listing.dirs.push(DirMeta { path, size: None });
+                }
+            }
+        }
+        Ok((target, prefix, workspace, listing))
+    }
+
     async fn create(
         &self,
         target: &Target,
@@ -680,19 +702,7 @@ impl Store for ContextQStore {
 
     async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
         let dir = dir.normalised_copy();
-        let target = self.target(&dir)?;
-        let (prefix, workspace) = match &target {
-            None => (format!("{}:", self.tag), None),
-            Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),
-        };
-        let mut listing = Listing::default();
-        if target.is_none() {
-            for ws in self.client.list_workspaces().await? {
-                if let Ok(path) = dir.join(&ws.slug) {
-                    listing.dirs.push(DirMeta { path, size: None });
-                }
-            }
-        }
+        let (target, prefix, workspace, mut listing) = self.listing_of(&dir).await?;
         let extensions = self.extensions().await?;
         let params = ListParams {
             workspace,
@@ -751,19 +761,7 @@ impl Store for ContextQStore {
             return self.list(dir).await;
         }
         let dir = dir.normalised_copy();
-        let target = self.target(&dir)?;
-        let (prefix, workspace) = match &target {
-            None => (format!("{}:", self.tag), None),
-            Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),
-        };
-        let mut listing = Listing::default();
-        if target.is_none() {
-            for ws in self.client.list_workspaces().await? {
-                if let Ok(path) = dir.join(&ws.slug) {
-                    listing.dirs.push(DirMeta { path, size: None });
-                }
-            }
-        }
+        let (target, prefix, workspace, mut listing) = self.listing_of(&dir).await?;
         let tree = match self
             .client
             .tree(

@@ -16,14 +16,13 @@ use std::collections::BTreeMap;
 use contextq_api::bodies::{PrefixChange, PrefixChanges, Tree, TreeEntry};
 use contextq_api::history::Action;
 use contextq_api::limits::{MAX_PREFIX_CONTEXTS, MAX_PREFIX_RENAME_BYTES, MAX_TITLE_BYTES};
-use futures::TryStreamExt;
 use serde::Deserialize;
 use sqlx::Row;
 
 use super::contexts::Scope;
 use super::history::{Change, Kept, Usage, Versions, usage_columns};
 use super::{Actor, Error, Outcome, Result, decode, json_rows, now, tags_from, write};
-use crate::db::{Batch, Bind, Db};
+use crate::db::{Backend, Batch, Bind, Db};
 
 /// Titles a rename rewrites: a title that starts with `from` starts with `to` instead (the
 /// memory tool titles each file with its path).
@@ -68,88 +67,104 @@ struct Found {
 }
 
 /// `GET /api/contexts/tree?prefix=` (extension `tree`): the contexts under `prefix` within
-/// `scope`, two levels deep, with each directory's files and bytes added up. The rows are read
-/// as a stream in external-id order (one index range of the directory), never held at once.
-/// A `scope.workspace` that does not exist is "not found" (as for a listing). With
-/// `workspace_first`, a context counts only when the first segment after the prefix is its own
-/// workspace's slug (the memory tool's per-workspace layout, `<tag>:<workspace>/...`).
+/// `scope`, `depth` (1 or 2) levels deep, with each directory's files and bytes added up. The
+/// database adds them up (one index range of the directory, grouped by the first two path
+/// segments), so what comes back is one row per entry, not per file. A `scope.workspace` that
+/// does not exist is "not found" (as for a listing). With `workspace_first`, a context counts
+/// only when the first segment after the prefix is its own workspace's slug (the memory tool's
+/// per-workspace layout, `<tag>:<workspace>/...`).
 pub async fn tree(
     db: &Db,
     tenant_id: &str,
     prefix: &str,
     scope: Scope<'_>,
     workspace_first: bool,
+    depth: u8,
 ) -> Result<Tree> {
     if prefix.len() > MAX_TITLE_BYTES {
         return Err(Error::BadParameter(format!(
             "prefix: at most {MAX_TITLE_BYTES} bytes"
         )));
     }
-    let mut sql = String::from(
-        "SELECT c.external_id, c.size_bytes, c.updated_at FROM contexts c \
-         JOIN workspaces w ON w.id = c.workspace_id \
-         WHERE c.tenant_id = $1 AND c.external_id >= $2 AND c.external_id < $3",
-    );
+    if !(1..=2).contains(&depth) {
+        return Err(Error::BadParameter("depth: 1 or 2".into()));
+    }
+    let mut filter =
+        String::from("c.tenant_id = $1 AND c.external_id >= $2 AND c.external_id < $3");
     let mut binds = vec![tenant_id.to_string(), prefix.to_string(), range_end(prefix)];
     if let Some(slug) = scope.workspace {
         binds.push(super::workspaces::id_of(db, tenant_id, slug).await?);
-        sql.push_str(&format!(" AND c.workspace_id = ${}", binds.len()));
+        filter.push_str(&format!(" AND c.workspace_id = ${}", binds.len()));
     }
-    if workspace_first {
-        sql.push_str(&format!(
+    let from = if workspace_first {
+        filter.push_str(&format!(
             " AND substr(c.external_id, {}, length(w.slug) + 1) = w.slug || '/'",
             prefix.chars().count() + 1
         ));
-    }
+        "contexts c JOIN workspaces w ON w.id = c.workspace_id"
+    } else {
+        "contexts c"
+    };
     if let Some(tag) = scope.tag {
         binds.push(tag.to_string());
-        sql.push_str(&format!(
+        filter.push_str(&format!(
             " AND EXISTS (SELECT 1 FROM context_tags t WHERE t.context_id = c.id AND t.tag = ${})",
             binds.len()
         ));
     }
-    sql.push_str(" ORDER BY c.external_id");
+    // The path after the prefix cut into its first segment (with its `/`, or the whole path of a
+    // file) and the second (likewise; empty for a file directly beneath), in characters, as
+    // both dialects count them.
+    let find = match db.backend() {
+        Backend::Sqlite => "instr",
+        Backend::Postgres => "strpos",
+    };
+    let sql = format!(
+        "SELECT k1, k2, COUNT(*) AS files, CAST(SUM(sz) AS BIGINT) AS bytes, MAX(at) AS at FROM ( \
+           SELECT k1, CASE WHEN {find}(rest, '/') = 0 THEN rest ELSE substr(rest, 1, {find}(rest, '/')) END AS k2, sz, at FROM ( \
+             SELECT CASE WHEN p1 = 0 THEN rel ELSE substr(rel, 1, p1) END AS k1, \
+                    CASE WHEN p1 = 0 THEN '' ELSE substr(rel, p1 + 1) END AS rest, sz, at FROM ( \
+               SELECT rel, {find}(rel, '/') AS p1, sz, at FROM ( \
+                 SELECT substr(c.external_id, {start}) AS rel, c.size_bytes AS sz, c.updated_at AS at \
+                 FROM {from} WHERE {filter}) a) b) d) e \
+         GROUP BY k1, k2",
+        start = prefix.chars().count() + 1,
+    );
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for b in binds {
         query = query.bind(b);
     }
-    let mut reader = db.reader().await?;
-    let mut rows = query.fetch(&mut *reader);
+    let rows = query.fetch_all(&mut *db.reader().await?).await?;
     let mut tree = Tree::default();
     let mut entries: BTreeMap<String, TreeEntry> = BTreeMap::new();
-    let add = |e: &mut TreeEntry, size: u64, at: &str| {
-        e.files += 1;
-        e.size_bytes += size;
+    let mut add = |key: String, files: u64, bytes: u64, at: &str| {
+        let e = entries.entry(key.clone()).or_insert_with(|| TreeEntry {
+            path: key,
+            files: 0,
+            size_bytes: 0,
+            updated_at: String::new(),
+        });
+        e.files += files;
+        e.size_bytes += bytes;
         if at > e.updated_at.as_str() {
             e.updated_at = at.to_string();
         }
     };
-    while let Some(row) = rows.try_next().await? {
-        let external_id: String = row.try_get("external_id")?;
-        let size = row.try_get::<i64, _>("size_bytes")?.max(0) as u64;
-        let at: String = row.try_get("updated_at")?;
-        let rel = &external_id[prefix.len()..];
-        tree.files += 1;
-        tree.size_bytes += size;
+    for row in &rows {
+        let k1: String = row.try_get("k1")?;
+        let k2: String = row.try_get("k2")?;
+        let files = row.try_get::<i64, _>("files")?.max(0) as u64;
+        let bytes = row.try_get::<Option<i64>, _>("bytes")?.unwrap_or(0).max(0) as u64;
+        let at: String = row.try_get("at")?;
+        tree.files += files;
+        tree.size_bytes += bytes;
         if at > tree.updated_at {
             tree.updated_at = at.clone();
         }
-        let mut segments = rel.splitn(3, '/');
-        let first = segments.next().unwrap_or_default();
-        let keys = match (segments.next(), segments.next()) {
-            (None, _) => vec![first.to_string()],
-            (Some(second), None) => vec![format!("{first}/"), format!("{first}/{second}")],
-            (Some(second), Some(_)) => vec![format!("{first}/"), format!("{first}/{second}/")],
-        };
-        for key in keys {
-            let e = entries.entry(key.clone()).or_insert_with(|| TreeEntry {
-                path: key,
-                files: 0,
-                size_bytes: 0,
-                updated_at: String::new(),
-            });
-            add(e, size, &at);
+        if depth == 2 && k1.ends_with('/') && !k2.is_empty() {
+            add(format!("{k1}{k2}"), files, bytes, &at);
         }
+        add(k1, files, bytes, &at);
     }
     tree.entries = entries.into_values().collect();
     Ok(tree)
