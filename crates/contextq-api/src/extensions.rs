@@ -37,9 +37,12 @@ pub struct Extensions {
     /// `GET /api/contexts/tree?prefix=`: a directory two levels deep with sizes added up by
     /// the server (token `tree`).
     pub tree: bool,
+    /// `GET /api/contexts/by-external/:id/diff?from=&to=`: two versions' line diff computed
+    /// by the server (token `diff`; with `history`).
+    pub diff: bool,
 }
 
-const TOKENS: [&str; 11] = [
+const TOKENS: [&str; 12] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -51,6 +54,7 @@ const TOKENS: [&str; 11] = [
     "rename",
     "by-prefix",
     "tree",
+    "diff",
 ];
 
 impl Extensions {
@@ -67,9 +71,10 @@ impl Extensions {
         rename: true,
         by_prefix: true,
         tree: true,
+        diff: true,
     };
 
-    fn flags(&self) -> [bool; 11] {
+    fn flags(&self) -> [bool; 12] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -82,6 +87,7 @@ impl Extensions {
             self.rename,
             self.by_prefix,
             self.tree,
+            self.diff,
         ]
     }
 
@@ -100,6 +106,7 @@ impl Extensions {
             rename: has(TOKENS[8]),
             by_prefix: has(TOKENS[9]),
             tree: has(TOKENS[10]),
+            diff: has(TOKENS[11]),
         }
     }
 
@@ -124,7 +131,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

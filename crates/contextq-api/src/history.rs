@@ -191,3 +191,41 @@ mod tests {
         assert!("rename".parse::<Action>().is_err());
     }
 }
+
+/// The answer to `GET /api/contexts/by-external/:externalId/diff?from=&to=` (extension `diff`):
+/// the lines of version `from` turned into those of version `to`, by the server (Myers'
+/// algorithm: time linear in the lines plus the square of the changes, never the product of
+/// the two lengths). A delete version reads as empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionDiff {
+    /// The older side's version number.
+    pub from: i64,
+    /// The newer side's version number.
+    pub to: i64,
+    /// Every line of both sides in order: kept, removed (only in `from`) or added (only in
+    /// `to`), without its line ending.
+    pub lines: Vec<DiffLine>,
+}
+
+/// One line of a [`VersionDiff`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiffLine {
+    /// What happened to it.
+    pub op: DiffOp,
+    /// The line, without its line ending.
+    pub text: String,
+}
+
+/// How a line of a [`VersionDiff`] differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DiffOp {
+    /// In both versions.
+    Same,
+    /// Only in `from`.
+    Del,
+    /// Only in `to`.
+    Add,
+}

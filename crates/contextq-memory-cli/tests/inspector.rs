@@ -130,6 +130,18 @@ async fn the_inspector_in_a_real_browser() {
             json!({"command": "create", "path": "/memories/x\"><svg onload=window.__xss=4>/y.md", "file_text": "</pre><script>window.__xss=5</script>\n"}),
         ],
     );
+    // A large tree: 20,000 files in 100 folders, imported.
+    let src = tempfile::tempdir().unwrap();
+    for i in 0..20_000 {
+        let dir = src.path().join(format!("memories/big/d{:02}", i % 100));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i:05}.md")), format!("file {i}\n")).unwrap();
+    }
+    let out = embedded(data.path())
+        .args(["import", src.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
     // The server, and its one-time sign-in link (stderr).
     let mut serve = Command::new(BIN)
         .args(["serve", "--listen", "127.0.0.1:0"])
@@ -203,12 +215,54 @@ async fn the_inspector_in_a_real_browser() {
     assert!(!url.as_str().contains("token"), "{url}");
     shot(&c, "1-workspaces").await;
     click(&c, Locator::XPath("//button[text()='default']")).await;
-    until_text(&c, "#tree", "/memories/user.md").await;
+    until_text(&c, "#tree", "user.md").await;
     no_script_ran(&c).await;
     shot(&c, "2-tree").await;
 
+    // The large tree loads one level at a time: the top level shows the folder with its count
+    // and size; expanding it shows its 100 folders, one of those its 200 files.
+    let summary = until_text(&c, "#tree-summary", "files").await;
+    assert!(summary.starts_with("20003 files"), "{summary}");
+    let rows = |c: &Client| {
+        let c = c.clone();
+        async move {
+            c.find_all(Locator::Css("#tree tbody tr"))
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    assert_eq!(rows(&c).await, 4, "big/, user.md, the two hostile names");
+    until_text(&c, "#tree", "20000").await;
+    click(&c, Locator::Css("button.folder[data-dir='big/']")).await;
+    until_text(&c, "#tree", "d99/").await;
+    assert_eq!(rows(&c).await, 104);
+    click(&c, Locator::Css("button.folder[data-dir='big/d07/']")).await;
+    until_text(&c, "#tree", "f19907.md").await;
+    assert_eq!(rows(&c).await, 304);
+    shot(&c, "2b-large-tree").await;
+    // Collapsing removes everything beneath.
+    click(&c, Locator::Css("button.folder[data-dir='big/']")).await;
+    until(&c, "#tree", "the collapsed tree", |t| !t.contains("d99/")).await;
+    assert_eq!(rows(&c).await, 4);
+    // The path filter finds files without opening folders, a page of 100 at a time.
+    let find = c.find(Locator::Id("tree-filter-path")).await.unwrap();
+    find.send_keys("big/d42/").await.unwrap();
+    click(&c, Locator::Css("#tree-filter button")).await;
+    until_text(&c, "#search", "/memories/big/d42/f00042.md").await;
+    assert_eq!(
+        c.find_all(Locator::Css("#search tbody tr"))
+            .await
+            .unwrap()
+            .len(),
+        100
+    );
+    click(&c, Locator::Id("search-more")).await;
+    until_text(&c, "#search", "/memories/big/d42/f19942.md").await;
+    click(&c, Locator::XPath("//button[text()='Back to the tree']")).await;
+
     // A file as Claude sees it, with line numbers.
-    click(&c, Locator::XPath("//button[text()='/memories/user.md']")).await;
+    click(&c, Locator::XPath("//button[text()='user.md']")).await;
     let content = until_text(&c, "#content", "America/New_York").await;
     assert!(
         content.contains("1\tName: Ada") || content.contains("1 Name: Ada"),
@@ -237,7 +291,7 @@ async fn the_inspector_in_a_real_browser() {
     click(&c, Locator::XPath("//button[text()='default']")).await;
     let tree = until_text(&c, "#tree", "onerror").await;
     assert!(
-        tree.contains("/memories/<img src=x onerror=window.__xss=1>.md"),
+        tree.contains("<img src=x onerror=window.__xss=1>.md"),
         "{tree}"
     );
     click(
@@ -261,6 +315,7 @@ async fn the_inspector_in_a_real_browser() {
         Locator::XPath("//button[contains(text(), 'svg onload')]"),
     )
     .await;
+    click(&c, Locator::XPath("//button[text()='y.md']")).await;
     until_text(&c, "#content", "</pre>").await;
     no_script_ran(&c).await;
     shot(&c, "6-hostile").await;

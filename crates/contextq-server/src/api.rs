@@ -196,6 +196,10 @@ pub(crate) fn routes() -> Router<AppState> {
             "/api/contexts/by-external/{external_id}/versions/{version}",
             get(history::one_by_external),
         )
+        .route(
+            "/api/contexts/by-external/{external_id}/diff",
+            get(history::diff),
+        )
         .route("/api/contexts/{id}/versions", get(history::by_id))
         .route(
             "/api/contexts/{id}/versions/{version}",

@@ -1650,6 +1650,77 @@ async fn tree_extension(b: Backend) {
     s.stop().await;
 }
 
+/// Extension `diff`: two versions' line diff, computed by the server; a delete reads as empty;
+/// missing or bad versions are refused; another workspace's versions are not found.
+async fn diff_extension(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let r = c.upsert("m:ws/a.md", "one\ntwo\nthree\n", &["m"]).await;
+    let id = r.body["results"][0]["id"].as_str().unwrap().to_string();
+    c.put_content(&id, "one\n2\nthree\nfour\n", Some(1)).await;
+    c.delete(&format!("/api/contexts/{id}"), None).await;
+    let path = |q: &str| format!("/api/contexts/by-external/{}/diff?{q}", seg("m:ws/a.md"));
+    let r = c.get(&path("from=1&to=2&workspace=ws")).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert!(
+        r.headers["contextq-extensions"]
+            .to_str()
+            .unwrap()
+            .contains("diff")
+    );
+    let lines: Vec<(String, String)> = r.body["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["op"].as_str().unwrap().into(),
+                l["text"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expect = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        lines,
+        expect(&[
+            ("same", "one"),
+            ("del", "two"),
+            ("add", "2"),
+            ("same", "three"),
+            ("add", "four")
+        ])
+    );
+    // The delete (version 3) reads as empty.
+    let r = c.get(&path("from=2&to=3")).await;
+    assert_eq!(r.body["lines"].as_array().unwrap().len(), 4);
+    assert!(
+        r.body["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["op"] == "del")
+    );
+    for (q, status) in [
+        ("to=2", StatusCode::BAD_REQUEST),
+        ("from=0&to=2", StatusCode::BAD_REQUEST),
+        ("from=1&to=9", StatusCode::NOT_FOUND),
+        ("from=1&to=2&workspace=other", StatusCode::NOT_FOUND),
+    ] {
+        assert_eq!(c.get(&path(q)).await.status, status, "{q}");
+    }
+    let other = s.tenant(Plan::Free, ALL).await;
+    assert_eq!(
+        other.client.get(&path("from=1&to=2")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    s.stop().await;
+}
+
 /// A directory over `MAX_PREFIX_CONTEXTS` is refused whole (413), nothing changed.
 async fn by_prefix_is_bounded(b: Backend) {
     let s = TestServer::start(b).await;
@@ -1692,6 +1763,7 @@ contextq_server::database_tests!(
     by_prefix_extension,
     by_prefix_is_bounded,
     tree_extension,
+    diff_extension,
     a_read_only_server_refuses_every_write,
     text_edit_extension,
     workspaces,

@@ -62,20 +62,6 @@ async function api(path, options = {}) {
 
 const seg = (s) => encodeURIComponent(s);
 
-/** Every page of a paged list (`nextCursor`). */
-async function allPages(path, field) {
-  let out = [];
-  let cursor = null;
-  for (let i = 0; i < 1000; i++) {
-    const sep = path.includes("?") ? "&" : "?";
-    const { body } = await api(cursor ? `${path}${sep}cursor=${seg(cursor)}` : path);
-    out = out.concat(body[field]);
-    if (!body.nextCursor || body.nextCursor === cursor) break;
-    cursor = body.nextCursor;
-  }
-  return out;
-}
-
 function memoryPath(workspace, externalId) {
   return "/memories/" + externalId.slice(`${TAG}:${workspace}/`.length);
 }
@@ -103,25 +89,95 @@ async function workspaces() {
       el("tbody", {}, rows)));
 }
 
+/** One level of a directory, the server adding up sizes (extension `tree`, depth 1): folders
+ * with their file counts and sizes, and files. One request however much lies beneath. */
+async function level(workspace, dir) {
+  const prefix = `${TAG}:${workspace}/${dir}`;
+  const { body } = await api(`/api/contexts/tree?prefix=${seg(prefix)}&requireTag=${TAG}&workspace=${seg(workspace)}&depth=1`);
+  return body;
+}
+
+/** Most rows one level shows; the path filter finds the rest. */
+const LEVEL_ROWS = 1000;
+
+/** The rows of one level (`dir` ends with "/" or is ""), `depth` levels in. A folder's row
+ * expands in place (its level is fetched then) and collapses again. */
+function levelRows(workspace, dir, body, depth) {
+  const indent = el("span", { class: "muted" }, "\u00a0\u00a0\u00a0\u00a0".repeat(depth));
+  const rows = body.entries.slice(0, LEVEL_ROWS).map((e) => {
+    const full = dir + e.path;
+    let button;
+    if (e.path.endsWith("/")) {
+      button = el("button", { type: "button", class: "link folder", "aria-expanded": "false", "data-dir": full }, `▸ ${e.path}`);
+      button.addEventListener("click", () => run(async () => {
+        const row = button.closest("tr");
+        if (button.getAttribute("aria-expanded") === "true") {
+          let next = row.nextElementSibling;
+          while (next && (next.dataset.parent || "").startsWith(full)) { const gone = next; next = next.nextElementSibling; gone.remove(); }
+          button.setAttribute("aria-expanded", "false");
+          button.textContent = `▸ ${e.path}`;
+          return;
+        }
+        const children = levelRows(workspace, full, await level(workspace, full), depth + 1);
+        row.after(...children);
+        button.setAttribute("aria-expanded", "true");
+        button.textContent = `▾ ${e.path}`;
+      }));
+    } else {
+      button = el("button", { type: "button", class: "link file", onclick: () => run(() => file(workspace, `${TAG}:${workspace}/${full}`)) }, e.path);
+    }
+    const row = el("tr", {},
+      el("td", {}, indent.cloneNode(true), button),
+      el("td", { class: "num" }, e.path.endsWith("/") ? e.files : ""),
+      el("td", { class: "num" }, size(e.sizeBytes)),
+      el("td", {}, e.updatedAt));
+    row.dataset.parent = dir;
+    return row;
+  });
+  if (body.entries.length > LEVEL_ROWS) {
+    const more = el("tr", {}, el("td", { colspan: "4", class: "muted" },
+      `${body.entries.length - LEVEL_ROWS} more entries here: use the path filter to find them.`));
+    more.dataset.parent = dir;
+    rows.push(more);
+  }
+  return rows;
+}
+
 async function tree(workspace) {
   status("");
-  const prefix = `${TAG}:${workspace}/`;
-  const rows = await allPages(`/api/contexts?workspace=${seg(workspace)}&tag=${TAG}&externalIdPrefix=${seg(prefix)}&limit=500`, "contexts");
-  const files = rows.filter((c) => c.externalId.startsWith(prefix) && c.workspace === workspace)
-    .sort((a, b) => (a.externalId < b.externalId ? -1 : 1));
-  const body = files.map((c) => {
-    const path = memoryPath(workspace, c.externalId);
-    const depth = path.split("/").length - 3;
-    return el("tr", {},
-      el("td", {}, el("span", { class: "muted" }, "\u00a0\u00a0\u00a0\u00a0".repeat(depth)),
-        el("button", { type: "button", class: "link file", onclick: () => run(() => file(workspace, c.externalId)) }, path)),
-      el("td", { class: "num" }, size(c.sizeBytes)),
-      el("td", {}, c.updatedAt));
+  const root = await level(workspace, "");
+  const input = el("input", { id: "tree-filter-path", placeholder: "path starts with, e.g. projects/" });
+  const filter = el("form", { class: "toolbar", id: "tree-filter" },
+    el("label", { for: "tree-filter-path" }, "Find files"), input, el("button", { type: "submit" }, "Find"));
+  filter.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    run(() => search(workspace, input.value));
   });
   show(el("h2", {}, `Memory of workspace ${workspace}`),
-    el("p", { class: "muted" }, `${files.length} files`),
-    el("table", { id: "tree" }, el("thead", {}, el("tr", {}, el("th", {}, "file"), el("th", {}, "size"), el("th", {}, "last change"))),
-      el("tbody", {}, body)));
+    el("p", { class: "muted", id: "tree-summary" }, `${root.files} files, ${size(root.sizeBytes)}`),
+    filter,
+    el("table", { id: "tree" }, el("thead", {}, el("tr", {}, el("th", {}, "name"), el("th", {}, "files"), el("th", {}, "size"), el("th", {}, "last change"))),
+      el("tbody", {}, levelRows(workspace, "", root, 0))));
+}
+
+/** Files whose path (below /memories/) starts with `text`, a page of 100 at a time. */
+async function search(workspace, text, cursor) {
+  status("");
+  const prefix = `${TAG}:${workspace}/${text.replace(/^\/?(memories\/)?/, "")}`;
+  const query = `workspace=${seg(workspace)}&tag=${TAG}&externalIdPrefix=${seg(prefix)}&limit=100${cursor ? `&cursor=${seg(cursor)}` : ""}`;
+  const { body } = await api(`/api/contexts?${query}`);
+  const rows = body.contexts.filter((c) => c.workspace === workspace).map((c) =>
+    el("tr", {},
+      el("td", {}, el("button", { type: "button", class: "link file", onclick: () => run(() => file(workspace, c.externalId)) }, memoryPath(workspace, c.externalId))),
+      el("td", { class: "num" }, size(c.sizeBytes)),
+      el("td", {}, c.updatedAt)));
+  const more = body.nextCursor
+    ? el("button", { type: "button", id: "search-more", onclick: () => run(() => search(workspace, text, body.nextCursor)) }, "Next 100")
+    : null;
+  show(el("h2", {}, `Files of ${workspace} starting with ${text || "(anything)"}`),
+    el("div", { class: "toolbar" }, el("button", { type: "button", onclick: () => run(() => tree(workspace)) }, "Back to the tree"), more),
+    el("table", { id: "search" }, el("thead", {}, el("tr", {}, el("th", {}, "file"), el("th", {}, "size"), el("th", {}, "last change"))),
+      el("tbody", {}, rows)));
 }
 
 /** The content with line numbers, as Claude's view shows it. */
@@ -151,12 +207,23 @@ async function file(workspace, externalId) {
     el("pre", { id: "content", tabindex: "0" }, numbered(context.content)));
 }
 
-async function history(workspace, externalId) {
+/** Versions per history page; "Older" and "Newest" move between pages. */
+const HISTORY_PAGE = 50;
+
+async function history(workspace, externalId, page) {
   status("");
   const path = memoryPath(workspace, externalId);
-  const versions = (await allPages(`/api/contexts/by-external/${seg(externalId)}/versions?workspace=${seg(workspace)}`, "versions"))
-    .filter((v) => v.tags.includes(TAG) || v.action === "delete");
-  const newest = versions.length ? versions[0].version : null;
+  const cursor = page ? `&cursor=${seg(page.cursor)}` : "";
+  const { body } = await api(`/api/contexts/by-external/${seg(externalId)}/versions?workspace=${seg(workspace)}&limit=${HISTORY_PAGE}${cursor}`);
+  const versions = body.versions.filter((v) => v.tags.includes(TAG) || v.action === "delete");
+  // The newest version of the file, seen on the first page (a restore is conditional on it).
+  const newest = page ? page.newest : (versions.length ? versions[0].version : null);
+  const older = body.nextCursor
+    ? el("button", { type: "button", id: "history-older", onclick: () => run(() => history(workspace, externalId, { cursor: body.nextCursor, newest })) }, "Older")
+    : null;
+  const first = page
+    ? el("button", { type: "button", id: "history-newest", onclick: () => run(() => history(workspace, externalId)) }, "Newest")
+    : null;
   const pick = (name, value, checked) => {
     const input = el("input", { type: "radio", name, value: String(value), "aria-label": `${name} ${value}` });
     input.checked = checked;
@@ -171,7 +238,7 @@ async function history(workspace, externalId) {
       el("td", {}, v.action),
       el("td", { class: "num" }, v.action === "delete" ? "-" : size(v.sizeBytes)),
       el("td", {}, v.keyLast4 ? `sk_live_…${v.keyLast4}` : "(operator)"),
-      el("td", {}, i === 0 ? "" : el("button", {
+      el("td", {}, v.version === newest ? "" : el("button", {
         type: "button", class: "restore", "data-version": String(v.version),
         onclick: () => run(() => restore(workspace, externalId, v.version, newest)),
       }, `Restore ${v.version}`))));
@@ -188,7 +255,7 @@ async function history(workspace, externalId) {
   show(el("h2", {}, `History of ${path}`),
     el("div", { class: "toolbar" },
       el("button", { type: "button", onclick: () => run(() => file(workspace, externalId)) }, "Back to the file"),
-      showDiff, el("span", { class: "muted" }, "A: older, B: newer")),
+      showDiff, el("span", { class: "muted" }, "A: older, B: newer"), first, older),
     el("table", { id: "versions" },
       el("thead", {}, el("tr", {}, ...["version", "A", "B", "time", "action", "size", "key", ""].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows)),
@@ -200,33 +267,14 @@ async function version(externalId, workspace, n) {
   return body;
 }
 
-/** A line diff (longest common subsequence), as lines marked same, added or removed. */
-function lineDiff(a, b) {
-  const x = a === "" ? [] : a.replace(/\n$/, "").split("\n");
-  const y = b === "" ? [] : b.replace(/\n$/, "").split("\n");
-  const n = x.length, m = y.length;
-  const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
-  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--)
-    lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
-  const out = [];
-  let i = 0, j = 0;
-  while (i < n && j < m) {
-    if (x[i] === y[j]) { out.push(["same", x[i]]); i++; j++; }
-    else if (lcs[i + 1][j] >= lcs[i][j + 1]) out.push(["del", x[i++]]);
-    else out.push(["add", y[j++]]);
-  }
-  while (i < n) out.push(["del", x[i++]]);
-  while (j < m) out.push(["add", y[j++]]);
-  return out;
-}
-
+/** The line diff of two versions, computed by the server (extension `diff`: Myers, linear in
+ * practice), shown as lines kept, removed and added. */
 async function diff(externalId, workspace, a, b) {
-  const [va, vb] = await Promise.all([version(externalId, workspace, a), version(externalId, workspace, b)]);
-  const lines = lineDiff(va.content || "", vb.content || "");
+  const { body } = await api(`/api/contexts/by-external/${seg(externalId)}/diff?from=${a}&to=${b}&workspace=${seg(workspace)}`);
   const sign = { same: "  ", add: "+ ", del: "- " };
   return el("div", {},
     el("h2", {}, `Version ${a} → version ${b}`),
-    el("pre", { class: "diff", tabindex: "0" }, lines.map(([kind, text]) => el("span", { class: kind }, sign[kind] + text))));
+    el("pre", { class: "diff", tabindex: "0" }, body.lines.map((l) => el("span", { class: l.op }, sign[l.op] + l.text))));
 }
 
 /** Puts the file back to version `n`, by the library's rules (docs/history.md): the file is read

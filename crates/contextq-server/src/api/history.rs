@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use contextq_api::Scope;
 use contextq_api::audit::AuditPage;
-use contextq_api::history::{HistoryPage, Version, VersionPage};
+use contextq_api::history::{DiffLine, DiffOp, HistoryPage, Version, VersionDiff, VersionPage};
 
 use super::{ApiError, AppState, Caller, decode_cursor, encode_cursor, nonempty};
 use crate::store::contexts::page_limit;
@@ -81,6 +81,55 @@ pub(super) async fn one_by_external(
     Ok(Json(
         history::get(&s.db, &caller.tenant_id, &subject, n).await?,
     ))
+}
+
+/// `GET /api/contexts/by-external/{externalId}/diff?from=&to=&workspace=` (extension `diff`):
+/// the two versions' line diff, computed here with `similar` (Myers, the CLI's diff too),
+/// within a deadline: a pathological pair answers a coarser, still correct, diff.
+pub(super) async fn diff(
+    State(s): State<AppState>,
+    caller: Caller,
+    Path(external_id): Path<String>,
+    Query(params): Params,
+) -> Result<Json<VersionDiff>, ApiError> {
+    caller.require(Scope::Read)?;
+    let number = |name: &str| {
+        nonempty(&params, name)
+            .ok_or_else(|| {
+                ApiError::from(crate::store::Error::BadParameter(format!(
+                    "{name}= is required: a version number"
+                )))
+            })
+            .and_then(|n| version_number(&n))
+    };
+    let (from, to) = (number("from")?, number("to")?);
+    let subject = Subject::External {
+        external_id,
+        workspace: nonempty(&params, "workspace"),
+    };
+    let (a, b) = tokio::try_join!(
+        history::get(&s.db, &caller.tenant_id, &subject, from),
+        history::get(&s.db, &caller.tenant_id, &subject, to)
+    )?;
+    let (a, b) = (a.content.unwrap_or_default(), b.content.unwrap_or_default());
+    let lines = tokio::task::spawn_blocking(move || {
+        similar::TextDiff::configure()
+            .timeout(std::time::Duration::from_secs(2))
+            .diff_lines(&a, &b)
+            .iter_all_changes()
+            .map(|c| DiffLine {
+                op: match c.tag() {
+                    similar::ChangeTag::Equal => DiffOp::Same,
+                    similar::ChangeTag::Delete => DiffOp::Del,
+                    similar::ChangeTag::Insert => DiffOp::Add,
+                },
+                text: c.value().trim_end_matches(['\n', '\r']).to_string(),
+            })
+            .collect()
+    })
+    .await
+    .map_err(|_| ApiError::internal())?;
+    Ok(Json(VersionDiff { from, to, lines }))
 }
 
 /// `GET /api/contexts/{id}/versions/{version}`.

@@ -119,9 +119,15 @@ pub async fn tree(
         Backend::Sqlite => "instr",
         Backend::Postgres => "strpos",
     };
+    // One level groups by the first segment alone.
+    let k2 = if depth == 1 {
+        "''".to_string()
+    } else {
+        format!("CASE WHEN {find}(rest, '/') = 0 THEN rest ELSE substr(rest, 1, {find}(rest, '/')) END")
+    };
     let sql = format!(
         "SELECT k1, k2, COUNT(*) AS files, CAST(SUM(sz) AS BIGINT) AS bytes, MAX(at) AS at FROM ( \
-           SELECT k1, CASE WHEN {find}(rest, '/') = 0 THEN rest ELSE substr(rest, 1, {find}(rest, '/')) END AS k2, sz, at FROM ( \
+           SELECT k1, {k2} AS k2, sz, at FROM ( \
              SELECT CASE WHEN p1 = 0 THEN rel ELSE substr(rel, 1, p1) END AS k1, \
                     CASE WHEN p1 = 0 THEN '' ELSE substr(rel, p1 + 1) END AS rest, sz, at FROM ( \
                SELECT rel, {find}(rel, '/') AS p1, sz, at FROM ( \
