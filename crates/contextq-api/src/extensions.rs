@@ -40,9 +40,12 @@ pub struct Extensions {
     /// `GET /api/contexts/by-external/:id/diff?from=&to=`: two versions' line diff computed
     /// by the server (token `diff`; with `history`).
     pub diff: bool,
+    /// `startAfter=<externalId>` on `GET /api/contexts`: the page starts after that external
+    /// id, a position the client names itself (token `start-after`; `cursor` is opaque).
+    pub start_after: bool,
 }
 
-const TOKENS: [&str; 12] = [
+const TOKENS: [&str; 13] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -55,6 +58,7 @@ const TOKENS: [&str; 12] = [
     "by-prefix",
     "tree",
     "diff",
+    "start-after",
 ];
 
 impl Extensions {
@@ -72,9 +76,10 @@ impl Extensions {
         by_prefix: true,
         tree: true,
         diff: true,
+        start_after: true,
     };
 
-    fn flags(&self) -> [bool; 12] {
+    fn flags(&self) -> [bool; 13] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -88,6 +93,7 @@ impl Extensions {
             self.by_prefix,
             self.tree,
             self.diff,
+            self.start_after,
         ]
     }
 
@@ -107,6 +113,7 @@ impl Extensions {
             by_prefix: has(TOKENS[9]),
             tree: has(TOKENS[10]),
             diff: has(TOKENS[11]),
+            start_after: has(TOKENS[12]),
         }
     }
 
@@ -131,7 +138,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -107,7 +107,7 @@ impl ServerHandler for MemoryMcp {
             Some(cursor) => Some(
                 cursor
                     .strip_prefix(CURSOR_PREFIX)
-                    .map(str::to_string)
+                    .and_then(|p| MemoryPath::parse(p).ok())
                     .ok_or_else(|| {
                         McpError::invalid_params(
                             format!("{cursor:?} is not a cursor of this server: pass back a nextCursor it sent"),
@@ -116,19 +116,16 @@ impl ServerHandler for MemoryMcp {
                     })?,
             ),
         };
-        let listing = self
+        // One more than a page: whether another follows. The store starts at the cursor (a
+        // ContextQ with `start-after` reads a page, not the whole store).
+        let mut files: Vec<(String, Option<u64>)> = self
             .store
-            .list(&MemoryPath::root())
+            .list_after(&MemoryPath::root(), after.as_ref(), RESOURCES_PAGE + 1)
             .await
             .map_err(|e| McpError::internal_error(e.tool_message(), None))?
-            .unwrap_or_default();
-        let mut files: Vec<(String, Option<u64>)> = listing
-            .files
             .into_iter()
             .map(|f| (f.path.normalized(), f.size))
-            .filter(|(path, _)| after.as_ref().is_none_or(|a| path > a))
             .collect();
-        files.sort();
         let more = files.len() > RESOURCES_PAGE;
         files.truncate(RESOURCES_PAGE);
         let next_cursor = more

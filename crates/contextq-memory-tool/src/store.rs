@@ -185,6 +185,20 @@ pub trait Store: Send + Sync + 'static {
         self.list(dir).await
     }
 
+    /// At most `limit` files beneath `dir` whose path comes after `after` (all when `None`), in
+    /// the order of their paths as text (`/memories/d-1/y` before `/memories/d/x`): a page of a
+    /// walk that stays stable under concurrent writes (a file there for the whole walk is seen
+    /// once). Default: the whole listing, sorted and cut; a store that can start a listing at a
+    /// key overrides it, so that a page costs a page.
+    async fn list_after(
+        &self,
+        dir: &MemoryPath,
+        after: Option<&MemoryPath>,
+        limit: usize,
+    ) -> Result<Vec<FileMeta>> {
+        list_after_by_listing(self, dir, after, limit).await
+    }
+
     /// Writes `text` (the whole file) at `path` under `mode`; returns the new version.
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>>;
 
@@ -255,6 +269,14 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn outline(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
         (**self).outline(dir).await
     }
+    async fn list_after(
+        &self,
+        dir: &MemoryPath,
+        after: Option<&MemoryPath>,
+        limit: usize,
+    ) -> Result<Vec<FileMeta>> {
+        (**self).list_after(dir, after, limit).await
+    }
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         (**self).put(path, text, mode).await
     }
@@ -283,6 +305,29 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn key(&self, path: &MemoryPath) -> String {
         (**self).key(path)
     }
+}
+
+/// [`Store::list_after`] from [`Store::list`]: every file beneath `dir`, sorted by path as text,
+/// those after `after`, at most `limit`.
+pub(crate) async fn list_after_by_listing<S: Store + ?Sized>(
+    store: &S,
+    dir: &MemoryPath,
+    after: Option<&MemoryPath>,
+    limit: usize,
+) -> Result<Vec<FileMeta>> {
+    let after = after.map(MemoryPath::normalized);
+    let mut files: Vec<(String, FileMeta)> = store
+        .list(dir)
+        .await?
+        .map(|l| l.files)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| (f.path.normalized(), f))
+        .filter(|(p, _)| after.as_ref().is_none_or(|a| p > a))
+        .collect();
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    files.truncate(limit);
+    Ok(files.into_iter().map(|(_, f)| f).collect())
 }
 
 /// A 64-bit FNV-1a hash: the version of content for stores without a counter.

@@ -963,8 +963,74 @@ async fn views_through_the_tree_are_the_listing_byte_for_byte(b: Backend) {
     assert_eq!(log[1], "GET /api/contexts/tree", "{log:?}");
 }
 
+/// `Store::list_after` pages in the order of paths as text, from the server's `startAfter`
+/// (one request a page) or, without the extension, from the whole listing: the same walk, and
+/// the same as a memory store's.
+async fn pages_start_after_a_path(b: Backend) {
+    use contextq_memory_tool::{MemoryPath, MemoryStore, Store};
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let hiding = Proxy::hiding(&server.url, &["start-after"]).await;
+    let counting = Proxy::start(&server.url).await;
+    let paths = [
+        "d/x.md",
+        "d-1/y.md",
+        "a.md",
+        "d/e/z.md",
+        "ü.md",
+        "d.md",
+        "b/c/d/e.md",
+    ];
+    let memory = MemoryStore::new();
+    let with = contextq_memory_tool(options(&counting.url, &key).workspace("ws")).unwrap();
+    let without = contextq_memory_tool(options(&hiding.url, &key).workspace("ws")).unwrap();
+    let per_ws = contextq_memory_tool(options(&counting.url, &key)).unwrap();
+    for p in paths {
+        let path = MemoryPath::parse(&format!("/memories/{p}")).unwrap();
+        memory
+            .put(&path, "x", contextq_memory_tool::PutMode::Create)
+            .await
+            .unwrap();
+        assert!(
+            !run(&with, create(&format!("/memories/{p}"), "x"))
+                .await
+                .is_error
+        );
+    }
+    let mut expected: Vec<String> = paths.iter().map(|p| format!("/memories/{p}")).collect();
+    expected.sort();
+    async fn walk(store: &dyn Store, page: usize) -> Vec<String> {
+        let root = MemoryPath::root();
+        let mut seen = Vec::new();
+        let mut after: Option<MemoryPath> = None;
+        loop {
+            let files = store.list_after(&root, after.as_ref(), page).await.unwrap();
+            assert!(files.len() <= page);
+            seen.extend(files.iter().map(|f| f.path.normalized()));
+            match files.last() {
+                Some(f) if files.len() == page => after = Some(f.path.clone()),
+                _ => return seen,
+            }
+        }
+    }
+    counting.take_log();
+    assert_eq!(walk(with.store(), 2).await, expected);
+    let log = counting.take_log();
+    // Four pages of two (the last one short), one request each.
+    assert_eq!(log.len(), 4, "{log:?}");
+    assert!(log.iter().all(|l| l == "GET /api/contexts"), "{log:?}");
+    assert_eq!(walk(without.store(), 2).await, expected);
+    assert_eq!(walk(&memory, 2).await, expected);
+    let in_ws: Vec<String> = expected
+        .iter()
+        .map(|p| p.replacen("/memories/", "/memories/ws/", 1))
+        .collect();
+    assert_eq!(walk(per_ws.store(), 3).await, in_ws);
+}
+
 contextq_server::database_tests!(
     edits_answer_the_same_with_a_snippet,
+    pages_start_after_a_path,
     views_through_the_tree_are_the_listing_byte_for_byte,
     round_trips_per_command,
     per_workspace_path_model,

@@ -369,7 +369,16 @@ async fn list_contexts(
         tag: nonempty("tag"),
         external_id_prefix: nonempty("externalIdPrefix"),
         limit: contexts::page_limit(params.get("limit").map(String::as_str))?,
-        after: nonempty("cursor").map(|c| decode_cursor(&c)).transpose()?,
+        after: match (nonempty("cursor"), nonempty("startAfter")) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::new(
+                    ErrorCode::BadRequest,
+                    "cursor and startAfter both name where a page starts: send one",
+                ));
+            }
+            (Some(c), None) => Some(decode_cursor(&c)?),
+            (None, after) => after,
+        },
     };
     let (page, next) = contexts::list(&s.db, &caller.tenant_id, &query).await?;
     Ok(Json(ContextPage {

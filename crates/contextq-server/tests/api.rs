@@ -1609,6 +1609,28 @@ async fn tree_extension(b: Backend) {
             ("d/e/".into(), 2, 7),
         ]
     );
+    // A page that starts after an external id the client names (extension start-after).
+    let r = c
+        .get("/api/contexts?externalIdPrefix=m%3Aws%2F&startAfter=m%3Aws%2Fa.md&limit=1")
+        .await;
+    assert_eq!(
+        r.body["contexts"][0]["externalId"], "m:ws/d/b.md",
+        "{:?}",
+        r.body
+    );
+    assert!(
+        r.headers["contextq-extensions"]
+            .to_str()
+            .unwrap()
+            .contains("start-after")
+    );
+    let next = r.body["nextCursor"].as_str().unwrap().to_string();
+    let r = c
+        .get(&format!(
+            "/api/contexts?startAfter=m%3Aws%2Fa.md&cursor={next}"
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
     // One level: the directory's own entries only.
     let r = c
         .get("/api/contexts/tree?prefix=m%3Aws%2F&requireTag=m&workspace=ws&depth=1")

@@ -50,6 +50,9 @@ pub struct ListParams {
     pub limit: Option<u32>,
     /// `nextCursor` of the previous page.
     pub cursor: Option<String>,
+    /// Extension (`start-after`): the page starts after this external id. Send it only to a
+    /// server that shows the extension, and never with `cursor`.
+    pub start_after: Option<String>,
 }
 
 /// A context with the version its `ETag` showed (`None`: the server has no conditional requests).
@@ -378,6 +381,9 @@ impl Client {
         if let Some(v) = &params.cursor {
             add("cursor", v);
         }
+        if let Some(v) = &params.start_after {
+            add("startAfter", v);
+        }
         let path = if query.is_empty() {
             "/api/contexts".to_string()
         } else {
@@ -428,7 +434,10 @@ impl Client {
             let full = page.contexts.len() >= limit;
             all.extend(page.contexts);
             match page.next_cursor {
-                Some(c) if params.cursor.as_ref() != Some(&c) => params.cursor = Some(c),
+                Some(c) if params.cursor.as_ref() != Some(&c) => {
+                    params.cursor = Some(c);
+                    params.start_after = None;
+                }
                 _ => {
                     let cursor = self.known_extensions().is_some_and(|e| e.cursor);
                     return Ok(AllPages {

@@ -39,8 +39,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::client::{
-    Client, ContextInput, DeletePrefix, EditContext, Extensions, Fetched, ListParams,
-    RenameContext, RenamePrefix,
+    Client, ContextInput, ContextSummary, DeletePrefix, EditContext, Extensions, Fetched,
+    ListParams, RenameContext, RenamePrefix,
 };
 use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
@@ -483,6 +483,39 @@ impl ContextQStore {
         }
     }
 
+    /// The file a listed row is, when it is ours and beneath `prefix` (the listing of `dir`;
+    /// `at_root`: the root of per-workspace mode, where the workspace is the first segment).
+    fn file_of(
+        &self,
+        row: ContextSummary,
+        prefix: &str,
+        dir: &MemoryPath,
+        at_root: bool,
+        versions: bool,
+    ) -> Option<FileMeta> {
+        // A server without externalIdPrefix lists more: filter here.
+        let rel = row.external_id.strip_prefix(prefix)?;
+        if rel.is_empty() || !self.owns(&row.external_id, &row.workspace, &row.tags) {
+            return None;
+        }
+        let path = if at_root {
+            MemoryPath::root().join(rel)
+        } else {
+            dir.join(rel)
+        };
+        let Ok(path) = path else {
+            tracing::warn!(external_id = %row.external_id, "skipping a row whose external id is not a valid memory path");
+            return None;
+        };
+        self.remember(&row.external_id, &row.id);
+        Some(FileMeta {
+            path,
+            size: row.size_bytes,
+            version: versions.then(|| Version::of_row(&row.id, row.version as u64)),
+            modified: Some(row.updated_at),
+        })
+    }
+
     /// Where a listing of `dir` looks (its target, external-id prefix and workspace) and how it
     /// starts: at the root of per-workspace mode, every workspace as a directory.
     async fn listing_of(
@@ -710,6 +743,7 @@ impl Store for ContextQStore {
             external_id_prefix: extensions.external_id_prefix.then(|| prefix.clone()),
             limit: Some(500),
             cursor: None,
+            start_after: None,
         };
         let pages = match self.client.list_all(&params).await {
             Ok(pages) => pages,
@@ -721,30 +755,11 @@ impl Store for ContextQStore {
         };
         listing.truncated = !pages.complete;
         let versions = extensions.conditional_requests;
-        for row in pages.contexts {
-            let Some(rel) = row.external_id.strip_prefix(&prefix) else {
-                continue; // a server without externalIdPrefix: filter here
-            };
-            if rel.is_empty() || !self.owns(&row.external_id, &row.workspace, &row.tags) {
-                continue;
-            }
-            let path = match &target {
-                // At the root of per-workspace mode the external id's workspace is the first segment.
-                None => MemoryPath::root().join(rel),
-                Some(_) => dir.join(rel),
-            };
-            let Ok(path) = path else {
-                tracing::warn!(external_id = %row.external_id, "skipping a row whose external id is not a valid memory path");
-                continue;
-            };
-            self.remember(&row.external_id, &row.id);
-            listing.files.push(FileMeta {
-                path,
-                size: row.size_bytes,
-                version: versions.then(|| Version::of_row(&row.id, row.version as u64)),
-                modified: Some(row.updated_at),
-            });
-        }
+        listing.files = pages
+            .contexts
+            .into_iter()
+            .filter_map(|row| self.file_of(row, &prefix, &dir, target.is_none(), versions))
+            .collect();
         let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
         // Nothing seen beneath it: not a directory. (On a server that caps listings, files beyond
         // its one page cannot be seen: the seed's documented limit.)
@@ -752,6 +767,61 @@ impl Store for ContextQStore {
             return Ok(None);
         }
         Ok(Some(listing))
+    }
+
+    /// With the `start-after`, `cursor` and `external-id-prefix` extensions: the server's pages
+    /// from the file after `after`, never the whole directory; else the whole listing, cut.
+    async fn list_after(
+        &self,
+        dir: &MemoryPath,
+        after: Option<&MemoryPath>,
+        limit: usize,
+    ) -> Result<Vec<FileMeta>> {
+        let extensions = self.extensions().await?;
+        if !(extensions.start_after && extensions.cursor && extensions.external_id_prefix) {
+            return crate::store::list_after_by_listing(self, dir, after, limit).await;
+        }
+        let dir = dir.normalised_copy();
+        let target = self.target(&dir)?;
+        let (prefix, workspace) = match &target {
+            None => (format!("{}:", self.tag), None),
+            Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),
+        };
+        let mut params = ListParams {
+            workspace,
+            tag: Some(self.tag.clone()),
+            external_id_prefix: Some(prefix.clone()),
+            limit: Some(limit.clamp(1, 500) as u32),
+            cursor: None,
+            start_after: match after {
+                Some(a) => self.external_id(a)?,
+                None => None,
+            },
+        };
+        let mut files = Vec::new();
+        loop {
+            let page = match self.client.list_contexts(&params).await {
+                Ok(page) => page,
+                Err(e) if refused(&e, ErrorCode::NotFound) => return Ok(files),
+                Err(e) => return Err(e),
+            };
+            for row in page.contexts {
+                let versions = extensions.conditional_requests;
+                if let Some(f) = self.file_of(row, &prefix, &dir, target.is_none(), versions) {
+                    files.push(f);
+                    if files.len() == limit {
+                        return Ok(files);
+                    }
+                }
+            }
+            match page.next_cursor {
+                Some(next) if params.cursor.as_ref() != Some(&next) => {
+                    params.cursor = Some(next);
+                    params.start_after = None;
+                }
+                _ => return Ok(files),
+            }
+        }
     }
 
     /// With the `tree` extension: one request, the server adding sizes up; the same listing

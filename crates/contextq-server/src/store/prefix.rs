@@ -123,7 +123,9 @@ pub async fn tree(
     let k2 = if depth == 1 {
         "''".to_string()
     } else {
-        format!("CASE WHEN {find}(rest, '/') = 0 THEN rest ELSE substr(rest, 1, {find}(rest, '/')) END")
+        format!(
+            "CASE WHEN {find}(rest, '/') = 0 THEN rest ELSE substr(rest, 1, {find}(rest, '/')) END"
+        )
     };
     let sql = format!(
         "SELECT k1, k2, COUNT(*) AS files, CAST(SUM(sz) AS BIGINT) AS bytes, MAX(at) AS at FROM ( \
