@@ -43,9 +43,12 @@ pub struct Extensions {
     /// `startAfter=<externalId>` on `GET /api/contexts`: the page starts after that external
     /// id, a position the client names itself (token `start-after`; `cursor` is opaque).
     pub start_after: bool,
+    /// Keys limited to workspaces, enforced by the server: other workspaces' rows are 404,
+    /// writes there 403 (token `workspace-keys`).
+    pub workspace_keys: bool,
 }
 
-const TOKENS: [&str; 13] = [
+const TOKENS: [&str; 14] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -59,6 +62,7 @@ const TOKENS: [&str; 13] = [
     "tree",
     "diff",
     "start-after",
+    "workspace-keys",
 ];
 
 impl Extensions {
@@ -77,9 +81,10 @@ impl Extensions {
         tree: true,
         diff: true,
         start_after: true,
+        workspace_keys: true,
     };
 
-    fn flags(&self) -> [bool; 13] {
+    fn flags(&self) -> [bool; 14] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -94,6 +99,7 @@ impl Extensions {
             self.tree,
             self.diff,
             self.start_after,
+            self.workspace_keys,
         ]
     }
 
@@ -114,6 +120,7 @@ impl Extensions {
             tree: has(TOKENS[10]),
             diff: has(TOKENS[11]),
             start_after: has(TOKENS[12]),
+            workspace_keys: has(TOKENS[13]),
         }
     }
 
@@ -138,7 +145,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -14,8 +14,8 @@ use crate::store::{Actor, Error, Result, tenants, workspaces};
 
 pub use crate::audit::repair_keying as repair_audit_keying;
 pub use crate::store::tenants::{
-    NewKey, TenantDeletion, create_key, create_tenant, create_user, delete_key, delete_tenant,
-    delete_user, tenant_by_name,
+    KeyListing, NewKey, TenantDeletion, create_key, create_tenant, create_user, delete_key,
+    delete_tenant, delete_user, list_keys, tenant_by_name,
 };
 pub use crate::store::workspaces::list as workspaces;
 
@@ -50,6 +50,33 @@ impl Bootstrap {
     }
 }
 
+/// Mints a key of `tenant_id` with `scopes`, stopping `expires_in` from now when given,
+/// reaching only `workspaces` (slugs) when given (enforced by the server on every request).
+pub async fn create_key_limited(
+    db: &Db,
+    tenant_id: &str,
+    scopes: &[Scope],
+    expires_in: Option<std::time::Duration>,
+    workspaces: Option<&[String]>,
+) -> Result<NewKey> {
+    let expires_at = match expires_in {
+        Some(d) => Some(
+            chrono::Duration::from_std(d)
+                .ok()
+                .and_then(|d| chrono::Utc::now().checked_add_signed(d))
+                .ok_or_else(|| Error::Invalid(format!("an expiry {d:?} from now is too far")))?
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        ),
+        None => None,
+    };
+    let spec = tenants::KeySpec {
+        expires_at: expires_at.as_deref(),
+        workspaces,
+        ..tenants::KeySpec::new(tenant_id, scopes)
+    };
+    tenants::create_key_with(db, spec).await
+}
+
 /// Mints a key that stops working `expires_in` from now (checked on every request).
 pub async fn create_expiring_key(
     db: &Db,
@@ -57,16 +84,7 @@ pub async fn create_expiring_key(
     scopes: &[Scope],
     expires_in: std::time::Duration,
 ) -> Result<NewKey> {
-    let expires_at = chrono::Duration::from_std(expires_in)
-        .ok()
-        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
-        .ok_or_else(|| Error::Invalid(format!("an expiry {expires_in:?} from now is too far")))?
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    let spec = tenants::KeySpec {
-        expires_at: Some(&expires_at),
-        ..tenants::KeySpec::new(tenant_id, scopes)
-    };
-    tenants::create_key_with(db, spec).await
+    create_key_limited(db, tenant_id, scopes, Some(expires_in), None).await
 }
 
 /// Revokes a key given its id or the key itself; returns whether an active key was revoked.

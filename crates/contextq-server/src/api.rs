@@ -304,9 +304,9 @@ async fn list_workspaces(
     caller: Caller,
 ) -> Result<Json<WorkspaceList>, ApiError> {
     caller.require(Scope::Read)?;
-    Ok(Json(WorkspaceList {
-        workspaces: workspaces::list(&s.db, &caller.tenant_id).await?,
-    }))
+    let mut list = workspaces::list(&s.db, &caller.tenant_id).await?;
+    list.retain(|w| caller.reaches(&w.slug));
+    Ok(Json(WorkspaceList { workspaces: list }))
 }
 
 async fn create_workspace(
@@ -314,6 +314,7 @@ async fn create_workspace(
     Admin(caller): Admin,
     JsonBody(body, _room): JsonBody<CreateWorkspace>,
 ) -> Result<Response, ApiError> {
+    caller.write_in(&body.slug)?;
     let ws = workspaces::create(&s.db, caller.actor(), &body.slug, &body.name).await?;
     Ok((StatusCode::CREATED, Json(ws)).into_response())
 }
@@ -323,6 +324,7 @@ async fn archive_workspace(
     Admin(caller): Admin,
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
+    caller.write_in(&slug)?;
     Ok(Json(workspaces::archive(&s.db, caller.actor(), &slug).await?).into_response())
 }
 
@@ -331,6 +333,7 @@ async fn delete_workspace(
     Admin(caller): Admin,
     Path(slug): Path<String>,
 ) -> Result<Response, ApiError> {
+    caller.write_in(&slug)?;
     workspaces::delete(&s.db, caller.actor(), &slug).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -364,8 +367,13 @@ async fn list_contexts(
 ) -> Result<Json<ContextPage>, ApiError> {
     caller.require(Scope::Read)?;
     let nonempty = |k: &str| nonempty(&params, k);
+    let workspace = nonempty("workspace");
+    if let Some(ws) = &workspace {
+        caller.read_in(ws)?;
+    }
     let query = contexts::ListQuery {
-        workspace: nonempty("workspace"),
+        within: caller.workspaces.clone(),
+        workspace,
         tag: nonempty("tag"),
         external_id_prefix: nonempty("externalIdPrefix"),
         limit: contexts::page_limit(params.get("limit").map(String::as_str))?,
@@ -395,6 +403,9 @@ async fn tree(
     caller.require(Scope::Read)?;
     let nonempty = |k: &str| nonempty(&params, k);
     let (tag, workspace) = (nonempty("requireTag"), nonempty("workspace"));
+    if let Some(ws) = &workspace {
+        caller.read_in(ws)?;
+    }
     let scope = contexts::Scope {
         tag: tag.as_deref(),
         workspace: workspace.as_deref(),
@@ -426,8 +437,11 @@ async fn tree(
             &caller.tenant_id,
             prefix,
             scope,
-            workspace_first,
-            depth,
+            prefix::TreeOptions {
+                workspace_first,
+                depth,
+                within: caller.workspaces.as_deref(),
+            },
         )
         .await?,
     ))
@@ -439,7 +453,9 @@ async fn get_by_external(
     Path(external_id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Read)?;
-    let found = contexts::get_by_external(&s.db, &caller.tenant_id, &external_id).await?;
+    let found = contexts::get_by_external(&s.db, &caller.tenant_id, &external_id)
+        .await?
+        .filter(|c| caller.reaches(&c.workspace));
     found_or(found, || {
         format!("no context with externalId {external_id:?}")
     })
@@ -461,7 +477,9 @@ async fn get_context(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     caller.require(Scope::Read)?;
-    let found = contexts::get(&s.db, &caller.tenant_id, &id).await?;
+    let found = contexts::get(&s.db, &caller.tenant_id, &id)
+        .await?
+        .filter(|c| caller.reaches(&c.workspace));
     found_or(found, || format!("context {id:?} does not exist"))
 }
 
@@ -470,6 +488,9 @@ async fn bulk_upsert(
     Writer(caller): Writer,
     JsonBody(body, _room): JsonBody<BulkUpsert>,
 ) -> Result<Json<BulkUpsertResults>, ApiError> {
+    for item in &body.contexts {
+        caller.write_in(&item.workspace)?;
+    }
     let results = contexts::bulk_upsert(&s.db, caller.actor(), &body.contexts).await?;
     Ok(Json(BulkUpsertResults { results }))
 }
@@ -482,6 +503,7 @@ async fn update_context(
     JsonBody(body, _room): JsonBody<UpdateContext>,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
+    write_to_row(&s, &caller, &id).await?;
     let context = contexts::update(
         &s.db,
         caller.actor(),
@@ -518,6 +540,7 @@ async fn edit_context(
                 })
         })
         .transpose()?;
+    limited_write(&caller, body.workspace.as_deref())?;
     if body.snippet_lines.is_some_and(|n| n > MAX_SNIPPET_LINES) {
         return Err(ApiError::new(
             ErrorCode::BadRequest,
@@ -551,6 +574,7 @@ async fn rename_context(
     Path(external_id): Path<String>,
     JsonBody(body, _room): JsonBody<RenameContext>,
 ) -> Result<Response, ApiError> {
+    limited_write(&caller, body.workspace.as_deref())?;
     let c = contexts::rename(
         &s.db,
         caller.actor(),
@@ -576,6 +600,7 @@ async fn delete_prefix(
     Writer(caller): Writer,
     JsonBody(body, _room): JsonBody<DeletePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
+    limited_write(&caller, body.workspace.as_deref())?;
     let scope = contexts::Scope {
         tag: body.require_tag.as_deref(),
         workspace: body.workspace.as_deref(),
@@ -589,6 +614,7 @@ async fn rename_prefix(
     Writer(caller): Writer,
     JsonBody(body, _room): JsonBody<RenamePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
+    limited_write(&caller, body.workspace.as_deref())?;
     let retitle = match (body.title_from.as_deref(), body.title_to.as_deref()) {
         (Some(from), Some(to)) => Some(prefix::Retitle { from, to }),
         (None, None) => None,
@@ -608,6 +634,33 @@ async fn rename_prefix(
     Ok(Json(changes))
 }
 
+/// A write to the row `id` by a key limited to workspaces: 403 when the row lives in another
+/// (a row never changes workspace, so the check holds for the write). Absent: the write says so.
+async fn write_to_row(s: &AppState, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    if caller.workspaces.is_some()
+        && let Some(c) = contexts::get(&s.db, &caller.tenant_id, id).await?
+    {
+        caller.write_in(&c.workspace)?;
+    }
+    Ok(())
+}
+
+/// A write by external id (text edit, rename, a directory) by a key limited to workspaces: it
+/// must name its workspace (the write then touches no row of another) and reach it.
+fn limited_write(caller: &Caller, workspace: Option<&str>) -> Result<(), ApiError> {
+    match (&caller.workspaces, workspace) {
+        (None, _) => Ok(()),
+        (Some(_), Some(ws)) => caller.write_in(ws),
+        (Some(w), None) => Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "this API key is limited to the workspaces {}: name the workspace of the write (\"workspace\"); nothing was changed",
+                w.join(", ")
+            ),
+        )),
+    }
+}
+
 async fn delete_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
@@ -615,6 +668,7 @@ async fn delete_context(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
+    write_to_row(&s, &caller, &id).await?;
     contexts::delete(&s.db, caller.actor(), &id, expected).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -37,6 +37,8 @@ pub struct KeyRecord {
     pub expires_at: Option<String>,
     /// Minted by the inspector's sign-in (Sign out revokes it).
     pub ui_session: bool,
+    /// The workspaces (slugs) it reaches; `None`: every workspace of its tenant.
+    pub workspaces: Option<Vec<String>>,
 }
 
 impl KeyRecord {
@@ -304,6 +306,7 @@ mod tests {
             scopes: vec![contextq_api::Scope::Read],
             expires_at: None,
             ui_session: false,
+            workspaces: None,
         }
     }
 

@@ -134,6 +134,18 @@ enum Admin {
         /// and s, m, h or d). Checked on every request. Default: never expires.
         #[arg(long, value_parser = parse_duration)]
         expires_in: Option<std::time::Duration>,
+        /// Comma-separated workspace slugs: the key reads and writes only these (the server
+        /// answers 404 for reads and 403 for writes elsewhere; the audit trail is refused).
+        /// Default: every workspace of the tenant.
+        #[arg(long)]
+        workspaces: Option<String>,
+    },
+    /// List a tenant's keys: id, last four characters, scopes, workspaces, expiry, last use
+    /// (never the key). One JSON line per key.
+    ListKeys {
+        /// The tenant's id (tenantId).
+        #[arg(long)]
+        tenant_id: String,
     },
     /// Revoke a key, given its id or the key itself.
     RevokeKey {
@@ -337,13 +349,30 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
             tenant_id,
             scopes,
             expires_in,
+            workspaces,
         } => {
             let scopes = Scope::parse_list(&scopes)?;
-            let key = match expires_in {
-                None => admin::create_key(db, &tenant_id, None, &scopes).await?,
-                Some(d) => admin::create_expiring_key(db, &tenant_id, &scopes, d).await?,
-            };
+            let workspaces: Option<Vec<String>> = workspaces.map(|w| {
+                w.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            });
+            let key = admin::create_key_limited(
+                db,
+                &tenant_id,
+                &scopes,
+                expires_in,
+                workspaces.as_deref(),
+            )
+            .await?;
             println!("{}", serde_json::to_string(&key)?);
+        }
+        Admin::ListKeys { tenant_id } => {
+            for key in admin::list_keys(db, &tenant_id).await? {
+                println!("{}", serde_json::to_string(&key)?);
+            }
         }
         Admin::RevokeKey { key } => {
             if !admin::revoke_key(db, &key).await? {

@@ -132,9 +132,11 @@ async fn session(
             let expires_at = (chrono::Utc::now()
                 + chrono::Duration::from_std(SESSION_TTL).expect("8 hours fit"))
             .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            // The session reaches what the key reaches, no more.
             let spec = tenants::KeySpec {
                 expires_at: Some(&expires_at),
                 kind: tenants::KeyKind::UiSession,
+                workspaces: record.workspaces.as_deref(),
                 ..tenants::KeySpec::new(&record.tenant_id, &record.scopes)
             };
             let minted = tenants::create_key_with(&s.db, spec).await?;

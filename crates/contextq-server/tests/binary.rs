@@ -156,6 +156,38 @@ async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
             .status
             .success()
     );
+    // A key limited to a workspace, listed with its limit (never the key itself).
+    let limited = admin(
+        &db,
+        &["create-key", "--tenant-id", &plain_id, "--workspaces", "w2"],
+    );
+    assert!(limited.status.success(), "{limited:?}");
+    let limited: serde_json::Value = serde_json::from_slice(&limited.stdout).unwrap();
+    let listed = admin(&db, &["list-keys", "--tenant-id", &plain_id]);
+    assert!(listed.status.success(), "{listed:?}");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let lines: Vec<serde_json::Value> = listed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert_eq!(lines[1]["workspaces"], serde_json::json!(["w2"]));
+    assert!(lines[0]["revokedAt"].is_string(), "{listed}");
+    assert!(!listed.contains(limited["apiKey"].as_str().unwrap()));
+    assert!(
+        !admin(
+            &db,
+            &[
+                "create-key",
+                "--tenant-id",
+                &plain_id,
+                "--workspaces",
+                "Bad Slug"
+            ]
+        )
+        .status
+        .success()
+    );
 
     // Tamper with the chain directly in the database.
     {

@@ -20,6 +20,8 @@ pub struct Caller {
     pub scopes: Vec<Scope>,
     /// The key is an inspector sign-in session (Sign out revokes it).
     pub ui_session: bool,
+    /// The workspaces (slugs) the key reaches; `None`: every workspace of its tenant.
+    pub workspaces: Option<Vec<String>>,
 }
 
 impl Caller {
@@ -32,6 +34,53 @@ impl Caller {
                 ErrorCode::Forbidden,
                 format!("this API key lacks the {} scope", scope.as_str()),
             ))
+        }
+    }
+
+    /// Whether the key reaches the workspace `slug`.
+    pub fn reaches(&self, slug: &str) -> bool {
+        self.workspaces
+            .as_ref()
+            .is_none_or(|w| w.iter().any(|x| x == slug))
+    }
+
+    /// A read in `slug`: "not found" (404, as for a workspace that does not exist) unless the
+    /// key reaches it, so a limited key learns nothing of the others.
+    pub fn read_in(&self, slug: &str) -> Result<(), ApiError> {
+        if self.reaches(slug) {
+            Ok(())
+        } else {
+            Err(ApiError::from(crate::store::Error::WorkspaceNotFound {
+                slug: slug.to_string(),
+            }))
+        }
+    }
+
+    /// A write in `slug`: 403 unless the key reaches it.
+    pub fn write_in(&self, slug: &str) -> Result<(), ApiError> {
+        match &self.workspaces {
+            Some(w) if !w.iter().any(|x| x == slug) => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "this API key is limited to the workspaces {}: it may not write in {slug:?}; nothing was changed",
+                    w.join(", ")
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// 403 for a request that spans workspaces when the key is limited to some.
+    pub fn require_every_workspace(&self, what: &str) -> Result<(), ApiError> {
+        match &self.workspaces {
+            Some(w) => Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "this API key is limited to the workspaces {}: {what} spans every workspace; use a key of the whole tenant",
+                    w.join(", ")
+                ),
+            )),
+            None => Ok(()),
         }
     }
 
@@ -75,6 +124,16 @@ impl FromRequestParts<AppState> for Caller {
                     .await?
                     .ok_or_else(|| unauthorized("unknown or revoked API key"))?;
                 state.key_cache.put(hash, record.clone(), ticket);
+                // Last use, to within the cache's lifetime: best effort, in the background (the
+                // request never waits for a write); a read-only server changes nothing.
+                if !state.config.read_only {
+                    let (db, key_id) = (state.db.clone(), record.key_id.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = crate::store::tenants::touch_key(&db, &key_id).await {
+                            tracing::debug!(error = %e, "cannot record a key's last use");
+                        }
+                    });
+                }
                 record
             }
         };
@@ -89,6 +148,7 @@ impl FromRequestParts<AppState> for Caller {
             key_id: record.key_id,
             scopes: record.scopes,
             ui_session: record.ui_session,
+            workspaces: record.workspaces,
         })
     }
 }

@@ -32,13 +32,46 @@ async fn page(
     params: &HashMap<String, String>,
 ) -> Result<Json<VersionPage>, ApiError> {
     caller.require(Scope::Read)?;
+    if let Subject::External {
+        workspace: Some(ws),
+        ..
+    } = &subject
+    {
+        caller.read_in(ws)?;
+    }
     let limit = page_limit(params.get("limit").map(String::as_str))?;
     let before = nonempty(params, "cursor")
         .map(|c| history::decode_version_cursor(&c))
         .transpose()?;
-    Ok(Json(
-        history::list(&s.db, &caller.tenant_id, &subject, limit, before).await?,
-    ))
+    let mut page = history::list(&s.db, &caller.tenant_id, &subject, limit, before).await?;
+    // A key limited to workspaces sees the versions written in them only (a page may then
+    // hold fewer than `limit`; its cursor still leads on).
+    page.versions.retain(|v| reached(caller, v));
+    Ok(Json(page))
+}
+
+/// Whether a version was written in a workspace the caller reaches.
+fn reached(caller: &Caller, v: &contextq_api::history::VersionSummary) -> bool {
+    caller.workspaces.is_none() || v.workspace.as_deref().is_some_and(|w| caller.reaches(w))
+}
+
+/// One version, "not found" when the caller's key does not reach its workspace.
+async fn one(
+    s: &AppState,
+    caller: &Caller,
+    subject: &Subject,
+    n: i64,
+) -> Result<Version, ApiError> {
+    let v = history::get(&s.db, &caller.tenant_id, subject, n).await?;
+    if reached(caller, &v.summary) {
+        Ok(v)
+    } else {
+        let id = match subject {
+            Subject::External { external_id, .. } => external_id.clone(),
+            Subject::Context(id) => id.clone(),
+        };
+        Err(crate::store::Error::VersionNotFound { id, version: n }.into())
+    }
 }
 
 /// `GET /api/contexts/by-external/{externalId}/versions?workspace=&limit=&cursor=`.
@@ -78,9 +111,7 @@ pub(super) async fn one_by_external(
         workspace: nonempty(&params, "workspace"),
     };
     let n = version_number(&version)?;
-    Ok(Json(
-        history::get(&s.db, &caller.tenant_id, &subject, n).await?,
-    ))
+    Ok(Json(one(&s, &caller, &subject, n).await?))
 }
 
 /// `GET /api/contexts/by-external/{externalId}/diff?from=&to=&workspace=` (extension `diff`):
@@ -108,8 +139,8 @@ pub(super) async fn diff(
         workspace: nonempty(&params, "workspace"),
     };
     let (a, b) = tokio::try_join!(
-        history::get(&s.db, &caller.tenant_id, &subject, from),
-        history::get(&s.db, &caller.tenant_id, &subject, to)
+        one(&s, &caller, &subject, from),
+        one(&s, &caller, &subject, to)
     )?;
     let (a, b) = (a.content.unwrap_or_default(), b.content.unwrap_or_default());
     let lines = tokio::task::spawn_blocking(move || {
@@ -140,9 +171,7 @@ pub(super) async fn one_by_id(
 ) -> Result<Json<Version>, ApiError> {
     caller.require(Scope::Read)?;
     let n = version_number(&version)?;
-    Ok(Json(
-        history::get(&s.db, &caller.tenant_id, &Subject::Context(id), n).await?,
-    ))
+    Ok(Json(one(&s, &caller, &Subject::Context(id), n).await?))
 }
 
 /// `GET /api/history?at=&workspace=&externalIdPrefix=&limit=&cursor=`.
@@ -157,10 +186,15 @@ pub(super) async fn at(
             "at= is required: an RFC 3339 time such as 2026-12-03T10:00:00Z".into(),
         ))
     })?;
+    let workspace = nonempty(&params, "workspace");
+    match &workspace {
+        Some(ws) => caller.read_in(ws)?,
+        None => caller.require_every_workspace("a point in time without workspace=")?,
+    }
     let q = AtQuery {
         at,
         prefix: nonempty(&params, "externalIdPrefix"),
-        workspace: nonempty(&params, "workspace"),
+        workspace,
         limit: page_limit(params.get("limit").map(String::as_str))?,
         after: nonempty(&params, "cursor")
             .map(|c| decode_cursor(&c))
@@ -179,6 +213,7 @@ pub(super) async fn audit(
     Query(params): Params,
 ) -> Result<Json<AuditPage>, ApiError> {
     caller.require(Scope::Read)?;
+    caller.require_every_workspace("the audit trail")?;
     let q = crate::store::activity::AuditQuery {
         limit: page_limit(params.get("limit").map(String::as_str))?,
         before: nonempty(&params, "cursor")

@@ -103,6 +103,7 @@ const MIGRATIONS: &[Migration] = &[
         common "0006_usage_counts.sql"
     ),
     migration!(7, "renames recorded in versions", common "0007_renames.sql"),
+    migration!(8, "keys limited to workspaces, last use of keys", common "0008_key_workspaces.sql"),
 ];
 
 impl Db {

@@ -122,6 +122,8 @@ async fn one_context(
 pub struct ListQuery {
     /// Only this workspace (by slug).
     pub workspace: Option<String>,
+    /// Only these workspaces (slugs; a key limited to them); `None`: every workspace.
+    pub within: Option<Vec<String>>,
     /// Only contexts with this tag.
     pub tag: Option<String>,
     /// Only external ids starting with this (extension).
@@ -169,6 +171,20 @@ pub async fn list(
     if let Some(slug) = &q.workspace {
         let id = workspaces::id_of(db, tenant_id, slug).await?;
         push(&mut sql, " AND c.workspace_id = $?", Bind::S(id));
+    }
+    if let Some(slugs) = &q.within {
+        sql.push_str(" AND w.slug IN (");
+        for (i, slug) in slugs.iter().enumerate() {
+            push(
+                &mut sql,
+                if i == 0 { "$?" } else { ", $?" },
+                Bind::S(slug.clone()),
+            );
+        }
+        if slugs.is_empty() {
+            sql.push_str("NULL");
+        }
+        sql.push(')');
     }
     for (op, bound) in super::external_id_range(q.external_id_prefix.as_deref(), q.after.as_deref())
     {

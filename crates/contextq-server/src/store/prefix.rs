@@ -78,9 +78,13 @@ pub async fn tree(
     tenant_id: &str,
     prefix: &str,
     scope: Scope<'_>,
-    workspace_first: bool,
-    depth: u8,
+    options: TreeOptions<'_>,
 ) -> Result<Tree> {
+    let TreeOptions {
+        workspace_first,
+        depth,
+        within,
+    } = options;
     if prefix.len() > MAX_TITLE_BYTES {
         return Err(Error::BadParameter(format!(
             "prefix: at most {MAX_TITLE_BYTES} bytes"
@@ -96,11 +100,28 @@ pub async fn tree(
         binds.push(super::workspaces::id_of(db, tenant_id, slug).await?);
         filter.push_str(&format!(" AND c.workspace_id = ${}", binds.len()));
     }
-    let from = if workspace_first {
+    if workspace_first {
         filter.push_str(&format!(
             " AND substr(c.external_id, {}, length(w.slug) + 1) = w.slug || '/'",
             prefix.chars().count() + 1
         ));
+    }
+    if let Some(slugs) = within {
+        let start = binds.len() + 1;
+        binds.extend(slugs.iter().cloned());
+        let list: Vec<String> = (start..start + slugs.len())
+            .map(|i| format!("${i}"))
+            .collect();
+        filter.push_str(&format!(
+            " AND w.slug IN ({})",
+            if list.is_empty() {
+                "NULL".to_string()
+            } else {
+                list.join(", ")
+            }
+        ));
+    }
+    let from = if workspace_first || within.is_some() {
         "contexts c JOIN workspaces w ON w.id = c.workspace_id"
     } else {
         "contexts c"
@@ -176,6 +197,18 @@ pub async fn tree(
     }
     tree.entries = entries.into_values().collect();
     Ok(tree)
+}
+
+/// How [`tree`] reads: `depth` levels (1 or 2), with `workspace_first` (the per-workspace
+/// layout's check), only `within` these workspaces (slugs; a key limited to them) when given.
+#[derive(Debug, Clone, Copy)]
+pub struct TreeOptions<'a> {
+    /// Count a context only when the first segment after the prefix is its workspace's slug.
+    pub workspace_first: bool,
+    /// 1 or 2.
+    pub depth: u8,
+    /// Only these workspaces; `None`: every one.
+    pub within: Option<&'a [String]>,
 }
 
 /// The end of a prefix's range of external ids (exclusive).

@@ -224,10 +224,13 @@ pub struct KeySpec<'a> {
     pub expires_at: Option<&'a str>,
     /// What it is for.
     pub kind: KeyKind,
+    /// The workspaces (slugs) it reaches; `None`: every workspace of the tenant.
+    pub workspaces: Option<&'a [String]>,
 }
 
 impl<'a> KeySpec<'a> {
-    /// A key of `tenant_id` with `scopes`, owned by nobody, never expiring.
+    /// A key of `tenant_id` with `scopes`, owned by nobody, never expiring, reaching every
+    /// workspace.
     pub fn new(tenant_id: &'a str, scopes: &'a [Scope]) -> Self {
         KeySpec {
             tenant_id,
@@ -235,6 +238,7 @@ impl<'a> KeySpec<'a> {
             scopes,
             expires_at: None,
             kind: KeyKind::Key,
+            workspaces: None,
         }
     }
 }
@@ -251,12 +255,25 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
         scopes,
         expires_at,
         kind,
+        workspaces,
     } = spec;
     require_tenant(conn, tenant_id).await?;
+    if let Some(slugs) = workspaces {
+        if slugs.is_empty() {
+            return Err(Error::Invalid(
+                "a key limited to workspaces names at least one".into(),
+            ));
+        }
+        if let Some(bad) = slugs.iter().find(|s| !contextq_api::slug::valid_slug(s)) {
+            return Err(Error::Invalid(format!(
+                "{bad:?} is not a workspace slug ([a-z0-9][a-z0-9-]{{0,62}})"
+            )));
+        }
+    }
     let key = generate_key();
     let id = new_id("key");
     sqlx::query(
-        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at, expires_at, kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at, expires_at, kind, workspaces) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(id.clone())
     .bind(tenant_id.to_string())
@@ -267,6 +284,7 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
     .bind(now())
     .bind(expires_at.map(str::to_string))
     .bind(kind.as_str())
+    .bind(workspaces.map(|w| serde_json::to_string(w).unwrap_or_else(|_| "[]".into())))
     .execute(&mut *conn)
     .await?;
     Ok(NewKey {
@@ -326,7 +344,7 @@ async fn notify_revocation(db: &Db, tx: &mut sqlx::AnyConnection) -> Result<()> 
 /// The active key with this hash, if any.
 pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
     let row = sqlx::query(
-        "SELECT id, tenant_id, scopes, expires_at, kind FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+        "SELECT id, tenant_id, scopes, expires_at, kind, workspaces FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
     )
     .bind(key_hash.to_string())
     .fetch_optional(&mut *db.reader().await?)
@@ -343,7 +361,79 @@ pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
         scopes,
         expires_at: row.try_get("expires_at")?,
         ui_session: row.try_get::<String, _>("kind")? == KeyKind::UiSession.as_str(),
+        workspaces: workspaces_from(row.try_get("workspaces")?)?,
     }))
+}
+
+/// A key's workspaces as stored (a JSON array of slugs; NULL: every workspace).
+fn workspaces_from(text: Option<String>) -> Result<Option<Vec<String>>> {
+    text.map(|t| {
+        serde_json::from_str::<Vec<String>>(&t)
+            .map_err(|e| Error::Corrupt(format!("a key's workspaces {t:?}: {e}")))
+    })
+    .transpose()
+}
+
+/// Records that the key `key_id` was used now (best effort: called when a lookup was not
+/// cached, so at most once per key per cache lifetime and process).
+pub async fn touch_key(db: &Db, key_id: &str) -> Result<()> {
+    sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
+        .bind(now())
+        .bind(key_id.to_string())
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}
+
+/// What an operator sees of a key (never the key or its hash).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyListing {
+    /// The key's id.
+    pub key_id: String,
+    /// Its last four characters.
+    pub last4: String,
+    /// Its scopes, comma-separated (`read,write`).
+    pub scopes: String,
+    /// The workspaces it reaches; `None`: every workspace.
+    pub workspaces: Option<Vec<String>>,
+    /// `key` or `ui-session`.
+    pub kind: String,
+    /// When it was made.
+    pub created_at: String,
+    /// When it stops working; `None`: never.
+    pub expires_at: Option<String>,
+    /// When it was last used (to within the key cache's lifetime); `None`: never.
+    pub last_used_at: Option<String>,
+    /// When it was revoked; `None`: active.
+    pub revoked_at: Option<String>,
+}
+
+/// Every key of `tenant_id`, oldest first.
+pub async fn list_keys(db: &Db, tenant_id: &str) -> Result<Vec<KeyListing>> {
+    require_tenant(&mut *db.reader().await?, tenant_id).await?;
+    let rows = sqlx::query(
+        "SELECT id, key_last4, scopes, workspaces, kind, created_at, expires_at, last_used_at, revoked_at \
+         FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id",
+    )
+    .bind(tenant_id.to_string())
+    .fetch_all(&mut *db.reader().await?)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(KeyListing {
+                key_id: row.try_get("id")?,
+                last4: row.try_get("key_last4")?,
+                scopes: row.try_get("scopes")?,
+                workspaces: workspaces_from(row.try_get("workspaces")?)?,
+                kind: row.try_get("kind")?,
+                created_at: row.try_get("created_at")?,
+                expires_at: row.try_get("expires_at")?,
+                last_used_at: row.try_get("last_used_at")?,
+                revoked_at: row.try_get("revoked_at")?,
+            })
+        })
+        .collect()
 }
 
 /// Deletes a tenant with its contexts, workspaces, keys and users, unless it has chained audit
