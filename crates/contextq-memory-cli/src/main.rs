@@ -35,6 +35,9 @@ use stores::{Settings, StoreChoice};
     about = "Claude's memory tool on ContextQ"
 )]
 struct Cli {
+    /// How logs are written on stderr: text, or json (one object per line, for a log collector).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: contextq_server::logs::LogFormat,
     /// Data directory of the embedded default [default: the platform data dir + contextq-memory].
     #[arg(long, env = "CONTEXTQ_MEMORY_DATA_DIR", global = true)]
     data_dir: Option<PathBuf>,
@@ -215,8 +218,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    contextq_server::logs::init("warn,sqlx=error");
     let cli = Cli::parse();
+    contextq_server::logs::init("warn,sqlx=error", cli.log_format);
     // `serve` answers other processes: every core. Every other command is one client running
     // one command at a time (the embedded server in the same process): one thread, so a request
     // and its answer never hop between worker threads (measured: the 5,000-command trace runs
@@ -416,9 +419,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 settings.data_dir.join("embedded.json").display()
             );
             server
-                .serve_until(async {
-                    let _ = tokio::signal::ctrl_c().await;
-                })
+                .serve_until(contextq_server::listen::stop_signal())
                 .await?;
         }
     }

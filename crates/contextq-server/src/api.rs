@@ -131,6 +131,8 @@ pub struct AppState {
     pub body_budget: Arc<BodyBudget>,
     /// One-time sign-in tokens of the inspector ([`crate::ui`]).
     pub sign_in: Arc<crate::auth::SignInTokens>,
+    /// What `/metrics` reports ([`crate::metrics`]).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {
@@ -149,6 +151,7 @@ impl AppState {
             )),
             config: Arc::new(config),
             sign_in: Arc::default(),
+            metrics: Arc::default(),
         }
     }
 }
@@ -158,6 +161,8 @@ impl AppState {
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(crate::metrics::scrape))
         .route(
             "/api/workspaces",
             get(list_workspaces).post(create_workspace),
@@ -297,6 +302,46 @@ async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>
     Ok(Json(
         serde_json::json!({"status": "ok", "schemaVersion": version}),
     ))
+}
+
+/// `GET /ready`: 200 only when this server can serve: the database answers, its migrations are
+/// this server's, and its audit log's key is the one loaded. 503 with the reasons otherwise (a
+/// load balancer takes the replica out; `/health` is liveness only).
+async fn ready(State(state): State<AppState>) -> Response {
+    let mut reasons = Vec::new();
+    let latest = crate::db::latest_schema_version();
+    match state.db.schema_version().await {
+        Ok(v) if v == latest => {}
+        Ok(v) => reasons.push(format!(
+            "the database is at schema version {v}, this server at {latest}"
+        )),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: the database does not answer");
+            reasons.push("the database does not answer".to_string());
+        }
+    }
+    if reasons.is_empty() {
+        match crate::audit::key_matches(&state.db).await {
+            Ok(true) => {}
+            Ok(false) => reasons.push(
+                "the audit log's key is not the one this server loaded (see docs/schema.md)"
+                    .to_string(),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "readiness: cannot read the audit keying");
+                reasons.push("cannot read the audit log's keying".to_string());
+            }
+        }
+    }
+    if reasons.is_empty() {
+        Json(serde_json::json!({"status": "ready", "schemaVersion": latest})).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"status": "not ready", "reasons": reasons})),
+        )
+            .into_response()
+    }
 }
 
 async fn list_workspaces(

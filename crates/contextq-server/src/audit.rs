@@ -360,6 +360,21 @@ pub async fn open(db: &Db, adopt: bool, inspect: bool) -> crate::Result<()> {
     }
 }
 
+/// Whether the audit log's keying is the loaded key's (`/ready`): keyed with this key, or
+/// unkeyed while no key is loaded. A keying changed or stripped under a running server is not.
+pub async fn key_matches(db: &Db) -> crate::Result<bool> {
+    let fingerprint: Option<String> =
+        sqlx::query_scalar("SELECT key_fingerprint FROM audit_meta WHERE id = 1")
+            .fetch_optional(db.pool())
+            .await?
+            .flatten();
+    Ok(match (db.audit_key(), fingerprint) {
+        (None, None) => true,
+        (Some(key), Some(f)) => key.fingerprint() == f,
+        _ => false,
+    })
+}
+
 /// Keys the database with `key`: records its fingerprint, and keys every chain head that has
 /// no MAC from its next row on (`keyed_from` = its seq + 1). Rows written before stay
 /// hash-chained only; [`verify`] counts them apart.

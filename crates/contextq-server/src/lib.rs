@@ -32,6 +32,7 @@
 //! - [`db`]: the pool, backends and per-backend migrations.
 //! - [`error`]: [`Error`], for the library and operator commands.
 //! - [`logs`]: how the binaries log.
+//! - [`metrics`]: what `/metrics` counts (Prometheus text), per server.
 //! - `testing` (feature `test-util`): fresh test databases, [`database_tests!`], a test server.
 //!
 //! The wire types (resources, bodies, limits, keys, slugs) are the `contextq-api` crate's.
@@ -47,6 +48,7 @@ pub mod embed;
 pub mod error;
 pub mod listen;
 pub mod logs;
+pub mod metrics;
 mod open;
 mod private_file;
 mod router;

@@ -68,6 +68,9 @@ pub struct ConnectionLimits {
     /// Most connections open at once (default 4,096). One more takes the place of a connection
     /// that is not being served, or is closed when accepted if every slot serves a request.
     pub max_connections: usize,
+    /// On a graceful stop (SIGTERM, Ctrl-C), how long requests in flight may take to finish
+    /// before their connections are closed anyway (default 30 s, the default request timeout).
+    pub shutdown_grace: Duration,
 }
 
 /// Descriptors kept free for the database, log files and the listener itself when
@@ -78,6 +81,7 @@ contextq_api::setters!(ConnectionLimits {
     header_read_timeout: Duration,
     idle_timeout: Duration,
     max_connections: usize,
+    shutdown_grace: Duration,
 });
 
 impl Default for ConnectionLimits {
@@ -86,6 +90,7 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(60),
             max_connections: 4096,
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -161,7 +166,8 @@ impl ConnectionLimits {
 }
 
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves; then stops
-/// accepting, lets every open connection finish its request in flight, and returns.
+/// accepting, lets every open connection finish its request in flight (within
+/// [`ConnectionLimits::shutdown_grace`]), and returns.
 pub async fn serve_connections(
     listener: TcpListener,
     router: Router,
@@ -251,7 +257,15 @@ pub async fn serve_connections(
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace = ?limits.shutdown_grace,
+            "stopping: requests still in flight after the grace period are cut"
+        );
+    }
     Ok(())
 }
 
@@ -549,6 +563,26 @@ pub fn bind_error(addr: &str, e: std::io::Error) -> std::io::Error {
         ""
     };
     io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}{hint}"))
+}
+
+/// Resolves on SIGTERM (what a service manager or an orchestrator sends to stop a process) or
+/// Ctrl-C: the binaries' graceful stop.
+pub async fn stop_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
 #[cfg(test)]

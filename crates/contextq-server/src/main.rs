@@ -15,6 +15,9 @@ use contextq_server::{Plan, Scope};
     about = "A ContextQ-compatible context store server"
 )]
 struct Cli {
+    /// How logs are written on stderr: text, or json (one object per line, for a log collector).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: contextq_server::logs::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -73,6 +76,10 @@ enum Command {
         /// Most connections at once (lowered to fit the file descriptor limit).
         #[arg(long, default_value_t = 4096)]
         max_connections: usize,
+        /// On SIGTERM or Ctrl-C: seconds requests in flight may take to finish before their
+        /// connections are closed anyway (no new connection is accepted meanwhile).
+        #[arg(long, default_value_t = 30)]
+        shutdown_grace_secs: u64,
         /// Versions kept of each external id (extension `history`; at least 1). A tenant keeps
         /// at most its plan's context cap times this many in all.
         #[arg(long, default_value_t = contextq_server::db::DEFAULT_VERSIONS_KEPT)]
@@ -219,8 +226,9 @@ enum Admin {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    contextq_server::logs::init("info,sqlx=warn");
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    contextq_server::logs::init("info,sqlx=warn", cli.log_format);
+    match run(cli).await {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -244,6 +252,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             header_read_timeout_secs,
             idle_timeout_secs,
             max_connections,
+            shutdown_grace_secs,
             audit_key_file,
             versions_kept,
         } => {
@@ -252,6 +261,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 .header_read_timeout(secs(header_read_timeout_secs))
                 .idle_timeout(secs(idle_timeout_secs))
                 .max_connections(max_connections)
+                .shutdown_grace(secs(shutdown_grace_secs))
                 .for_this_process();
             let options = db_options(audit_key_file.as_deref())?.versions_kept(versions_kept);
             let db = Db::connect(&database_url, &options).await?;
@@ -481,21 +491,7 @@ fn db_options(key_file: Option<&std::path::Path>) -> Result<DbOptions> {
 }
 
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    contextq_server::listen::stop_signal().await;
     tracing::info!("shutting down: finishing in-flight requests");
 }
 

@@ -18,6 +18,7 @@ pub fn app(state: AppState) -> Router {
     let config = state.config.clone();
     crate::api::routes()
         .merge(crate::ui::routes())
+        .route_layer(axum::middleware::from_fn(crate::metrics::note_route))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such endpoint") })
         .layer(axum::middleware::map_response(
             crate::api::advertise_extensions,
@@ -44,6 +45,10 @@ pub fn app(state: AppState) -> Router {
                     tower_http::trace::DefaultOnResponse::new().level(tracing::Level::DEBUG),
                 ),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::count,
+        ))
         .with_state(state)
 }
 

@@ -106,6 +106,11 @@ const MIGRATIONS: &[Migration] = &[
     migration!(8, "keys limited to workspaces, last use of keys", common "0008_key_workspaces.sql"),
 ];
 
+/// The schema version this server migrates to (its last migration).
+pub fn latest_schema_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
 impl Db {
     pub(super) async fn migrate(&self) -> Result<()> {
         let migrations = MIGRATIONS;

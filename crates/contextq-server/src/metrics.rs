@@ -1,0 +1,193 @@
+//! What an operator watches (`GET /metrics`, Prometheus text 0.0.4): requests by route template,
+//! method and status, their durations, the database pool, and writes refused by reason. Labels
+//! are bounded: a route is its template (`/api/contexts/{id}`), never a path, and nothing is
+//! labelled by tenant or key. One registry per server ([`Metrics`] in the app state), so that
+//! servers in one process (tests, the embedded store) never mix their figures.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::api::AppState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    route: String,
+    method: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: String,
+    method: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    state: &'static str,
+}
+
+/// The server's metrics and the registry that encodes them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    durations: Family<RouteLabels, Histogram>,
+    refused: Family<ReasonLabels, Counter>,
+    pool: Family<PoolLabels, Gauge>,
+}
+
+/// The route of a request that matched none (its path is never a label).
+const UNMATCHED: &str = "unmatched";
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        // 1 ms to about 16 s, doubling.
+        let durations = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 15))
+        });
+        let refused = Family::<ReasonLabels, Counter>::default();
+        let pool = Family::<PoolLabels, Gauge>::default();
+        let mut registry = Registry::default();
+        registry.register(
+            "contextq_http_requests",
+            "HTTP requests answered, by route template, method and status",
+            requests.clone(),
+        );
+        registry.register(
+            "contextq_http_request_duration_seconds",
+            "Time from a request's head to its answer, by route template and method",
+            durations.clone(),
+        );
+        registry.register(
+            "contextq_writes_refused",
+            "Writes (any method but GET and HEAD) answered with an error, by the error's code",
+            refused.clone(),
+        );
+        registry.register(
+            "contextq_db_pool_connections",
+            "Database pool connections, by state (in_use, idle)",
+            pool.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            durations,
+            refused,
+            pool,
+        }
+    }
+}
+
+impl Metrics {
+    fn record(&self, route: &str, method: &Method, status: StatusCode, seconds: f64) {
+        let method = method.as_str().to_string();
+        self.requests
+            .get_or_create(&RequestLabels {
+                route: route.to_string(),
+                method: method.clone(),
+                status: status.as_u16(),
+            })
+            .inc();
+        self.durations
+            .get_or_create(&RouteLabels {
+                route: route.to_string(),
+                method: method.clone(),
+            })
+            .observe(seconds);
+        if method != "GET"
+            && method != "HEAD"
+            && (status.is_client_error() || status.is_server_error())
+        {
+            let reason = contextq_api::ErrorCode::of_answer(status.as_u16(), None).map_or_else(
+                || format!("status_{}", status.as_u16()),
+                |c| c.as_str().to_string(),
+            );
+            self.refused.get_or_create(&ReasonLabels { reason }).inc();
+        }
+    }
+
+    /// The text a scrape gets, with the pool's state as of now.
+    pub fn render(&self, pool_size: u32, pool_idle: usize) -> String {
+        let idle = i64::try_from(pool_idle).unwrap_or(i64::MAX);
+        self.pool
+            .get_or_create(&PoolLabels { state: "idle" })
+            .set(idle);
+        self.pool
+            .get_or_create(&PoolLabels { state: "in_use" })
+            .set(i64::from(pool_size) - idle);
+        let mut text = String::new();
+        if prometheus_client::encoding::prometheus_text::encode(&mut text, &self.registry).is_err()
+        {
+            tracing::error!("cannot encode the metrics");
+        }
+        text
+    }
+}
+
+/// The template of the route that matched, carried on the answer for [`count`] (which runs
+/// outside routing, where the template is not known yet).
+#[derive(Clone, Debug)]
+struct RouteTemplate(Arc<str>);
+
+/// Inside routing: notes the matched route's template on its answer.
+pub(crate) async fn note_route(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| RouteTemplate(Arc::from(m.as_str())));
+    let mut response = next.run(request).await;
+    if let Some(route) = route {
+        response.extensions_mut().insert(route);
+    }
+    response
+}
+
+/// Outermost: counts every answer and its time, by the template [`note_route`] noted.
+pub(crate) async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    let route = response
+        .extensions()
+        .get::<RouteTemplate>()
+        .map_or(UNMATCHED, |r| &r.0);
+    state.metrics.record(
+        route,
+        &method,
+        response.status(),
+        started.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+/// `GET /metrics`: Prometheus text. No key: it names no tenant, key or path.
+pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
+    let pool = state.db.pool();
+    let text = state.metrics.render(pool.size(), pool.num_idle());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}

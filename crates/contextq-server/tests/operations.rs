@@ -1,0 +1,246 @@
+//! Running it as a service: `/ready` (the database answers, its migrations are this server's,
+//! the audit key is the loaded one), `/metrics` (Prometheus text with bounded labels), JSON logs,
+//! and a graceful stop on SIGTERM that lets requests in flight finish, within a bound.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{ALL, TestServer};
+use contextq_server::{Backend, Plan};
+use reqwest::StatusCode;
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_contextq-server");
+
+async fn ready_and_metrics(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let http = reqwest::Client::new();
+    let get = |path: &str| {
+        let url = format!("{}{path}", t.client.base);
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap() }
+    };
+    let r = get("/ready").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "ready");
+    assert_eq!(
+        body["schemaVersion"],
+        contextq_server::db::latest_schema_version()
+    );
+
+    // Some traffic: a read, a read of a row by id, a refused write, a path that matches nothing.
+    let c = &t.client;
+    let reader = s.tenant(Plan::Free, &[contextq_server::Scope::Read]).await;
+    assert_eq!(c.get("/api/contexts").await.status, StatusCode::OK);
+    assert_eq!(
+        c.get("/api/contexts/ctx_secret-looking-id").await.status,
+        StatusCode::NOT_FOUND
+    );
+    let r = reader.client.upsert("x", "x\n", &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        c.get("/no/such/path-of-a-tenant").await.status,
+        StatusCode::NOT_FOUND
+    );
+    let r = get("/metrics").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let text = r.text().await.unwrap();
+    for needle in [
+        r#"contextq_http_requests_total{route="/api/contexts",method="GET",status="200"} 1"#,
+        r#"contextq_http_requests_total{route="/api/contexts/{id}",method="GET",status="404"} 1"#,
+        r#"contextq_http_requests_total{route="unmatched",method="GET",status="404"} 1"#,
+        r#"contextq_http_request_duration_seconds_bucket{route="/api/contexts",method="GET",le="+Inf"} 1"#,
+        r#"contextq_writes_refused_total{reason="forbidden"} 1"#,
+        r#"contextq_db_pool_connections{state="idle"}"#,
+        r#"contextq_db_pool_connections{state="in_use"}"#,
+    ] {
+        assert!(text.contains(needle), "{needle} not in:\n{text}");
+    }
+    // Bounded labels: no tenant, key or path of a request.
+    for secret in [
+        t.tenant_id.as_str(),
+        t.key_id.as_str(),
+        "ctx_secret-looking-id",
+        "path-of-a-tenant",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked into the metrics");
+    }
+
+    // Not ready: a migration this server does not know, or an audit keying not its own.
+    common::sql(
+        &s.db,
+        "INSERT INTO schema_migrations (version, description, applied_at) VALUES (999, 'future', 'now')",
+        &[],
+    )
+    .await;
+    let r = get("/ready").await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["reasons"][0]
+            .as_str()
+            .unwrap()
+            .contains("schema version 999"),
+        "{body}"
+    );
+    assert_eq!(
+        get("/health").await.status(),
+        StatusCode::OK,
+        "liveness stays"
+    );
+    common::sql(
+        &s.db,
+        "DELETE FROM schema_migrations WHERE version = 999",
+        &[],
+    )
+    .await;
+    common::sql(
+        &s.db,
+        "INSERT INTO audit_meta (id, key_fingerprint, keyed_at) VALUES (1, 'not-this-servers-key', 'now') \
+         ON CONFLICT (id) DO UPDATE SET key_fingerprint = excluded.key_fingerprint",
+        &[],
+    )
+    .await;
+    let r = get("/ready").await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(
+        body["reasons"][0].as_str().unwrap().contains("audit"),
+        "{body}"
+    );
+    s.stop().await;
+}
+
+contextq_server::database_tests!(ready_and_metrics);
+
+/// A server of the binary, bootstrapped on a fresh SQLite file: (child, URL, key).
+fn serve(dir: &std::path::Path, extra: &[&str]) -> (std::process::Child, String, String) {
+    let db = format!("sqlite:{}", dir.join("cq.db").display());
+    let out = Command::new(BIN)
+        .args(["admin", "--database-url", &db, "bootstrap", "--tenant", "t"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let key = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["apiKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut child = Command::new(BIN)
+        .args(["--log-format", "json", "serve", "--database-url", &db])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line.trim().to_string(), key)
+}
+
+/// Sends a request head and the first half of its body; the rest is for the caller.
+fn half_a_request(url: &str, key: &str, body: &str) -> (std::net::TcpStream, String) {
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "POST /api/contexts/bulk-upsert HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let (first, rest) = body.split_at(body.len() / 2);
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(first.as_bytes()).unwrap();
+    (stream, rest.to_string())
+}
+
+fn terminate(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_exit(
+    child: &mut std::process::Child,
+    within: Duration,
+) -> (std::process::ExitStatus, Duration) {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, started.elapsed());
+        }
+        assert!(started.elapsed() < within, "still running after {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_finishes_requests_in_flight_then_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url, key) = serve(dir.path(), &["--shutdown-grace-secs", "20"]);
+    let body = json!({"contexts": [{"externalId": "late", "workspace": "default", "type": "reference", "content": "written during the stop\n"}]}).to_string();
+    let (mut stream, rest) = half_a_request(&url, &key, &body);
+    std::thread::sleep(Duration::from_millis(300));
+    terminate(&child);
+    std::thread::sleep(Duration::from_millis(500));
+    // Stopping: the listener is closed, no new connection is taken...
+    assert!(
+        std::net::TcpStream::connect(url.trim_start_matches("http://")).is_err(),
+        "a new connection was accepted during the stop"
+    );
+    // ...but the request in flight finishes and is answered.
+    stream.write_all(rest.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (status, _) = wait_exit(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+    // JSON logs: every line one object, the stop said.
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        lines.iter().any(|l| l["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down"))),
+        "{logs}"
+    );
+    assert!(!logs.contains(&key), "the key reached the log");
+}
+
+#[test]
+fn a_request_that_never_finishes_is_cut_after_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url, key) = serve(dir.path(), &["--shutdown-grace-secs", "1"]);
+    let body = json!({"contexts": []}).to_string() + &" ".repeat(1000);
+    let (_stream, _rest) = half_a_request(&url, &key, &body);
+    std::thread::sleep(Duration::from_millis(300));
+    terminate(&child);
+    // The request timeout is 30 s; the grace of 1 s is what ends it.
+    let (status, took) = wait_exit(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
