@@ -35,9 +35,6 @@ use stores::{Settings, StoreChoice};
     about = "Claude's memory tool on ContextQ"
 )]
 struct Cli {
-    /// How logs are written on stderr: text, or json (one object per line, for a log collector).
-    #[arg(long, global = true, value_enum, default_value = "text")]
-    log_format: contextq_server::logs::LogFormat,
     /// Data directory of the embedded default [default: the platform data dir + contextq-memory].
     #[arg(long, env = "CONTEXTQ_MEMORY_DATA_DIR", global = true)]
     data_dir: Option<PathBuf>,
@@ -60,6 +57,8 @@ struct Cli {
     max_read_chars: usize,
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    logs: contextq_server::logs::LogArgs,
 }
 
 /// The write policy, on the commands that write (exec, demo, chat, mcp, import, restore).
@@ -219,7 +218,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    contextq_server::logs::init("warn,sqlx=error", cli.log_format);
+    contextq_server::logs::init("warn,sqlx=error", cli.logs.log_format);
     // `serve` answers other processes: every core. Every other command is one client running
     // one command at a time (the embedded server in the same process): one thread, so a request
     // and its answer never hop between worker threads (measured: the 5,000-command trace runs

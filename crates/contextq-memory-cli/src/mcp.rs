@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use contextq_memory_tool::protocol::{TOOL_DESCRIPTION, TOOL_NAME, input_schema};
+use contextq_memory_tool::store::Page;
 use contextq_memory_tool::{MemoryPath, MemoryToolHandlers, Store, ToolResult, render};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -120,7 +121,13 @@ impl ServerHandler for MemoryMcp {
         // ContextQ with `start-after` reads a page, not the whole store).
         let mut files: Vec<(String, Option<u64>)> = self
             .store
-            .list_after(&MemoryPath::root(), after.as_ref(), RESOURCES_PAGE + 1)
+            .list_after(
+                &MemoryPath::root(),
+                Page {
+                    after: after.as_ref(),
+                    limit: RESOURCES_PAGE + 1,
+                },
+            )
             .await
             .map_err(|e| McpError::internal_error(e.tool_message(), None))?
             .into_iter()

@@ -185,18 +185,13 @@ pub trait Store: Send + Sync + 'static {
         self.list(dir).await
     }
 
-    /// At most `limit` files beneath `dir` whose path comes after `after` (all when `None`), in
-    /// the order of their paths as text (`/memories/d-1/y` before `/memories/d/x`): a page of a
-    /// walk that stays stable under concurrent writes (a file there for the whole walk is seen
-    /// once). Default: the whole listing, sorted and cut; a store that can start a listing at a
-    /// key overrides it, so that a page costs a page.
-    async fn list_after(
-        &self,
-        dir: &MemoryPath,
-        after: Option<&MemoryPath>,
-        limit: usize,
-    ) -> Result<Vec<FileMeta>> {
-        list_after_by_listing(self, dir, after, limit).await
+    /// At most `page.limit` files beneath `dir` whose path comes after `page.after` (all when
+    /// `None`), in the order of their paths as text (`/memories/d-1/y` before `/memories/d/x`):
+    /// a page of a walk that stays stable under concurrent writes (a file there for the whole
+    /// walk is seen once). Default: the whole listing, sorted and cut; a store that can start a
+    /// listing at a key overrides it, so that a page costs a page.
+    async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
+        list_after_by_listing(self, dir, page).await
     }
 
     /// Writes `text` (the whole file) at `path` under `mode`; returns the new version.
@@ -269,13 +264,8 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn outline(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
         (**self).outline(dir).await
     }
-    async fn list_after(
-        &self,
-        dir: &MemoryPath,
-        after: Option<&MemoryPath>,
-        limit: usize,
-    ) -> Result<Vec<FileMeta>> {
-        (**self).list_after(dir, after, limit).await
+    async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
+        (**self).list_after(dir, page).await
     }
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         (**self).put(path, text, mode).await
@@ -307,14 +297,23 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
 }
 
+/// Where a page of [`Store::list_after`] starts and how long it is.
+#[derive(Debug, Clone, Copy)]
+pub struct Page<'a> {
+    /// The page starts after this path (`None`: at the first file).
+    pub after: Option<&'a MemoryPath>,
+    /// At most this many files.
+    pub limit: usize,
+}
+
 /// [`Store::list_after`] from [`Store::list`]: every file beneath `dir`, sorted by path as text,
-/// those after `after`, at most `limit`.
+/// those after `page.after`, at most `page.limit`.
 pub(crate) async fn list_after_by_listing<S: Store + ?Sized>(
     store: &S,
     dir: &MemoryPath,
-    after: Option<&MemoryPath>,
-    limit: usize,
+    page: Page<'_>,
 ) -> Result<Vec<FileMeta>> {
+    let Page { after, limit } = page;
     let after = after.map(MemoryPath::normalized);
     let mut files: Vec<(String, FileMeta)> = store
         .list(dir)

@@ -1004,7 +1004,16 @@ async fn pages_start_after_a_path(b: Backend) {
         let mut seen = Vec::new();
         let mut after: Option<MemoryPath> = None;
         loop {
-            let files = store.list_after(&root, after.as_ref(), page).await.unwrap();
+            let files = store
+                .list_after(
+                    &root,
+                    contextq_memory_tool::store::Page {
+                        after: after.as_ref(),
+                        limit: page,
+                    },
+                )
+                .await
+                .unwrap();
             assert!(files.len() <= page);
             seen.extend(files.iter().map(|f| f.path.normalized()));
             match files.last() {

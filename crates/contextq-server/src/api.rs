@@ -383,6 +383,28 @@ async fn delete_workspace(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
+/// A query parameter that takes one of `choices` (name, value); the first is the default.
+fn choice<T: Copy>(
+    params: &HashMap<String, String>,
+    name: &str,
+    choices: &[(&str, T)],
+) -> Result<T, ApiError> {
+    let Some(given) = params.get(name) else {
+        return Ok(choices[0].1);
+    };
+    choices
+        .iter()
+        .find(|(text, _)| text == given)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            let names: Vec<&str> = choices.iter().map(|(text, _)| *text).collect();
+            ApiError::new(
+                ErrorCode::BadRequest,
+                format!("{name} is {}, not {given:?}", names.join(" or ")),
+            )
+        })
+}
+
 /// A query parameter, `None` when absent or empty.
 fn nonempty(params: &HashMap<String, String>, k: &str) -> Option<String> {
     params.get(k).filter(|v| !v.is_empty()).cloned()
@@ -456,26 +478,12 @@ async fn tree(
         workspace: workspace.as_deref(),
     };
     let prefix = params.get("prefix").map(String::as_str).unwrap_or_default();
-    let workspace_first = match params.get("workspaceFirst").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorCode::BadRequest,
-                format!("workspaceFirst is true or false, not {other:?}"),
-            ));
-        }
-    };
-    let depth = match params.get("depth").map(String::as_str) {
-        None | Some("2") => 2,
-        Some("1") => 1,
-        Some(other) => {
-            return Err(ApiError::new(
-                ErrorCode::BadRequest,
-                format!("depth is 1 or 2, not {other:?}"),
-            ));
-        }
-    };
+    let workspace_first = choice(
+        &params,
+        "workspaceFirst",
+        &[("false", false), ("true", true)],
+    )?;
+    let depth = choice(&params, "depth", &[("2", 2), ("1", 1)])?;
     Ok(Json(
         prefix::tree(
             &s.db,
@@ -620,18 +628,16 @@ async fn rename_context(
     JsonBody(body, _room): JsonBody<RenameContext>,
 ) -> Result<Response, ApiError> {
     limited_write(&caller, body.workspace.as_deref())?;
-    let c = contexts::rename(
-        &s.db,
-        caller.actor(),
-        &external_id,
-        &body.to,
-        body.title.as_deref(),
-        contexts::Scope {
-            tag: body.require_tag.as_deref(),
-            workspace: body.workspace.as_deref(),
-        },
-    )
-    .await?;
+    let rename = contexts::Rename {
+        from: &external_id,
+        to: &body.to,
+        title: body.title.as_deref(),
+    };
+    let scope = contexts::Scope {
+        tag: body.require_tag.as_deref(),
+        workspace: body.workspace.as_deref(),
+    };
+    let c = contexts::rename(&s.db, caller.actor(), rename, scope).await?;
     let version = c.version;
     let context = c.summary();
     Ok(tagged(
@@ -674,8 +680,17 @@ async fn rename_prefix(
         tag: body.require_tag.as_deref(),
         workspace: body.workspace.as_deref(),
     };
-    let changes =
-        prefix::rename_prefix(&s.db, caller.actor(), &body.from, &body.to, retitle, scope).await?;
+    let changes = prefix::rename_prefix(
+        &s.db,
+        caller.actor(),
+        prefix::Move {
+            from: &body.from,
+            to: &body.to,
+            retitle,
+        },
+        scope,
+    )
+    .await?;
     Ok(Json(changes))
 }
 

@@ -13,6 +13,14 @@ pub enum LogFormat {
     Json,
 }
 
+/// The binaries' `--log-format` flag (`#[command(flatten)]` into each command line).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LogArgs {
+    /// How logs are written on stderr: text, or json (one object per line, for a log collector).
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
 /// Installs the global subscriber; `default_filter` applies when `RUST_LOG` is not set.
 pub fn init(default_filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

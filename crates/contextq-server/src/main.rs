@@ -15,11 +15,10 @@ use contextq_server::{Plan, Scope};
     about = "A ContextQ-compatible context store server"
 )]
 struct Cli {
-    /// How logs are written on stderr: text, or json (one object per line, for a log collector).
-    #[arg(long, global = true, value_enum, default_value = "text")]
-    log_format: contextq_server::logs::LogFormat,
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    logs: contextq_server::logs::LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -227,7 +226,7 @@ enum Admin {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    contextq_server::logs::init("info,sqlx=warn", cli.log_format);
+    contextq_server::logs::init("info,sqlx=warn", cli.logs.log_format);
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {

@@ -35,12 +35,7 @@ async fn workspaces(b: Backend) {
         (StatusCode::BAD_REQUEST, "bad_request")
     );
     let r = c.get("/api/workspaces").await;
-    let slugs: Vec<&str> = r.body["workspaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["slug"].as_str().unwrap())
-        .collect();
+    let slugs = common::strings(&r.body["workspaces"], "slug");
     assert_eq!(slugs, vec!["notes", "ws"]);
 
     // Archive: read-only, still listed and flagged.
@@ -1262,12 +1257,7 @@ async fn rename_extension(b: Backend) {
     let t = s.tenant(Plan::Free, ALL).await;
     let c = &t.client;
     let r = c.upsert("mem-tool:ws/a.md", "alpha\n", &["mem-tool"]).await;
-    assert!(
-        r.headers["contextq-extensions"]
-            .to_str()
-            .unwrap()
-            .contains("rename")
-    );
+    assert!(common::has_extension(&r, "rename"));
     let id = r.body["results"][0]["id"].as_str().unwrap().to_string();
     c.upsert("mem-tool:ws/taken.md", "t\n", &["mem-tool"]).await;
     c.upsert("mem-tool:ws/dir/x.md", "x\n", &["mem-tool"]).await;
@@ -1365,16 +1355,7 @@ async fn rename_extension(b: Backend) {
     assert_eq!(r.body["versions"][0]["version"], 3);
     assert_eq!(r.body["versions"][0]["renamedFrom"], "mem-tool:ws/b.md");
 
-    assert_eq!(
-        contextq_server::admin::recount(&s.db).await.unwrap(),
-        vec![]
-    );
-    assert!(
-        contextq_server::admin::verify_audit(&s.db, None)
-            .await
-            .unwrap()
-            .ok()
-    );
+    common::consistent(&s.db).await;
     s.stop().await;
 }
 
@@ -1398,12 +1379,7 @@ async fn by_prefix_extension(b: Backend) {
     c.upsert("mem-tool:ws/d/untagged.md", "other tag\n", &["x"])
         .await;
     let r = c.get("/api/contexts").await;
-    assert!(
-        r.headers["contextq-extensions"]
-            .to_str()
-            .unwrap()
-            .contains("by-prefix")
-    );
+    assert!(common::has_extension(&r, "by-prefix"));
     let scope = json!({"requireTag": "mem-tool", "workspace": "ws"});
     let rename = |from: &str, to: &str| {
         let mut body = scope.clone();
@@ -1545,16 +1521,7 @@ async fn by_prefix_extension(b: Backend) {
     let r = delete("mem-tool:ws/busy/").await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
 
-    assert_eq!(
-        contextq_server::admin::recount(&s.db).await.unwrap(),
-        vec![]
-    );
-    assert!(
-        contextq_server::admin::verify_audit(&s.db, None)
-            .await
-            .unwrap()
-            .ok()
-    );
+    common::consistent(&s.db).await;
     s.stop().await;
 }
 
@@ -1578,12 +1545,7 @@ async fn tree_extension(b: Backend) {
         .get("/api/contexts/tree?prefix=m%3Aws%2F&requireTag=m&workspace=ws")
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    assert!(
-        r.headers["contextq-extensions"]
-            .to_str()
-            .unwrap()
-            .contains("tree")
-    );
+    assert!(common::has_extension(&r, "tree"));
     assert_eq!(
         (r.body["files"].clone(), r.body["sizeBytes"].clone()),
         (json!(4), json!(10))
@@ -1618,12 +1580,7 @@ async fn tree_extension(b: Backend) {
         "{:?}",
         r.body
     );
-    assert!(
-        r.headers["contextq-extensions"]
-            .to_str()
-            .unwrap()
-            .contains("start-after")
-    );
+    assert!(common::has_extension(&r, "start-after"));
     let next = r.body["nextCursor"].as_str().unwrap().to_string();
     let r = c
         .get(&format!(
@@ -1635,12 +1592,7 @@ async fn tree_extension(b: Backend) {
     let r = c
         .get("/api/contexts/tree?prefix=m%3Aws%2F&requireTag=m&workspace=ws&depth=1")
         .await;
-    let paths: Vec<&str> = r.body["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
+    let paths = common::strings(&r.body["entries"], "path");
     assert_eq!(paths, ["a.md", "d/"]);
     assert_eq!(r.body["entries"][1]["files"], 3);
     let r = c.get("/api/contexts/tree?prefix=m%3A&depth=3").await;
@@ -1685,12 +1637,7 @@ async fn diff_extension(b: Backend) {
     let path = |q: &str| format!("/api/contexts/by-external/{}/diff?{q}", seg("m:ws/a.md"));
     let r = c.get(&path("from=1&to=2&workspace=ws")).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    assert!(
-        r.headers["contextq-extensions"]
-            .to_str()
-            .unwrap()
-            .contains("diff")
-    );
+    assert!(common::has_extension(&r, "diff"));
     let lines: Vec<(String, String)> = r.body["lines"]
         .as_array()
         .unwrap()

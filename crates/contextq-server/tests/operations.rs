@@ -77,48 +77,33 @@ async fn ready_and_metrics(b: Backend) {
         assert!(!text.contains(secret), "{secret} leaked into the metrics");
     }
 
-    // Not ready: a migration this server does not know, or an audit keying not its own.
-    common::sql(
-        &s.db,
-        "INSERT INTO schema_migrations (version, description, applied_at) VALUES (999, 'future', 'now')",
-        &[],
-    )
-    .await;
-    let r = get("/ready").await;
-    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let body: serde_json::Value = r.json().await.unwrap();
-    assert!(
-        body["reasons"][0]
-            .as_str()
-            .unwrap()
-            .contains("schema version 999"),
-        "{body}"
-    );
-    assert_eq!(
-        get("/health").await.status(),
-        StatusCode::OK,
-        "liveness stays"
-    );
-    common::sql(
-        &s.db,
-        "DELETE FROM schema_migrations WHERE version = 999",
-        &[],
-    )
-    .await;
-    common::sql(
-        &s.db,
-        "INSERT INTO audit_meta (id, key_fingerprint, keyed_at) VALUES (1, 'not-this-servers-key', 'now') \
-         ON CONFLICT (id) DO UPDATE SET key_fingerprint = excluded.key_fingerprint",
-        &[],
-    )
-    .await;
-    let r = get("/ready").await;
-    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let body: serde_json::Value = r.json().await.unwrap();
-    assert!(
-        body["reasons"][0].as_str().unwrap().contains("audit"),
-        "{body}"
-    );
+    // Not ready: a migration this server does not know, or an audit keying not its own; each
+    // is said, and liveness stays.
+    for (broken, mended, reason) in [
+        (
+            "INSERT INTO schema_migrations (version, description, applied_at) VALUES (999, 'future', 'now')",
+            "DELETE FROM schema_migrations WHERE version = 999",
+            "schema version 999",
+        ),
+        (
+            "INSERT INTO audit_meta (id, key_fingerprint, keyed_at) VALUES (1, 'not-this-servers-key', 'now') \
+             ON CONFLICT (id) DO UPDATE SET key_fingerprint = excluded.key_fingerprint",
+            "DELETE FROM audit_meta",
+            "audit log's key",
+        ),
+    ] {
+        common::sql(&s.db, broken, &[]).await;
+        let r = get("/ready").await;
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert!(
+            body["reasons"][0].as_str().unwrap().contains(reason),
+            "{body}"
+        );
+        assert_eq!(get("/health").await.status(), StatusCode::OK);
+        common::sql(&s.db, mended, &[]).await;
+        assert_eq!(get("/ready").await.status(), StatusCode::OK, "{mended}");
+    }
     s.stop().await;
 }
 

@@ -52,12 +52,7 @@ async fn a_key_reaches_only_its_workspaces(b: Backend) {
 
     // Listings show only its workspaces.
     let r = c.get("/api/workspaces").await;
-    let slugs: Vec<&str> = r.body["workspaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["slug"].as_str().unwrap())
-        .collect();
+    let slugs = common::strings(&r.body["workspaces"], "slug");
     assert_eq!(slugs, ["a"]);
     assert_eq!(
         ids(&c.get("/api/contexts").await.body, "contexts"),

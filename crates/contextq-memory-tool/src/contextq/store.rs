@@ -40,12 +40,14 @@ use async_trait::async_trait;
 
 use super::client::{
     Client, ContextInput, ContextSummary, DeletePrefix, EditContext, Extensions, Fetched,
-    ListParams, RenameContext, RenamePrefix,
+    ListParams, PrefixChanges, RenameContext, RenamePrefix,
 };
 use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
-use crate::store::{DirMeta, Edited, Entry, FileMeta, Listing, PutMode, Store, TextEdit, Version};
+use crate::store::{
+    DirMeta, Edited, Entry, FileMeta, Listing, Page, PutMode, Store, TextEdit, Version,
+};
 use contextq_api::limits::MAX_BULK_ITEMS;
 
 /// At most this much content in one bulk-upsert of [`Store::create_many`]: within
@@ -454,24 +456,11 @@ impl ContextQStore {
             workspace: Some(source.workspace.clone()),
         };
         match self.client.rename_prefix(&body).await {
-            Ok(done) => {
-                for c in done.changed {
-                    self.forget(&c.external_id);
-                    if let Some(new_id) = &c.to {
-                        self.remember(new_id, &c.id);
-                    }
-                }
-                Ok(())
-            }
-            Err(e) if refused(&e, ErrorCode::NotFound) => Err(Error::NotFound {
-                path: from.normalized(),
-            }),
+            Ok(done) => self.note(&done),
             Err(e) if refused(&e, ErrorCode::Conflict) => Err(Error::AlreadyExists {
                 path: to.normalized(),
             }),
-            Err(e) if refused(&e, ErrorCode::PayloadTooLarge) => Err(Error::NotSupported {
-                operation: "rename",
-            }),
+            Err(e) if directory_refusal(&e) => Err(directory_refused(e, from, "rename")),
             // Read back: the source empty and the destination there, moved; the source there
             // and the destination empty, not applied (all or nothing); else unknown.
             Err(e) if is_ambiguous(&e) => match (self.list(from).await, self.list(to).await) {
@@ -481,6 +470,18 @@ impl ContextQStore {
             },
             Err(e) => Err(e),
         }
+    }
+
+    /// Notes what a directory's delete or rename changed (the old ids are gone, the new ones
+    /// name the same rows): the request succeeded.
+    fn note(&self, done: &PrefixChanges) -> Result<()> {
+        for c in &done.changed {
+            self.forget(&c.external_id);
+            if let Some(new_id) = &c.to {
+                self.remember(new_id, &c.id);
+            }
+        }
+        Ok(())
     }
 
     /// The file a listed row is, when it is ours and beneath `prefix` (the listing of `dir`;
@@ -720,6 +721,24 @@ impl ContextQStore {
     }
 }
 
+/// A `by-prefix` refusal the store answers for: nothing beneath the directory, or too much for
+/// one request.
+fn directory_refusal(e: &Error) -> bool {
+    refused(e, ErrorCode::NotFound) || refused(e, ErrorCode::PayloadTooLarge)
+}
+
+/// What a [`directory_refusal`] means to the tool: no such directory, or (over the server's
+/// limit) `NotSupported`, so that it goes file by file.
+fn directory_refused(e: Error, dir: &MemoryPath, operation: &'static str) -> Error {
+    if refused(&e, ErrorCode::NotFound) {
+        Error::NotFound {
+            path: dir.normalized(),
+        }
+    } else {
+        Error::NotSupported { operation }
+    }
+}
+
 #[async_trait]
 impl Store for ContextQStore {
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
@@ -771,15 +790,10 @@ impl Store for ContextQStore {
 
     /// With the `start-after`, `cursor` and `external-id-prefix` extensions: the server's pages
     /// from the file after `after`, never the whole directory; else the whole listing, cut.
-    async fn list_after(
-        &self,
-        dir: &MemoryPath,
-        after: Option<&MemoryPath>,
-        limit: usize,
-    ) -> Result<Vec<FileMeta>> {
+    async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
         let extensions = self.extensions().await?;
         if !(extensions.start_after && extensions.cursor && extensions.external_id_prefix) {
-            return crate::store::list_after_by_listing(self, dir, after, limit).await;
+            return crate::store::list_after_by_listing(self, dir, page).await;
         }
         let dir = dir.normalised_copy();
         let target = self.target(&dir)?;
@@ -791,30 +805,30 @@ impl Store for ContextQStore {
             workspace,
             tag: Some(self.tag.clone()),
             external_id_prefix: Some(prefix.clone()),
-            limit: Some(limit.clamp(1, 500) as u32),
+            limit: Some(page.limit.clamp(1, 500) as u32),
             cursor: None,
-            start_after: match after {
+            start_after: match page.after {
                 Some(a) => self.external_id(a)?,
                 None => None,
             },
         };
         let mut files = Vec::new();
         loop {
-            let page = match self.client.list_contexts(&params).await {
-                Ok(page) => page,
+            let answer = match self.client.list_contexts(&params).await {
+                Ok(answer) => answer,
                 Err(e) if refused(&e, ErrorCode::NotFound) => return Ok(files),
                 Err(e) => return Err(e),
             };
-            for row in page.contexts {
+            for row in answer.contexts {
                 let versions = extensions.conditional_requests;
                 if let Some(f) = self.file_of(row, &prefix, &dir, target.is_none(), versions) {
                     files.push(f);
-                    if files.len() == limit {
+                    if files.len() == page.limit {
                         return Ok(files);
                     }
                 }
             }
-            match page.next_cursor {
+            match answer.next_cursor {
                 Some(next) if params.cursor.as_ref() != Some(&next) => {
                     params.cursor = Some(next);
                     params.start_after = None;
@@ -1087,16 +1101,8 @@ impl Store for ContextQStore {
             workspace: Some(target.workspace.clone()),
         };
         match self.client.delete_prefix(&body).await {
-            Ok(done) => {
-                for c in done.changed {
-                    self.forget(&c.external_id);
-                }
-                Ok(())
-            }
-            Err(e) if refused(&e, ErrorCode::NotFound) => Err(Error::NotFound {
-                path: dir.normalized(),
-            }),
-            Err(e) if refused(&e, ErrorCode::PayloadTooLarge) => Err(unsupported()),
+            Ok(done) => self.note(&done),
+            Err(e) if directory_refusal(&e) => Err(directory_refused(e, dir, "delete_dir")),
             // Read back: nothing left beneath it, deleted; else not applied (all or nothing).
             Err(e) if is_ambiguous(&e) => match self.list(dir).await {
                 Ok(None) => Ok(()),

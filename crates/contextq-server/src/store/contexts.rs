@@ -1066,19 +1066,24 @@ pub async fn edit(
     .await
 }
 
+/// What a [`rename`] moves: the context at `from` to `to`, retitled `title` when given.
+#[derive(Debug, Clone, Copy)]
+pub struct Rename<'a> {
+    /// Its external id now.
+    pub from: &'a str,
+    /// Its new external id.
+    pub to: &'a str,
+    /// Its new title (`None`: kept).
+    pub title: Option<&'a str>,
+}
+
 /// `POST /api/contexts/by-external/:id/rename` (extension `rename`): the context at `from`
 /// moves to `to` in one transaction, with `title` when given. Refused (nothing changed) when
 /// `to` is taken, by a context or as a directory (external ids below `to/`). The old id gets a
 /// `delete` version and the new one a `create` version recording `renamed_from`; the row keeps
 /// its id and tags, and its version goes up by one (a precondition read before no longer holds).
-pub async fn rename(
-    db: &Db,
-    actor: Actor<'_>,
-    from: &str,
-    to: &str,
-    title: Option<&str>,
-    scope: Scope<'_>,
-) -> Result<Context> {
+pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) -> Result<Context> {
+    let Rename { from, to, title } = r;
     if to.is_empty() || to.len() > MAX_EXTERNAL_ID_BYTES {
         return Err(Error::Invalid(format!(
             "to: 1 to {MAX_EXTERNAL_ID_BYTES} bytes"
@@ -1202,27 +1207,36 @@ pub async fn rename(
     .await
 }
 
+/// The statement that deletes the row `id` at `version`, and its audit row (`context.delete`
+/// with `detail`); returns the audit row's sequence number (for the version it records).
+pub(super) fn delete_row<'a>(
+    batch: &mut Batch,
+    head: &mut Head,
+    actor: Actor<'a>,
+    id: &'a str,
+    version: i64,
+    detail: serde_json::Value,
+) -> i64 {
+    batch.push(
+        "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
+        vec![
+            Bind::Text(id.to_string()),
+            Bind::Text(actor.tenant_id.to_string()),
+            Bind::Int(version),
+        ],
+        Some(1),
+    );
+    head.append(actor.record("context.delete", "context", id, detail))
+}
+
 /// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
     let read = lock_context(db, actor.tenant_id, "c.id", id, None);
     write(db, actor.tenant_id, id, read, |mut head, row| {
         let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         let mut batch = Batch::default();
-        batch.push(
-            "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
-            vec![
-                Bind::Text(id.to_string()),
-                Bind::Text(actor.tenant_id.to_string()),
-                Bind::Int(old.version),
-            ],
-            Some(1),
-        );
-        let seq = head.append(actor.record(
-            "context.delete",
-            "context",
-            id,
-            serde_json::json!({"externalId": old.external_id, "version": old.version}),
-        ));
+        let detail = serde_json::json!({"externalId": old.external_id, "version": old.version});
+        let seq = delete_row(&mut batch, &mut head, actor, id, old.version, detail);
         let gone = Context {
             updated_at: now(),
             ..old

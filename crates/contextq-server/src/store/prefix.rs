@@ -24,6 +24,18 @@ use super::history::{Change, Kept, Usage, Versions, usage_columns};
 use super::{Actor, Error, Outcome, Result, decode, json_rows, now, tags_from, write};
 use crate::db::{Backend, Batch, Bind, Db};
 
+/// What a [`rename_prefix`] moves: every context under `from` to `to` + what follows, its
+/// title rewritten by `retitle` when given.
+#[derive(Debug, Clone, Copy)]
+pub struct Move<'a> {
+    /// The directory's prefix now, ending with `/`.
+    pub from: &'a str,
+    /// Its new prefix, ending with `/`.
+    pub to: &'a str,
+    /// How titles follow.
+    pub retitle: Option<Retitle<'a>>,
+}
+
 /// Titles a rename rewrites: a title that starts with `from` starts with `to` instead (the
 /// memory tool titles each file with its path).
 #[derive(Debug, Clone, Copy)]
@@ -241,21 +253,8 @@ pub async fn delete_prefix(
         let mut batch = Batch::default();
         let mut changed = Vec::with_capacity(rows.len());
         for r in &rows {
-            batch.push(
-                "DELETE FROM contexts WHERE id = $1 AND tenant_id = $2 AND version = $3",
-                vec![
-                    Bind::Text(r.id.clone()),
-                    Bind::Text(actor.tenant_id.to_string()),
-                    Bind::Int(r.version),
-                ],
-                Some(1),
-            );
-            let seq = head.append(actor.record(
-                "context.delete",
-                "context",
-                &r.id,
-                serde_json::json!({"externalId": r.external_id, "version": r.version, "prefix": prefix}),
-            ));
+            let detail = serde_json::json!({"externalId": r.external_id, "version": r.version, "prefix": prefix});
+            let seq = super::contexts::delete_row(&mut batch, &mut head, actor, &r.id, r.version, detail);
             let tags = tags_from(&r.tags);
             versions.push(
                 &mut batch,
@@ -283,11 +282,10 @@ pub async fn delete_prefix(
 pub async fn rename_prefix(
     db: &Db,
     actor: Actor<'_>,
-    from: &str,
-    to: &str,
-    retitle: Option<Retitle<'_>>,
+    moved: Move<'_>,
     scope: Scope<'_>,
 ) -> Result<PrefixChanges> {
+    let Move { from, to, retitle } = moved;
     check_prefix("from", from)?;
     check_prefix("to", to)?;
     if to.starts_with(from) {

@@ -287,3 +287,31 @@ pub async fn sql(db: &Db, statement: &str, binds: &[&str]) -> u64 {
     }
     q.execute(db.pool()).await.unwrap().rows_affected()
 }
+
+/// The string `field` of each object in the JSON array `list` (`r.body["workspaces"]`, ...).
+pub fn strings(list: &Value, field: &str) -> Vec<String> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|x| x[field].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Whether the answer advertises the extension `token` in `ContextQ-Extensions`.
+pub fn has_extension(reply: &Reply, token: &str) -> bool {
+    reply.headers["contextq-extensions"]
+        .to_str()
+        .unwrap()
+        .split(',')
+        .any(|t| t.trim() == token)
+}
+
+/// What every write test ends with: the tenants' kept counts are their rows', and the audit
+/// chains verify.
+pub async fn consistent(db: &contextq_server::Db) {
+    assert_eq!(contextq_server::admin::recount(db).await.unwrap(), vec![]);
+    let v = contextq_server::admin::verify_audit(db, None)
+        .await
+        .unwrap();
+    assert!(v.ok(), "{v:?}");
+}
