@@ -162,7 +162,7 @@ pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
-        .route("/metrics", get(crate::metrics::scrape))
+        .route("/metrics", get(metrics))
         .route(
             "/api/workspaces",
             get(list_workspaces).post(create_workspace),
@@ -302,6 +302,13 @@ async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>
     Ok(Json(
         serde_json::json!({"status": "ok", "schemaVersion": version}),
     ))
+}
+
+/// `GET /metrics`: Prometheus text ([`crate::metrics`]). No key: it names no tenant, key or
+/// path.
+async fn metrics(State(state): State<AppState>) -> Response {
+    let pool = state.db.pool();
+    crate::metrics::answer(&state.metrics, pool.size(), pool.num_idle())
 }
 
 /// `GET /ready`: 200 only when this server can serve: the database answers, its migrations are

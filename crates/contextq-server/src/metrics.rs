@@ -18,8 +18,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::api::AppState;
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     route: String,
@@ -161,7 +159,11 @@ pub(crate) async fn note_route(request: Request, next: Next) -> Response {
 }
 
 /// Outermost: counts every answer and its time, by the template [`note_route`] noted.
-pub(crate) async fn count(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn count(
+    State(metrics): State<Arc<Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
     let response = next.run(request).await;
@@ -169,7 +171,7 @@ pub(crate) async fn count(State(state): State<AppState>, request: Request, next:
         .extensions()
         .get::<RouteTemplate>()
         .map_or(UNMATCHED, |r| &r.0);
-    state.metrics.record(
+    metrics.record(
         route,
         &method,
         response.status(),
@@ -178,10 +180,9 @@ pub(crate) async fn count(State(state): State<AppState>, request: Request, next:
     response
 }
 
-/// `GET /metrics`: Prometheus text. No key: it names no tenant, key or path.
-pub(crate) async fn scrape(State(state): State<AppState>) -> Response {
-    let pool = state.db.pool();
-    let text = state.metrics.render(pool.size(), pool.num_idle());
+/// The answer to `GET /metrics` ([`crate::api`]'s route): Prometheus text, the pool as of now.
+pub(crate) fn answer(metrics: &Metrics, pool_size: u32, pool_idle: usize) -> Response {
+    let text = metrics.render(pool_size, pool_idle);
     (
         [(
             header::CONTENT_TYPE,

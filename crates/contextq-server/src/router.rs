@@ -46,7 +46,7 @@ pub fn app(state: AppState) -> Router {
                 ),
         )
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            state.metrics.clone(),
             crate::metrics::count,
         ))
         .with_state(state)
