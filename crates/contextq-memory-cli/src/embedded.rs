@@ -53,6 +53,17 @@ pub struct Embedded {
 impl Embedded {
     /// Opens (creating on first use) the data directory and serves it on `listen`.
     pub async fn start(data_dir: &Path, listen: &str, read_only: bool) -> Result<Embedded> {
+        Self::start_with(data_dir, listen, read_only, |_| axum::Router::new()).await
+    }
+
+    /// [`Embedded::start`], with the routes `extra` makes for the server's URL served beside
+    /// the API (`serve`'s MCP endpoint).
+    pub async fn start_with(
+        data_dir: &Path,
+        listen: &str,
+        read_only: bool,
+        extra: impl FnOnce(&str) -> axum::Router,
+    ) -> Result<Embedded> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
         #[cfg(unix)]
@@ -80,7 +91,11 @@ impl Embedded {
             .read_only(read_only);
         let state = AppState::new(db.clone(), config);
         let sign_in = state.sign_in.clone();
-        let server = RunningServer::bind(listen, state).await?;
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| contextq_server::listen::bind_error(listen, e))?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let server = RunningServer::spawn_with(listener, state, extra(&url))?;
         Ok(Embedded {
             url: server.url().to_string(),
             credentials,

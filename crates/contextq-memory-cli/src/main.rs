@@ -119,7 +119,9 @@ enum Command {
         #[arg(long, env = "ANTHROPIC_MODEL", default_value = "claude-opus-5")]
         model: String,
     },
-    /// Serve the memory as an MCP server over stdio (tool `memory`, files as resources).
+    /// Serve the memory as an MCP server (tool `memory`, files as resources) over stdio, or with
+    /// --http over streamable HTTP at /mcp, where each client's `Authorization: Bearer <ContextQ
+    /// key>` is the key of its memory.
     #[cfg(feature = "mcp")]
     Mcp {
         /// contextq (the embedded store unless CONTEXT_API_URL or CONTEXT_API_KEY is set),
@@ -128,6 +130,19 @@ enum Command {
         store: StoreChoice,
         #[command(flatten)]
         policy: Policy,
+        /// Serve MCP over streamable HTTP on this address (e.g. 127.0.0.1:38300; port 0 picks
+        /// one) in front of CONTEXT_API_URL (else the embedded store), instead of stdio; prints
+        /// http://ADDR/mcp on stdout once listening.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// With --http: a Host clients use to reach this server, besides loopback (repeat it;
+        /// e.g. memory.internal or memory.internal:38300).
+        #[arg(long, value_name = "HOST", requires = "http")]
+        allowed_host: Vec<String>,
+        /// With --http: a browser origin allowed to call it (repeat it; e.g.
+        /// https://app.example.com:443). Without one, a request carrying Origin is refused.
+        #[arg(long, value_name = "ORIGIN", requires = "http")]
+        allowed_origin: Vec<String>,
     },
     /// Write every memory file under DIR/memories/ (atomic, idempotent).
     Export {
@@ -213,7 +228,46 @@ enum Command {
         /// with 403, whatever the key.
         #[arg(long)]
         read_only: bool,
+        /// A Host MCP clients use to reach /mcp, besides loopback and --listen (repeat it).
+        #[arg(long, value_name = "HOST")]
+        allowed_host: Vec<String>,
+        /// A browser origin allowed to call /mcp (repeat it). Without one, an MCP request
+        /// carrying Origin is refused.
+        #[arg(long, value_name = "ORIGIN")]
+        allowed_origin: Vec<String>,
     },
+}
+
+/// `serve`'s MCP endpoint at `/mcp` (feature `mcp`): each client's key is its memory's.
+#[cfg(feature = "mcp")]
+fn mcp_endpoint(
+    settings: &stores::Settings,
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+) -> impl FnOnce(&str) -> axum::Router {
+    let settings = settings.clone();
+    move |url: &str| {
+        let addr = url
+            .trim_start_matches("http://")
+            .parse()
+            .unwrap_or_else(|_| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+        let options = mcp::http::HttpOptions {
+            listen: addr.to_string(),
+            contextq_url: url.to_string(),
+            allowed_hosts,
+            allowed_origins,
+        };
+        mcp::http::router(url, addr, &options, settings)
+    }
+}
+
+#[cfg(not(feature = "mcp"))]
+fn mcp_endpoint(
+    _settings: &stores::Settings,
+    _allowed_hosts: Vec<String>,
+    _allowed_origins: Vec<String>,
+) -> impl FnOnce(&str) -> axum::Router {
+    |_: &str| axum::Router::new()
 }
 
 fn main() -> ExitCode {
@@ -330,7 +384,49 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         #[cfg(feature = "mcp")]
-        Command::Mcp { store, policy } => {
+        Command::Mcp {
+            http: Some(listen),
+            store,
+            policy,
+            allowed_host,
+            allowed_origin,
+        } => {
+            if !matches!(store, StoreChoice::ContextQ) {
+                anyhow::bail!(
+                    "--http serves a ContextQ's memories, each client with its own key: drop --store"
+                );
+            }
+            let settings = settings(policy);
+            // In front of CONTEXT_API_URL, or of the embedded store (started here).
+            let url = std::env::var("CONTEXT_API_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty());
+            let (url, embedded) = match url {
+                Some(url) => (url, None),
+                None => {
+                    let opened = stores::open(&StoreChoice::ContextQ, &settings).await?;
+                    let url = opened
+                        .contextq
+                        .as_ref()
+                        .map(|c| c.url.clone())
+                        .ok_or_else(|| anyhow::anyhow!("the embedded store has no URL"))?;
+                    (url, Some(opened))
+                }
+            };
+            let options = mcp::http::HttpOptions {
+                listen,
+                contextq_url: url,
+                allowed_hosts: allowed_host,
+                allowed_origins: allowed_origin,
+            };
+            let result = mcp::http::run(options, settings).await;
+            if let Some(opened) = embedded {
+                opened.close().await;
+            }
+            result?;
+        }
+        #[cfg(feature = "mcp")]
+        Command::Mcp { store, policy, .. } => {
             let opened = stores::open(&store, &settings(policy)).await?;
             let result = mcp::run(&opened).await;
             opened.close().await;
@@ -402,9 +498,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let link = embedded::sign_in_link(&data_dir, url.as_deref()).await?;
             outln!("{link}");
         }
-        Command::Serve { listen, read_only } => {
+        Command::Serve {
+            listen,
+            read_only,
+            allowed_host,
+            allowed_origin,
+        } => {
             let settings = settings(Policy::default());
-            let server = embedded::Embedded::start(&settings.data_dir, &listen, read_only).await?;
+            let mcp = mcp_endpoint(&settings, allowed_host, allowed_origin);
+            let server =
+                embedded::Embedded::start_with(&settings.data_dir, &listen, read_only, mcp).await?;
             outln!("{}", server.url);
             embedded::record_url(&settings.data_dir, &server.url);
             eprintln!(

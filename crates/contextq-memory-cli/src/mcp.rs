@@ -1,4 +1,5 @@
-//! `contextq-memory mcp`: the memory as an MCP server over stdio (feature `mcp`, rmcp).
+//! `contextq-memory mcp`: the memory as an MCP server over stdio, or over streamable HTTP in
+//! front of a ContextQ with each client's own key ([`http`]) (feature `mcp`, rmcp).
 //!
 //! One tool, `memory`, whose input is the memory tool's command union and whose results are the
 //! library's strings (`is_error` on failures); and every memory file as a resource
@@ -21,6 +22,8 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 
 use crate::stores::Opened;
 
+pub mod http;
+
 /// URI scheme of memory files: `memory:///memories/notes.md`.
 pub const URI_PREFIX: &str = "memory://";
 
@@ -33,11 +36,28 @@ pub const RESOURCES_PAGE: usize = 1_000;
 /// created or deleted meanwhile.
 const CURSOR_PREFIX: &str = "after:";
 
+/// A memory: the tool Claude calls and the store its files are resources of.
+#[derive(Clone)]
+pub struct Memory {
+    /// The memory tool.
+    pub tool: Arc<dyn MemoryToolHandlers>,
+    /// Its store.
+    pub store: Arc<dyn Store>,
+}
+
+/// Whose memory a request reaches.
+#[derive(Clone)]
+enum Source {
+    /// One memory for the whole session (stdio).
+    Fixed(Memory),
+    /// The memory of the request's own key ([`http`]: the HTTP layer puts it in the request).
+    PerRequest,
+}
+
 /// The MCP server.
 #[derive(Clone)]
 pub struct MemoryMcp {
-    tool: Arc<dyn MemoryToolHandlers>,
-    store: Arc<dyn Store>,
+    source: Source,
     describe: String,
 }
 
@@ -45,9 +65,33 @@ impl MemoryMcp {
     /// Over an opened store.
     pub fn new(opened: &Opened) -> Self {
         MemoryMcp {
-            tool: opened.tool.clone(),
-            store: opened.store.clone(),
+            source: Source::Fixed(Memory {
+                tool: opened.tool.clone(),
+                store: opened.store.clone(),
+            }),
             describe: opened.describe(),
+        }
+    }
+
+    /// Over the memory each request carries ([`http`]).
+    fn per_request(describe: String) -> Self {
+        MemoryMcp {
+            source: Source::PerRequest,
+            describe,
+        }
+    }
+
+    fn memory(&self, context: &RequestContext<RoleServer>) -> Result<Memory, McpError> {
+        match &self.source {
+            Source::Fixed(memory) => Ok(memory.clone()),
+            Source::PerRequest => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Memory>())
+                .cloned()
+                .ok_or_else(|| {
+                    McpError::internal_error("this request carries no ContextQ key", None)
+                }),
         }
     }
 }
@@ -81,14 +125,15 @@ impl ServerHandler for MemoryMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         if request.name != TOOL_NAME {
             let result = ToolResult::error(render::unknown_tool(&request.name));
             return Ok(CallToolResult::error(vec![ContentBlock::text(result.content)]).into());
         }
+        let memory = self.memory(&context)?;
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let result = self.tool.execute(input).await;
+        let result = memory.tool.execute(input).await;
         let content = vec![ContentBlock::text(result.content)];
         Ok(if result.is_error {
             CallToolResult::error(content)
@@ -101,8 +146,9 @@ impl ServerHandler for MemoryMcp {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        let memory = self.memory(&context)?;
         let after = match request.and_then(|r| r.cursor) {
             None => None,
             Some(cursor) => Some(
@@ -119,7 +165,7 @@ impl ServerHandler for MemoryMcp {
         };
         // One more than a page: whether another follows. The store starts at the cursor (a
         // ContextQ with `start-after` reads a page, not the whole store).
-        let mut files: Vec<(String, Option<u64>)> = self
+        let mut files: Vec<(String, Option<u64>)> = memory
             .store
             .list_after(
                 &MemoryPath::root(),
@@ -162,14 +208,15 @@ impl ServerHandler for MemoryMcp {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let not_found =
             || McpError::resource_not_found(format!("no memory file at {}", request.uri), None);
         let raw = request.uri.strip_prefix(URI_PREFIX).ok_or_else(not_found)?;
         let path =
             MemoryPath::parse(raw).map_err(|e| McpError::invalid_params(e.message(), None))?;
-        let entry = self
+        let memory = self.memory(&context)?;
+        let entry = memory
             .store
             .get(&path)
             .await

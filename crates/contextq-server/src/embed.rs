@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::api::AppState;
-use crate::router::serve;
+use crate::router::serve_with;
 
 /// A server running in a task of this process. Dropping it stops the server too (without
 /// waiting); [`RunningServer::stop`] waits until in-flight requests are done.
@@ -33,9 +33,19 @@ pub struct RunningServer {
 impl RunningServer {
     /// Serves `state` on a bound `listener`.
     pub fn spawn(listener: TcpListener, state: AppState) -> std::io::Result<RunningServer> {
+        Self::spawn_with(listener, state, axum::Router::new())
+    }
+
+    /// Serves `state` on a bound `listener`, and `extra`'s routes beside the API's (outside its
+    /// middleware: they bring their own), e.g. the CLI's MCP endpoint at `/mcp`.
+    pub fn spawn_with(
+        listener: TcpListener,
+        state: AppState,
+        extra: axum::Router,
+    ) -> std::io::Result<RunningServer> {
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, state, async {
+        let task = tokio::spawn(serve_with(listener, state, extra, async {
             let _ = stopped.await;
         }));
         Ok(RunningServer {

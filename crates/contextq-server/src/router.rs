@@ -59,6 +59,16 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with(listener, state, Router::new(), shutdown).await
+}
+
+/// [`serve`] with `extra`'s routes beside [`app`]'s (outside its middleware).
+pub async fn serve_with(
+    listener: TcpListener,
+    state: AppState,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let limits = state.config.connections;
-    crate::listen::serve_connections(listener, app(state), limits, shutdown).await
+    crate::listen::serve_connections(listener, app(state).merge(extra), limits, shutdown).await
 }
