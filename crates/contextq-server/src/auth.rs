@@ -39,6 +39,8 @@ pub struct KeyRecord {
     pub ui_session: bool,
     /// The workspaces (slugs) it reaches; `None`: every workspace of its tenant.
     pub workspaces: Option<Vec<String>>,
+    /// When it was last recorded as used (RFC 3339); `None`: never.
+    pub last_used_at: Option<String>,
 }
 
 impl KeyRecord {
@@ -307,6 +309,7 @@ mod tests {
             expires_at: None,
             ui_session: false,
             workspaces: None,
+            last_used_at: None,
         }
     }
 

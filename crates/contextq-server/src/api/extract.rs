@@ -126,7 +126,9 @@ impl FromRequestParts<AppState> for Caller {
                 state.key_cache.put(hash, record.clone(), ticket);
                 // Last use, to within the cache's lifetime: best effort, in the background (the
                 // request never waits for a write); a read-only server changes nothing.
-                if !state.config.read_only {
+                if !state.config.read_only
+                    && crate::store::tenants::last_use_due(record.last_used_at.as_deref())
+                {
                     let (db, key_id) = (state.db.clone(), record.key_id.clone());
                     tokio::spawn(async move {
                         if let Err(e) = crate::store::tenants::touch_key(&db, &key_id).await {

@@ -344,7 +344,7 @@ async fn notify_revocation(db: &Db, tx: &mut sqlx::AnyConnection) -> Result<()> 
 /// The active key with this hash, if any.
 pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
     let row = sqlx::query(
-        "SELECT id, tenant_id, scopes, expires_at, kind, workspaces FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+        "SELECT id, tenant_id, scopes, expires_at, kind, workspaces, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
     )
     .bind(key_hash.to_string())
     .fetch_optional(&mut *db.reader().await?)
@@ -362,6 +362,7 @@ pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
         expires_at: row.try_get("expires_at")?,
         ui_session: row.try_get::<String, _>("kind")? == KeyKind::UiSession.as_str(),
         workspaces: workspaces_from(row.try_get("workspaces")?)?,
+        last_used_at: row.try_get("last_used_at")?,
     }))
 }
 
@@ -374,8 +375,20 @@ fn workspaces_from(text: Option<String>) -> Result<Option<Vec<String>>> {
     .transpose()
 }
 
-/// Records that the key `key_id` was used now (best effort: called when a lookup was not
-/// cached, so at most once per key per cache lifetime and process).
+/// How stale a key's recorded last use may be before a request records it again.
+pub const LAST_USE_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether a key last recorded as used at `last_used_at` should be recorded again now: never
+/// more than once per [`LAST_USE_RESOLUTION`], so that lookups that miss the cache (all of them,
+/// while it is not trusted) do not turn every request into a write.
+pub fn last_use_due(last_used_at: Option<&str>) -> bool {
+    let cutoff = (chrono::Utc::now()
+        - chrono::Duration::from_std(LAST_USE_RESOLUTION).expect("a minute fits"))
+    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    last_used_at.is_none_or(|at| at < cutoff.as_str())
+}
+
+/// Records that the key `key_id` was used now (best effort, when [`last_use_due`]).
 pub async fn touch_key(db: &Db, key_id: &str) -> Result<()> {
     sqlx::query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2")
         .bind(now())
@@ -586,4 +599,21 @@ pub async fn recount(db: &Db) -> Result<Vec<Recounted>> {
     }
     tx.commit().await?;
     Ok(wrong)
+}
+
+#[cfg(test)]
+mod last_use {
+    use super::last_use_due;
+
+    #[test]
+    fn recorded_at_most_once_a_minute() {
+        let at = |secs: i64| {
+            (chrono::Utc::now() - chrono::Duration::seconds(secs))
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        assert!(last_use_due(None));
+        assert!(!last_use_due(Some(&at(1))));
+        assert!(!last_use_due(Some(&at(50))));
+        assert!(last_use_due(Some(&at(61))));
+    }
 }
