@@ -74,9 +74,15 @@ impl Setup {
     /// hides the `rename` and `by-prefix` extensions: these are the multi-step moves and
     /// deletes of a server without them.
     async fn new(b: Backend) -> Setup {
+        Self::hiding(b, &["rename", "by-prefix"]).await
+    }
+
+    /// [`Setup::new`] with the proxy hiding `hidden` only (`&[]`: the server's one-request
+    /// moves).
+    async fn hiding(b: Backend, hidden: &[&str]) -> Setup {
         let server = Server::start(b).await;
         let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-        let proxy = Proxy::hiding(&server.url, &["rename", "by-prefix"]).await;
+        let proxy = Proxy::hiding(&server.url, hidden).await;
         let mut opts = options(&proxy.url, &key).workspace("ws");
         opts.retry.max_retries = 1;
         let tool = Arc::new(contextq_memory_tool(opts).unwrap());
@@ -251,23 +257,15 @@ async fn a_directory_delete_whose_first_delete_is_unsettled_stops_and_says_what_
 /// With the `rename` extension a file rename is one request; when its answer is lost the tool
 /// reads both paths back: moved, it says so; unsettled, it says so and changes nothing more.
 async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
-    let server = Server::start(b).await;
-    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let proxy = Proxy::start(&server.url).await;
-    let mut opts = options(&proxy.url, &key).workspace("ws");
-    opts.retry.max_retries = 1;
-    let tool = contextq_memory_tool(opts).unwrap();
-    handle(&tool, create("/memories/a.md", "a")).await.unwrap();
-    let stored = |rel: &str| {
-        let id = format!("mem-tool:ws/{rel}");
-        let (url, key) = (server.url.clone(), key.clone());
-        async move { content(&url, &key, &id).await }
-    };
+    let s = Setup::hiding(b, &[]).await;
+    let (tool, proxy) = (&s.tool, &s.proxy);
+    s.create("/memories/a.md", "a").await;
+    let stored = |rel: &'static str| s.content(rel);
 
     // Applied, answer lost: read back as moved.
     proxy.fault(Method::POST, "/rename", Fault::ForwardThenDrop, 1);
     assert_eq!(
-        handle(&tool, rename("/memories/a.md", "/memories/b.md")).await,
+        handle(tool, rename("/memories/a.md", "/memories/b.md")).await,
         Ok("Successfully renamed /memories/a.md to /memories/b.md".to_string())
     );
     assert_eq!(
@@ -278,7 +276,7 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
     // Applied, answer lost, and the read-back fails too: unknown, never "failed".
     proxy.fault(Method::POST, "/rename", Fault::ForwardThenDrop, 1);
     proxy.fault(Method::GET, "/by-external/", Fault::Status(500, None), 10);
-    let e = handle(&tool, rename("/memories/b.md", "/memories/c.md"))
+    let e = handle(tool, rename("/memories/b.md", "/memories/c.md"))
         .await
         .unwrap_err();
     proxy.clear_faults();
@@ -291,7 +289,7 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
 
     // Not applied (dropped before the server): read back as unchanged; the error says so.
     proxy.fault(Method::POST, "/rename", Fault::Drop, 2);
-    let e = handle(&tool, rename("/memories/c.md", "/memories/d.md"))
+    let e = handle(tool, rename("/memories/c.md", "/memories/d.md"))
         .await
         .unwrap_err();
     proxy.clear_faults();
@@ -308,27 +306,17 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
 /// the answer is lost the tool looks at both places: done, it says so; not applied, nothing
 /// moved (all or nothing), and the error says so.
 async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
-    let server = Server::start(b).await;
-    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
-    let proxy = Proxy::start(&server.url).await;
-    let mut opts = options(&proxy.url, &key).workspace("ws");
-    opts.retry.max_retries = 1;
-    let tool = contextq_memory_tool(opts).unwrap();
+    let s = Setup::hiding(b, &[]).await;
+    let (tool, proxy) = (&s.tool, &s.proxy);
     for f in ["x", "y"] {
-        handle(&tool, create(&format!("/memories/d/{f}.md"), f))
-            .await
-            .unwrap();
+        s.create(&format!("/memories/d/{f}.md"), f).await;
     }
-    let stored = |rel: &str| {
-        let id = format!("mem-tool:ws/{rel}");
-        let (url, key) = (server.url.clone(), key.clone());
-        async move { content(&url, &key, &id).await }
-    };
+    let stored = |rel: &'static str| s.content(rel);
 
     // Applied, answer lost: read back as moved.
     proxy.fault(Method::POST, "/by-prefix/rename", Fault::ForwardThenDrop, 1);
     assert_eq!(
-        handle(&tool, rename("/memories/d", "/memories/e")).await,
+        handle(tool, rename("/memories/d", "/memories/e")).await,
         Ok("Successfully renamed /memories/d to /memories/e".to_string())
     );
     assert_eq!(
@@ -342,7 +330,7 @@ async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
 
     // Not applied (dropped before the server): nothing moved, and the error says so.
     proxy.fault(Method::POST, "/by-prefix/rename", Fault::Drop, 2);
-    let e = handle(&tool, rename("/memories/e", "/memories/f"))
+    let e = handle(tool, rename("/memories/e", "/memories/f"))
         .await
         .unwrap_err();
     proxy.clear_faults();
@@ -357,7 +345,7 @@ async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
     // A delete whose answer is lost: read back as deleted.
     proxy.fault(Method::POST, "/by-prefix/delete", Fault::ForwardThenDrop, 1);
     assert_eq!(
-        handle(&tool, delete("/memories/e")).await,
+        handle(tool, delete("/memories/e")).await,
         Ok("Successfully deleted /memories/e".to_string())
     );
     assert_eq!(
