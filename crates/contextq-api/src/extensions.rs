@@ -46,9 +46,13 @@ pub struct Extensions {
     /// Keys limited to workspaces, enforced by the server: other workspaces' rows are 404,
     /// writes there 403 (token `workspace-keys`).
     pub workspace_keys: bool,
+    /// `POST /api/redactions`: a version's content, or that of every version holding a given
+    /// text, removed for good, its SHA-256 kept and the redaction audited (token `redaction`;
+    /// with `history`).
+    pub redaction: bool,
 }
 
-const TOKENS: [&str; 14] = [
+const TOKENS: [&str; 15] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -63,6 +67,7 @@ const TOKENS: [&str; 14] = [
     "diff",
     "start-after",
     "workspace-keys",
+    "redaction",
 ];
 
 impl Extensions {
@@ -82,9 +87,10 @@ impl Extensions {
         diff: true,
         start_after: true,
         workspace_keys: true,
+        redaction: true,
     };
 
-    fn flags(&self) -> [bool; 14] {
+    fn flags(&self) -> [bool; 15] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -100,6 +106,7 @@ impl Extensions {
             self.diff,
             self.start_after,
             self.workspace_keys,
+            self.redaction,
         ]
     }
 
@@ -121,6 +128,7 @@ impl Extensions {
             diff: has(TOKENS[11]),
             start_after: has(TOKENS[12]),
             workspace_keys: has(TOKENS[13]),
+            redaction: has(TOKENS[14]),
         }
     }
 
@@ -145,7 +153,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -87,6 +87,18 @@ pub struct VersionSummary {
     /// For a `create` by a rename (extension `rename`): the external id it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renamed_from: Option<String>,
+    /// When its content was redacted (extension `redaction`): the content and its size are
+    /// gone for good (`sizeBytes` 0, `content` `null`), `contentSha256` still names what was
+    /// there. `None`: not redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted_at: Option<String>,
+}
+
+impl VersionSummary {
+    /// Whether its content was redacted.
+    pub fn is_redacted(&self) -> bool {
+        self.redacted_at.is_some()
+    }
 }
 
 /// One version with its content (`None` for a delete).
@@ -177,6 +189,7 @@ mod tests {
                 key_last4: Some("abcd".into()),
                 created_at: "2026-12-03T10:00:00.000Z".into(),
                 renamed_from: None,
+                redacted_at: None,
             },
             content: None,
         };
@@ -185,6 +198,7 @@ mod tests {
         assert_eq!(json["type"], "note");
         assert_eq!(json["contextVersion"], 1);
         assert!(json["content"].is_null());
+        assert!(json.get("redactedAt").is_none(), "absent unless redacted");
         let back: Version = serde_json::from_value(json).unwrap();
         assert_eq!(back, v);
         assert_eq!("update".parse::<Action>().unwrap(), Action::Update);
@@ -228,4 +242,88 @@ pub enum DiffOp {
     Del,
     /// Only in `to`.
     Add,
+}
+
+/// `POST /api/redactions` (extension `redaction`, scope `admin`, a key of the whole tenant):
+/// removes the content of one version (`version` with `externalId`) or of every version whose
+/// content holds `matching` (of `externalId`, of every external id starting with
+/// `externalIdPrefix`, or of the whole tenant), in one transaction, at most
+/// [`MAX_REDACTED_VERSIONS`] versions a request (`more` says to ask again).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedactRequest {
+    /// The external id whose versions to redact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
+    /// Every external id starting with this (with `matching` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id_prefix: Option<String>,
+    /// The one version to redact (with `externalId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    /// Redact every version whose content holds this text (exact, case-sensitive; 1 to
+    /// [`MAX_MATCHING_BYTES`] bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matching: Option<String>,
+    /// Only versions written in this workspace (slug).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// Only versions after this `seq` (the last one of the previous answer; to page a dry run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_seq: Option<i64>,
+    /// Answer what would be redacted, change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// The most versions one redaction request changes (or a dry run lists).
+pub const MAX_REDACTED_VERSIONS: usize = 1_000;
+
+/// The longest `matching` text, in bytes.
+pub const MAX_MATCHING_BYTES: usize = 4_096;
+
+/// One version a redaction removed (or, in a dry run, would remove) the content of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RedactedVersion {
+    /// The external id.
+    pub external_id: String,
+    /// Its version number.
+    pub version: i64,
+    /// The tenant's audit sequence number of the change that wrote it (orders the answer).
+    pub seq: i64,
+    /// The context the version belongs to.
+    pub context_id: String,
+    /// What that change did.
+    pub action: Action,
+    /// When it was written.
+    pub created_at: String,
+    /// Its content's bytes before the redaction (0 when it was redacted already).
+    pub size_bytes: u64,
+    /// The SHA-256 of what was there, kept.
+    pub content_sha256: Option<String>,
+    /// When it was redacted: now, or earlier when `already`.
+    pub redacted_at: Option<String>,
+    /// It had been redacted before this request (nothing changed for it).
+    #[serde(default)]
+    pub already: bool,
+}
+
+/// The answer to `POST /api/redactions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Redaction {
+    /// The versions, by `seq`.
+    pub redacted: Vec<RedactedVersion>,
+    /// More versions match than one request takes: ask again (a dry run with `afterSeq` =
+    /// the last `seq` here).
+    pub more: bool,
+    /// Nothing was changed (a dry run).
+    pub dry_run: bool,
+    /// SQLite: whether the write-ahead log was checkpointed and truncated after the redaction,
+    /// so that the removed text is no longer in the `-wal` file (`false`: a reader of another
+    /// process held it; it is truncated at a later checkpoint). `None`: PostgreSQL, a dry run,
+    /// or nothing changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal_truncated: Option<bool>,
 }

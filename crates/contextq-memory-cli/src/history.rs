@@ -1,6 +1,7 @@
-//! `contextq-memory history | show | diff | restore`: what a memory file was, how it changed, and
-//! putting it (or a whole directory) back, on a ContextQ that keeps versions (the embedded
-//! default does; `contextq_memory_tool::contextq::history` does the work).
+//! `contextq-memory history | show | diff | restore | redact`: what a memory file was, how it
+//! changed, putting it (or a whole directory) back, and taking a secret out of its history for
+//! good, on a ContextQ that keeps versions (the embedded default does;
+//! `contextq_memory_tool::contextq::{history, redaction}` do the work).
 //!
 //! Output is for people: tables and a unified diff (coloured on a terminal, plain when piped or
 //! when `NO_COLOR` is set), a restore's plan before it runs, and a report of exactly what it did.
@@ -13,6 +14,7 @@ use contextq_api::history::Action;
 use contextq_memory_tool::contextq::history::{
     FileVersion, RestorePlan, Restored, StepAction, StepOutcome,
 };
+use contextq_memory_tool::contextq::redaction::{RedactTarget, RedactionReport};
 use contextq_memory_tool::contextq::{ContextQError, ContextQMemoryTool};
 
 use crate::stores::{self, Settings, StoreChoice};
@@ -41,6 +43,32 @@ pub enum Command {
         at: String,
         dry_run: bool,
     },
+    Redact {
+        path: String,
+        what: Redact,
+        dry_run: bool,
+    },
+}
+
+/// What `redact` takes.
+pub enum Redact {
+    Version(i64),
+    Matching { text: String, all_paths: bool },
+}
+
+/// `--matching TEXT`: the text, or (`-`) one line of stdin without its line ending.
+pub fn matching_text(arg: String) -> Result<String> {
+    let text = if arg == "-" {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        line.trim_end_matches(['\n', '\r']).to_string()
+    } else {
+        arg
+    };
+    if text.is_empty() {
+        bail!("--matching needs a non-empty text: nothing was redacted");
+    }
+    Ok(text)
 }
 
 /// Runs `command` on the ContextQ the settings name (embedded unless `CONTEXT_API_URL`).
@@ -134,6 +162,7 @@ async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
         }
         Command::Show { path, version } => {
             let v = tool.version(&path, version).await?;
+            redacted(&path, &v)?;
             match v.content {
                 Some(text) => out.write_all(text.as_bytes())?,
                 None => bail!(
@@ -156,6 +185,8 @@ async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
             };
             let old = tool.version(&path, a).await?;
             let new = tool.version(&path, b).await?;
+            redacted(&path, &old)?;
+            redacted(&path, &new)?;
             let colour = out.is_terminal() && std::env::var_os("NO_COLOR").is_none();
             out.write_all(unified_diff(&path, &old, &new, colour).as_bytes())?;
         }
@@ -170,6 +201,7 @@ async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
             };
             let latest = versions[0].version;
             let target = tool.version(&path, version).await?;
+            redacted(&path, &target)?;
             let what = match target.action {
                 Action::Delete => "deleted".to_string(),
                 _ => format!("{} bytes", target.size),
@@ -269,8 +301,97 @@ async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
+        Command::Redact {
+            path,
+            what,
+            dry_run,
+        } => {
+            let target = match &what {
+                Redact::Version(n) => RedactTarget::Version(*n),
+                Redact::Matching { text, all_paths } => RedactTarget::Matching {
+                    text,
+                    all_paths: *all_paths,
+                },
+            };
+            // The plan first, then the redaction; the server checks again under its lock.
+            let plan = tool.redact(&path, target, true).await?;
+            write!(out, "{}", redaction_text(&path, &plan))?;
+            if plan.versions.iter().all(|v| v.already) {
+                writeln!(out, "Nothing to redact.")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            if dry_run {
+                writeln!(out, "Dry run: nothing was redacted.")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let done = tool.redact(&path, target, false).await?;
+            writeln!(
+                out,
+                "Redacted {} version{}: {}.",
+                done.newly_redacted(),
+                if done.newly_redacted() == 1 { "" } else { "s" },
+                done.versions
+                    .iter()
+                    .filter(|v| !v.already)
+                    .map(|v| format!("{} version {}", shown(&path, v), v.version))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+            if done.wal_truncated == Some(false) {
+                writeln!(
+                    out,
+                    "The database's write-ahead log could not be truncated now (another process reads it); its next checkpoint removes the old text from it."
+                )?;
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn shown(path: &str, v: &contextq_memory_tool::contextq::redaction::RedactedFileVersion) -> String {
+    v.path
+        .as_ref()
+        .map_or_else(|| path.to_string(), |p| p.normalized())
+}
+
+/// A redaction's plan as people read it: every version it takes.
+pub fn redaction_text(path: &str, plan: &RedactionReport) -> String {
+    let mut text = format!(
+        "Redact {} version{} of {path}:\n",
+        plan.versions.len(),
+        if plan.versions.len() == 1 { "" } else { "s" }
+    );
+    for v in &plan.versions {
+        text.push_str(&format!(
+            "  {} version {} ({}, {}, {}){}\n",
+            shown(path, v),
+            v.version,
+            v.action,
+            v.at,
+            if v.already {
+                "already redacted".to_string()
+            } else {
+                format!("{} bytes", v.size)
+            },
+            v.sha256
+                .as_deref()
+                .map(|h| format!(" sha256 {}", &h[..h.len().min(12)]))
+                .unwrap_or_default()
+        ));
+    }
+    text
+}
+
+/// Refuses a redacted version, whose content is gone: it cannot be shown, compared or restored.
+fn redacted(path: &str, v: &FileVersion) -> Result<()> {
+    match &v.redacted_at {
+        Some(at) => bail!(
+            "version {} of {path} was redacted at {at}: its content is gone for good (its SHA-256 was {}), so it cannot be shown, compared or restored; `history {path}` lists the others",
+            v.version,
+            v.sha256.as_deref().unwrap_or("not recorded")
+        ),
+        None => Ok(()),
+    }
 }
 
 async fn newest(tool: &ContextQMemoryTool, path: &str) -> Result<i64> {
@@ -293,6 +414,8 @@ pub fn history_table(versions: &[FileVersion]) -> String {
             v.action.to_string(),
             if v.action == Action::Delete {
                 "-".to_string()
+            } else if v.redacted_at.is_some() {
+                "redacted".to_string()
             } else {
                 v.size.to_string()
             },
@@ -382,6 +505,13 @@ pub fn plan_text(plan: &RestorePlan) -> String {
                 "unknown",
                 "what it was then is not kept; left as it is".to_string(),
             ),
+            StepAction::Redacted => (
+                "redacted",
+                format!(
+                    "version {} was redacted; left as it is",
+                    step.target.unwrap_or(0)
+                ),
+            ),
         };
         text.push_str(&format!(
             "  {verb:<9} {:<width$}  ({note})\n",
@@ -390,10 +520,14 @@ pub fn plan_text(plan: &RestorePlan) -> String {
     }
     let changes = plan.changes().count();
     text.push_str(&format!(
-        "{changes} change{}, {} unchanged, {} unknown.\n",
+        "{changes} change{}, {} unchanged, {} unknown{}.\n",
         if changes == 1 { "" } else { "s" },
         plan.count(StepAction::Unchanged),
-        plan.count(StepAction::Unknown)
+        plan.count(StepAction::Unknown),
+        match plan.count(StepAction::Redacted) {
+            0 => String::new(),
+            n => format!(", {n} redacted"),
+        }
     ));
     text
 }
@@ -410,6 +544,8 @@ mod tests {
             size: content.map_or(0, |c| c.len() as u64),
             key: Some("sk_live_…abcd".into()),
             content: content.map(str::to_string),
+            redacted_at: None,
+            sha256: None,
         }
     }
 

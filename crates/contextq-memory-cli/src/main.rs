@@ -210,6 +210,29 @@ enum Command {
         #[command(flatten)]
         policy: Policy,
     },
+    /// Remove a secret from a file's history for good: the content of one version
+    /// (--version N), or of every version holding a text (--matching TEXT, `-` to read it from
+    /// stdin). Shows the plan, then redacts, then reports exactly which versions. The file's
+    /// current content is never redacted: edit or delete it first. Needs an admin key of the
+    /// whole tenant (the embedded default's is).
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["version", "matching"])))]
+    Redact {
+        /// The file; with --all-paths, a directory (every file beneath it).
+        path: String,
+        /// The version to redact (a number from `history`).
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+        version: Option<i64>,
+        /// Redact every version whose content holds this text (exact, case-sensitive); `-`
+        /// reads it from stdin (one line), so that it stays out of shell history.
+        #[arg(long)]
+        matching: Option<String>,
+        /// With --matching: every file beneath PATH (a directory; /memories for all).
+        #[arg(long, requires = "matching")]
+        all_paths: bool,
+        /// Show the plan only; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Print a new one-time sign-in link to the inspector of a running `serve` (the one it
     /// printed at start is valid 10 minutes).
     SignInLink {
@@ -493,6 +516,33 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 }
             };
             return history::command(&settings(policy), command).await;
+        }
+        Command::Redact {
+            path,
+            version,
+            matching,
+            all_paths,
+            dry_run,
+        } => {
+            let what = match (version, matching) {
+                (Some(n), _) => history::Redact::Version(n),
+                (None, Some(text)) => history::Redact::Matching {
+                    text: history::matching_text(text)?,
+                    all_paths,
+                },
+                (None, None) => {
+                    anyhow::bail!("redact needs --version N or --matching TEXT")
+                }
+            };
+            return history::command(
+                &settings(Policy::default()),
+                history::Command::Redact {
+                    path,
+                    what,
+                    dry_run,
+                },
+            )
+            .await;
         }
         Command::SignInLink { url } => {
             let link = embedded::sign_in_link(&data_dir, url.as_deref()).await?;

@@ -21,12 +21,14 @@
 //! - [`client`]: the typed client of every endpoint, [`Client`], [`ApiKey`].
 //! - [`store`]: [`ContextQStore`], the path model and the adapter's rules.
 //! - [`history`]: versions, diffs and restores on a ContextQ that keeps them.
+//! - [`redaction`]: a version's content, or every version holding a text, removed for good.
 //! - [`error`]: [`ContextQError`], matched by the contract's [`ErrorCode`].
 
 pub mod client;
 pub mod error;
 pub mod history;
 pub mod options;
+pub mod redaction;
 pub mod store;
 
 pub use crate::retry::RetryConfig;

@@ -118,6 +118,19 @@ pub enum Error {
         /// The version asked for.
         version: i64,
     },
+    /// The version's content was redacted (extension `redaction`): it cannot be shown, compared
+    /// or restored.
+    #[error(
+        "version {version} of {path} was redacted at {at}: its content is gone for good; choose another version"
+    )]
+    Redacted {
+        /// The path, normalised.
+        path: String,
+        /// The version.
+        version: i64,
+        /// When it was redacted.
+        at: String,
+    },
     /// ContextQ failed or refused ([`ContextQError`]: matched by the contract's error code).
     #[error(transparent)]
     ContextQ(#[from] ContextQError),

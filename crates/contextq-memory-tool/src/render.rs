@@ -782,6 +782,9 @@ impl Error {
             Error::VersionNotFound { path, version } => {
                 format!("{path} has no version {version}; nothing was changed.")
             }
+            Error::Redacted { path, version, .. } => format!(
+                "Version {version} of {path} was redacted: its content is gone; nothing was changed."
+            ),
             Error::ContextQ(e) => contextq_message(e),
             #[cfg(feature = "runner")]
             Error::Anthropic(e) => format!("The Anthropic API failed: {}", e.message()),
@@ -857,6 +860,9 @@ fn contextq_message(e: &ContextQError) -> String {
         }
         ContextQError::HistoryUnavailable { .. } => {
             "This memory store keeps no history; nothing was changed.".to_string()
+        }
+        ContextQError::RedactionUnavailable { .. } => {
+            "This memory store cannot redact; nothing was changed.".to_string()
         }
     }
 }

@@ -212,6 +212,7 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/api/history", get(history::at))
         .route("/api/audit", get(history::audit))
+        .route("/api/redactions", post(history::redact))
 }
 
 /// Every error answer is the contract's JSON envelope, also those no handler wrote: the

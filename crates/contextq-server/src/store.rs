@@ -32,6 +32,7 @@ pub mod activity;
 pub mod contexts;
 pub mod history;
 pub mod prefix;
+pub mod redact;
 pub mod tenants;
 pub mod workspaces;
 
@@ -119,6 +120,28 @@ pub enum Error {
     ChangedConcurrently {
         /// The context or workspace.
         id: String,
+    },
+    /// A redaction would leave the text in a file's current content; nothing was changed.
+    #[error(
+        "{}; nothing was redacted",
+        match version {
+            Some(v) => format!("version {v} of {external_id:?} is its current content: change or delete it first (the version then becomes an older one), then redact it"),
+            None => format!("the current content of {external_id:?} holds the text: edit or delete it first, then redact"),
+        }
+    )]
+    LiveContent {
+        /// The external id.
+        external_id: String,
+        /// The version asked for (`None`: a matching redaction).
+        version: Option<i64>,
+    },
+    /// The content of a redacted version was asked for (a diff).
+    #[error("version {version} of {id:?} was redacted: its content is gone")]
+    Redacted {
+        /// The external id.
+        id: String,
+        /// The version.
+        version: i64,
     },
     /// A text edit cannot apply to the content (extension `text-edit`); nothing was changed.
     #[error("the edit cannot apply: {0}")]

@@ -28,7 +28,8 @@ pub use contextq_api::{
 };
 
 pub use contextq_api::history::{
-    Action, HistoryPage, PastState, PathAt, Version as HistoryVersion, VersionPage, VersionSummary,
+    Action, HistoryPage, PastState, PathAt, RedactRequest, RedactedVersion, Redaction,
+    Version as HistoryVersion, VersionPage, VersionSummary,
 };
 
 use super::error::{ContextQError, ErrorCode};
@@ -649,6 +650,24 @@ impl Client {
         self.request(Method::DELETE, &path, None, if_match, Idempotency::Unsafe)
             .await?;
         Ok(())
+    }
+
+    /// `POST /api/redactions` (extension `redaction`, admin scope): one request's worth of
+    /// versions redacted (or, `dryRun`, listed). Repeated after a lost answer: a redaction
+    /// applied twice is the same redaction (an already redacted version is reported as such).
+    /// [`ContextQError::RedactionUnavailable`] on a server without the extension.
+    pub async fn redact(&self, body: &RedactRequest) -> Result<Redaction> {
+        if !self.extensions().await?.redaction {
+            return Err(Error::ContextQ(ContextQError::RedactionUnavailable {
+                url: self.base_url.clone(),
+            }));
+        }
+        let path = "/api/redactions";
+        let body = self.encode(path, body)?;
+        let a = self
+            .request(Method::POST, path, Some(&body), None, Idempotency::Safe)
+            .await?;
+        self.decode(path, &a.body)
     }
 
     /// [`ContextQError::HistoryUnavailable`] unless the server has the `history` extension.

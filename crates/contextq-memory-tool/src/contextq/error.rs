@@ -50,6 +50,14 @@ pub enum ContextQError {
         /// The server's base URL.
         url: String,
     },
+    /// The server cannot redact (no `redaction` in `ContextQ-Extensions`).
+    #[error(
+        "the ContextQ at {url} cannot redact (its answers do not name the `redaction` extension): redaction needs contextq-server"
+    )]
+    RedactionUnavailable {
+        /// The server's base URL.
+        url: String,
+    },
     /// One workspace per first folder: that folder cannot be a workspace slug.
     #[error("{segment:?} cannot be a ContextQ workspace slug")]
     NotAWorkspace {

@@ -40,8 +40,14 @@ pub struct FileVersion {
     pub size: u64,
     /// The key that made the change, masked (`sk_live_…abcd`); `None` for an operator command.
     pub key: Option<String>,
-    /// The content after the change (only from [`MemoryTool::version`]; `None` for a delete).
+    /// The content after the change (only from [`MemoryTool::version`]; `None` for a delete
+    /// and for a redacted version).
     pub content: Option<String>,
+    /// When its content was redacted (`None`: not redacted): gone for good, `size` 0, only
+    /// `sha256` says what was there.
+    pub redacted_at: Option<String>,
+    /// Lowercase hex SHA-256 of the content (`None` for a delete).
+    pub sha256: Option<String>,
 }
 
 impl FileVersion {
@@ -56,6 +62,20 @@ impl FileVersion {
                 .as_ref()
                 .map(|l| format!("{}…{l}", contextq_api::KEY_PREFIX)),
             content,
+            redacted_at: v.redacted_at.clone(),
+            sha256: v.content_sha256.clone(),
+        }
+    }
+
+    /// [`Error::Redacted`] for a redacted version, which cannot be shown, compared or restored.
+    pub fn require_content(&self, path: &MemoryPath) -> Result<()> {
+        match &self.redacted_at {
+            Some(at) => Err(Error::Redacted {
+                path: path.normalized(),
+                version: self.version,
+                at: at.clone(),
+            }),
+            None => Ok(()),
         }
     }
 }
@@ -87,6 +107,8 @@ pub enum StepAction {
     /// What it was then is not known (versions pruned by retention, or written before the
     /// server kept them): left as it is.
     Unknown,
+    /// What it held then was redacted: it cannot be brought back, and is left as it is.
+    Redacted,
 }
 
 /// One file of a [`RestorePlan`].
@@ -194,8 +216,9 @@ fn parse(path: &str) -> Result<MemoryPath> {
 }
 
 impl MemoryTool<ContextQStore> {
-    /// The file at `path`: its external id and workspace.
-    fn file_key(&self, path: &MemoryPath) -> Result<(String, String)> {
+    /// The file at `path`: its external id and workspace ([`Error::IsADirectory`] for the root
+    /// or a workspace).
+    pub(super) fn file_key(&self, path: &MemoryPath) -> Result<(String, String)> {
         let store = self.store();
         match store.history_key(path, false)? {
             Some((ws, id)) if !path.is_root() && id != format!("{}:{ws}/", store.tag()) => {
@@ -317,6 +340,7 @@ impl MemoryTool<ContextQStore> {
         let target = self
             .fetch_version(&path, &external_id, &workspace, version)
             .await?;
+        target.require_content(&path)?;
         let result = match (target.content, current) {
             (None, None) => Ok(Restored::Unchanged),
             (None, Some(now)) => self
@@ -381,6 +405,9 @@ impl MemoryTool<ContextQStore> {
             };
             let (action, target) = match (past.state, then) {
                 (PastState::Present, Some(v)) if same(v) => (StepAction::Unchanged, None),
+                (PastState::Present, Some(v)) if v.is_redacted() => {
+                    (StepAction::Redacted, Some(v.version))
+                }
                 (PastState::Present, Some(v)) if exists => (StepAction::Revert, Some(v.version)),
                 (PastState::Present, Some(v)) => (StepAction::Recreate, Some(v.version)),
                 (PastState::Deleted | PastState::Absent, _) if exists => (StepAction::Remove, None),
@@ -460,13 +487,15 @@ impl MemoryTool<ContextQStore> {
                     message: "a restore step without a version".into(),
                 })
             })?;
-            self.fetch_version(&step.path, &step.external_id, &step.workspace, target)
-                .await?
-                .content
-                .ok_or_else(|| Error::VersionNotFound {
-                    path: step.path.normalized(),
-                    version: target,
-                })
+            let v = self
+                .fetch_version(&step.path, &step.external_id, &step.workspace, target)
+                .await?;
+            // Redacted after the plan was made.
+            v.require_content(&step.path)?;
+            v.content.ok_or_else(|| Error::VersionNotFound {
+                path: step.path.normalized(),
+                version: target,
+            })
         };
         let current = || {
             step.current.clone().ok_or_else(|| Error::Precondition {
@@ -485,7 +514,7 @@ impl MemoryTool<ContextQStore> {
                     .await?;
             }
             StepAction::Remove => self.delete("restore", &step.path, Some(current()?)).await?,
-            StepAction::Unchanged | StepAction::Unknown => {}
+            StepAction::Unchanged | StepAction::Unknown | StepAction::Redacted => {}
         }
         Ok(())
     }

@@ -59,7 +59,9 @@ impl From<store::Error> for ApiError {
             | E::WorkspaceArchived { .. }
             | E::WorkspaceNotEmpty { .. }
             | E::ExternalIdExists { .. }
-            | E::ExternalIdInOtherWorkspace { .. } => ErrorCode::Conflict,
+            | E::ExternalIdInOtherWorkspace { .. }
+            | E::LiveContent { .. }
+            | E::Redacted { .. } => ErrorCode::Conflict,
             E::VersionMismatch { .. } | E::ChangedConcurrently { .. } => {
                 ErrorCode::PreconditionFailed
             }

@@ -230,7 +230,8 @@ single_body!(
     contextq_api::bodies::RenameContext,
     contextq_api::bodies::DeletePrefix,
     contextq_api::bodies::RenamePrefix,
-    contextq_api::bodies::CreateWorkspace
+    contextq_api::bodies::CreateWorkspace,
+    contextq_api::history::RedactRequest
 );
 
 /// A JSON body whose errors are the contract's (400 bad JSON, 413 too large), read within its

@@ -2,16 +2,21 @@
 //! versions by external id (every context that had it, deleted ones included) or by id, one
 //! version with its content, and what every external id under a prefix was at a point in time.
 //! And the tenant's audit trail (extension `audit-log`). Read scope, tenant-scoped like every
-//! other read, paged.
+//! other read, paged. And the one write of history, redaction (extension `redaction`, admin
+//! scope).
 
 use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
+use contextq_api::ErrorCode;
 use contextq_api::Scope;
 use contextq_api::audit::AuditPage;
-use contextq_api::history::{DiffLine, DiffOp, HistoryPage, Version, VersionDiff, VersionPage};
+use contextq_api::history::{
+    DiffLine, DiffOp, HistoryPage, RedactRequest, Redaction, Version, VersionDiff, VersionPage,
+};
 
+use super::extract::{Admin, JsonBody};
 use super::{ApiError, AppState, Caller, decode_cursor, encode_cursor, nonempty};
 use crate::store::contexts::page_limit;
 use crate::store::history::{self, AtQuery, Subject};
@@ -142,6 +147,15 @@ pub(super) async fn diff(
         one(&s, &caller, &subject, from),
         one(&s, &caller, &subject, to)
     )?;
+    for v in [&a, &b] {
+        if v.summary.is_redacted() {
+            return Err(crate::store::Error::Redacted {
+                id: v.summary.external_id.clone(),
+                version: v.summary.version,
+            }
+            .into());
+        }
+    }
     let (a, b) = (a.content.unwrap_or_default(), b.content.unwrap_or_default());
     let lines = tokio::task::spawn_blocking(move || {
         similar::TextDiff::configure()
@@ -225,5 +239,53 @@ pub(super) async fn audit(
     };
     Ok(Json(
         crate::store::activity::list(&s.db, &caller.tenant_id, &q).await?,
+    ))
+}
+
+/// `POST /api/redactions` (extension `redaction`): admin scope, a key of the whole tenant.
+pub(super) async fn redact(
+    State(s): State<AppState>,
+    Admin(caller): Admin,
+    JsonBody(body, _room): JsonBody<RedactRequest>,
+) -> Result<Json<Redaction>, ApiError> {
+    use crate::store::redact::{Request, Target, Within};
+    caller.require_every_workspace("a redaction")?;
+    let bad = |m: &str| {
+        Err(ApiError::new(
+            ErrorCode::BadRequest,
+            format!("{m}; nothing was redacted"),
+        ))
+    };
+    let external_id = body.external_id.as_deref().filter(|e| !e.is_empty());
+    let prefix = body.external_id_prefix.as_deref().filter(|p| !p.is_empty());
+    let target = match (body.version, body.matching.as_deref()) {
+        (Some(version), None) => match (external_id, prefix) {
+            (Some(external_id), None) => Target::Version {
+                external_id,
+                version,
+            },
+            _ => return bad("version goes with externalId (and without externalIdPrefix)"),
+        },
+        (None, Some(text)) => Target::Matching {
+            text,
+            within: match (external_id, prefix) {
+                (Some(id), None) => Within::ExternalId(id),
+                (None, Some(p)) => Within::Prefix(p),
+                (None, None) => Within::Tenant,
+                (Some(_), Some(_)) => {
+                    return bad("send externalId or externalIdPrefix, not both");
+                }
+            },
+        },
+        _ => return bad("send version (with externalId) or matching: one of them"),
+    };
+    let request = Request {
+        target,
+        workspace: body.workspace.as_deref().filter(|w| !w.is_empty()),
+        after_seq: body.after_seq,
+        dry_run: body.dry_run,
+    };
+    Ok(Json(
+        crate::store::redact::redact(&s.db, caller.actor(), request).await?,
     ))
 }

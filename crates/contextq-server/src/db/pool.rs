@@ -34,6 +34,9 @@ const SQLITE_PRAGMAS: &[&str] = &[
     "PRAGMA busy_timeout = 30000",
     "PRAGMA foreign_keys = ON",
     "PRAGMA synchronous = FULL",
+    // Freed content is overwritten with zeros, so that a file's old text, a pruned or a
+    // redacted version does not linger in free space of the database file (docs/history.md).
+    "PRAGMA secure_delete = ON",
 ];
 
 /// A write transaction (and, on SQLite, this process's writer slot until it ends).
@@ -249,6 +252,28 @@ impl Db {
             return Ok(Reader(Held::Slot(slot)));
         }
         Ok(Reader(Held::Pooled(self.pool.acquire().await?)))
+    }
+
+    /// SQLite: checkpoints the write-ahead log into the database file and truncates it to zero
+    /// bytes (`PRAGMA wal_checkpoint(TRUNCATE)`, waiting up to the busy timeout for readers of
+    /// other processes), after a redaction, so that removed text does not stay in the `-wal`
+    /// file. `Some(true)` when it was truncated, `Some(false)` when a reader still held it (a
+    /// later checkpoint truncates it); `None` on PostgreSQL.
+    pub async fn truncate_wal(&self) -> Result<Option<bool>, sqlx::Error> {
+        if self.backend != Backend::Sqlite {
+            return Ok(None);
+        }
+        // Holding the writer slot: no write of this process is between its statements.
+        let mut slot = self.writer.clone().lock_owned().await;
+        if slot.is_none() {
+            *slot = Some(self.sqlite_connection().await?);
+        }
+        let conn = slot.as_mut().expect("just opened");
+        let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .fetch_one(&mut *conn)
+            .await?;
+        let busy: i64 = sqlx::Row::try_get(&row, 0)?;
+        Ok(Some(busy == 0))
     }
 
     /// A new SQLite connection outside the pool, set up as the pool's are.

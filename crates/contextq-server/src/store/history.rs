@@ -300,7 +300,7 @@ pub(super) fn kept_from(row: &AnyRow) -> Result<Kept> {
 macro_rules! version_columns {
     () => {
         "v.external_id, v.version, v.seq, v.context_id, v.context_version, w.slug AS workspace, v.action, \
-         v.type, v.title, v.tags, v.size_bytes, v.content_sha256, v.api_key_id, k.key_last4, v.created_at, v.renamed_from"
+         v.type, v.title, v.tags, v.size_bytes, v.content_sha256, v.api_key_id, k.key_last4, v.created_at, v.renamed_from, v.redacted_at"
     };
 }
 
@@ -332,6 +332,7 @@ fn summary_from_row(row: &AnyRow) -> Result<VersionSummary> {
         key_last4: row.try_get("key_last4")?,
         created_at: row.try_get("created_at")?,
         renamed_from: row.try_get("renamed_from")?,
+        redacted_at: row.try_get("redacted_at")?,
     })
 }
 
