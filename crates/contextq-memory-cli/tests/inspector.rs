@@ -286,6 +286,33 @@ async fn the_inspector_in_a_real_browser() {
     assert!(!content.contains("America/New_York"), "{content}");
     shot(&c, "5-restored").await;
 
+    // Version 2 redacted (by the CLI, beside the running serve): history says so, offers no
+    // restore of it, and a diff with it is refused.
+    let out = embedded(data.path())
+        .args(["redact", "/memories/user.md", "--version", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    click(&c, Locator::Id("open-history")).await;
+    let versions = until_text(&c, "#versions", "redacted").await;
+    assert!(!versions.contains("America/New_York"), "{versions}");
+    assert!(
+        c.find_all(Locator::Css("button.restore[data-version='2']"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    c.find(Locator::Css("input[name=a][value='2']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    click(&c, Locator::Id("show-diff")).await;
+    until_text(&c, "#status", "was redacted").await;
+    shot(&c, "5b-redacted").await;
+    click(&c, Locator::XPath("//button[text()='Back to the file']")).await;
+
     // Hostile names and contents are shown as text; none of their scripts runs.
     click(&c, Locator::Id("nav-workspaces")).await;
     click(&c, Locator::XPath("//button[text()='default']")).await;

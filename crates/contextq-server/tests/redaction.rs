@@ -428,10 +428,7 @@ async fn a_large_match_is_paged(b: Backend) {
             })
             .collect();
         let r = c
-            .post(
-                "/api/contexts/bulk-upsert",
-                json!({"contexts": items}),
-            )
+            .post("/api/contexts/bulk-upsert", json!({"contexts": items}))
             .await;
         assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     }
@@ -441,11 +438,8 @@ async fn a_large_match_is_paged(b: Backend) {
                    "content": "clean\n", "tags": ["mem-tool"]})
         })
         .collect();
-    c.post(
-        "/api/contexts/bulk-upsert",
-        json!({"contexts": items}),
-    )
-    .await;
+    c.post("/api/contexts/bulk-upsert", json!({"contexts": items}))
+        .await;
     // Retention keeps 100 a file: 99 with the text, 1 without.
     let body = json!({"matching": SECRET, "externalIdPrefix": "mem-tool:ws/", "dryRun": true});
     let r = c.post("/api/redactions", body.clone()).await;

@@ -236,9 +236,11 @@ async function history(workspace, externalId, page) {
       el("td", {}, pick("b", v.version, i === 0)),
       el("td", {}, v.createdAt),
       el("td", {}, v.action),
-      el("td", { class: "num" }, v.action === "delete" ? "-" : size(v.sizeBytes)),
+      el("td", { class: "num" }, v.action === "delete" ? "-" : v.redactedAt ? "redacted" : size(v.sizeBytes)),
       el("td", {}, v.keyLast4 ? `sk_live_…${v.keyLast4}` : "(operator)"),
-      el("td", {}, v.version === newest ? "" : el("button", {
+      el("td", {}, v.version === newest ? "" : v.redactedAt
+        ? el("span", { class: "muted redacted", title: `redacted ${v.redactedAt}` }, "redacted")
+        : el("button", {
         type: "button", class: "restore", "data-version": String(v.version),
         onclick: () => run(() => restore(workspace, externalId, v.version, newest)),
       }, `Restore ${v.version}`))));
@@ -303,6 +305,10 @@ async function restore(workspace, externalId, n, seen) {
     : newest.action === "delete");
   if (!agrees) return changed();
   const target = await version(externalId, workspace, n);
+  if (target.redactedAt) {
+    status(`Version ${n} of ${path} was redacted (${target.redactedAt}): its content is gone, so it cannot be restored; nothing was changed.`, true);
+    return history(workspace, externalId);
+  }
   try {
     if (target.action === "delete") {
       if (current) await api(`/api/contexts/${seg(current.id)}`, { method: "DELETE", headers: { "if-match": `"${current.version}"` } });

@@ -3,7 +3,7 @@
 //!
 //! A memory file's versions are numbered 1, 2, 3, ... over its whole life, also across a delete
 //! and a new create at the same path. Reading them never changes anything; a restore is an
-//! ordinary conditional write, so it adds a version (history is never rewritten) and never
+//! ordinary conditional write, so it adds a version (a restore never rewrites history) and never
 //! clobbers a change made after the caller looked:
 //!
 //! - [`MemoryTool::restore`] restores one file to a version: refused with

@@ -114,14 +114,19 @@ impl MemoryTool<ContextQStore> {
                         None => request.external_id_prefix = Some(format!("{}:", store.tag())),
                     }
                 } else {
+                    let directory = || Error::Config {
+                        message: format!(
+                            "{} is a directory: add --all-paths (RedactTarget::Matching {{ all_paths: true, .. }}) to redact every file beneath it",
+                            path.normalized()
+                        ),
+                    };
                     let (id, workspace) = self.file_key(&path).map_err(|e| match e {
-                        Error::IsADirectory { path } => Error::Config {
-                            message: format!(
-                                "{path} is a directory: add --all-paths (RedactTarget::Matching {{ all_paths: true, .. }}) to redact every file beneath it"
-                            ),
-                        },
+                        Error::IsADirectory { .. } => directory(),
                         e => e,
                     })?;
+                    if crate::Store::list(store, &path).await?.is_some() {
+                        return Err(directory());
+                    }
                     request.external_id = Some(id);
                     request.workspace = Some(workspace);
                 }
