@@ -8,6 +8,8 @@ impls = [
     ("TypeScript SDK `BetaLocalFilesystemMemoryTool`", "node"),
     ("this project, `LocalStore` (`contextq-memory exec --store local:DIR`)", "local"),
     ("this project, `ContextQStore` on embedded contextq-server/SQLite (`contextq-memory exec`)", "contextq"),
+    ("`LocalStore`, `--durability ordered` (the references' durability)", "local-ordered"),
+    ("`ContextQStore`, `--durability ordered` (the references' durability)", "contextq-ordered"),
 ]
 timing = {k: json.loads(open(f"{work}/{k}.timing").read().strip().splitlines()[-1]) for _, k in impls}
 results = {k: [json.loads(l) for l in open(f"{work}/{k}.out") if l.strip()] for _, k in impls}

@@ -2,8 +2,10 @@
 # Reference comparison: one command trace (default 10,000 commands) through Anthropic's own
 # local-filesystem memory tools (Python SDK `anthropic`, TypeScript SDK `@anthropic-ai/sdk`,
 # installed here into a throwaway directory) and through this project's `contextq-memory exec`
-# (LocalStore, and ContextQStore on the embedded server), in one run. Prints a Markdown table;
-# times are each loop alone (after imports / startup), ratios are to the Python SDK.
+# (LocalStore, and ContextQStore on the embedded server; each with the default durability,
+# `synced`, and with `--durability ordered`, the references' own: a power cut may take back the
+# last writes), in one run. Prints a Markdown table; times are each loop alone (after imports /
+# startup), ratios are to the Python SDK.
 #
 #   bash bench/references.sh [COMMANDS]
 set -euo pipefail
@@ -27,5 +29,7 @@ echo "python: $("$work/venv/bin/python" -c 'import anthropic; print(anthropic.__
 (cd "$work" && node ref_node.cjs "$work/trace.jsonl" "$work/node" "$work/node.out" > "$work/node.timing")
 "$bin/contextq-memory" exec --timing --store "local:$work/local" < "$work/trace.jsonl" > "$work/local.out" 2> "$work/local.timing"
 CONTEXTQ_MEMORY_DATA_DIR="$work/data" env -u CONTEXT_API_URL "$bin/contextq-memory" exec --timing < "$work/trace.jsonl" > "$work/contextq.out" 2> "$work/contextq.timing"
+"$bin/contextq-memory" --durability ordered exec --timing --store "local:$work/local-ordered" < "$work/trace.jsonl" > "$work/local-ordered.out" 2> "$work/local-ordered.timing"
+CONTEXTQ_MEMORY_DATA_DIR="$work/data-ordered" env -u CONTEXT_API_URL "$bin/contextq-memory" --durability ordered exec --timing < "$work/trace.jsonl" > "$work/contextq-ordered.out" 2> "$work/contextq-ordered.timing"
 
 python3 "$root/bench/compare.py" "$work"

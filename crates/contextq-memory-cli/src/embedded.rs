@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use contextq_memory_tool::Durability;
 use contextq_server::audit::AuditKey;
 use contextq_server::{
     AppState, ConnectionLimits, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig, admin,
@@ -37,6 +38,16 @@ pub fn default_data_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".contextq-memory"))
 }
 
+/// How the embedded server runs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mode {
+    /// Refuse every write (`serve --read-only`).
+    pub read_only: bool,
+    /// How far a write goes before it is answered (`--durability`): `ordered` commits with
+    /// SQLite's `synchronous = NORMAL`.
+    pub durability: Durability,
+}
+
 /// A running embedded server.
 pub struct Embedded {
     /// `http://127.0.0.1:PORT`.
@@ -52,8 +63,8 @@ pub struct Embedded {
 
 impl Embedded {
     /// Opens (creating on first use) the data directory and serves it on `listen`.
-    pub async fn start(data_dir: &Path, listen: &str, read_only: bool) -> Result<Embedded> {
-        Self::start_with(data_dir, listen, read_only, |_| axum::Router::new()).await
+    pub async fn start(data_dir: &Path, listen: &str, mode: Mode) -> Result<Embedded> {
+        Self::start_with(data_dir, listen, mode, |_| axum::Router::new()).await
     }
 
     /// [`Embedded::start`], with the routes `extra` makes for the server's URL served beside
@@ -61,7 +72,7 @@ impl Embedded {
     pub async fn start_with(
         data_dir: &Path,
         listen: &str,
-        read_only: bool,
+        mode: Mode,
         extra: impl FnOnce(&str) -> axum::Router,
     ) -> Result<Embedded> {
         std::fs::create_dir_all(data_dir)
@@ -79,7 +90,8 @@ impl Embedded {
             .with_context(|| format!("cannot use the audit key {}", key_file.display()))?;
         let options = DbOptions::default()
             .audit_key(Some(audit_key))
-            .adopt_audit_key(created);
+            .adopt_audit_key(created)
+            .sync_commits(mode.durability == Durability::Synced);
         let db = Db::connect(&db_url, &options)
             .await
             .with_context(|| format!("cannot open {}", data_dir.join("contextq.db").display()))?;
@@ -88,7 +100,7 @@ impl Embedded {
         // processes with the server's own connection limits.
         let config = ServerConfig::default()
             .connections(ConnectionLimits::default().for_this_process())
-            .read_only(read_only);
+            .read_only(mode.read_only);
         let state = AppState::new(db.clone(), config);
         let sign_in = state.sign_in.clone();
         let listener = tokio::net::TcpListener::bind(listen)

@@ -41,6 +41,14 @@ struct Cli {
     /// Pin /memories to this workspace (embedded default: `default`).
     #[arg(long, global = true)]
     workspace: Option<String>,
+    /// How far a write to the embedded default or a local:DIR store goes before it is
+    /// answered: synced (on stable storage: it survives a power cut) or ordered (it survives a
+    /// crash of the process; a power cut or OS crash may take back the last writes, never
+    /// tearing one, as with Anthropic's reference memory tools). A remote ContextQ keeps its
+    /// own.
+    #[arg(long, global = true, env = "CONTEXTQ_MEMORY_DURABILITY", default_value = "synced",
+          value_parser = |s: &str| s.parse::<contextq_memory_tool::Durability>())]
+    durability: contextq_memory_tool::Durability,
     /// Most entries a directory `view` shows Claude; past it the listing is cut at a whole line
     /// and ends with a note saying what was left out (0: no limit).
     #[arg(long, global = true, value_name = "N", help_heading = "Answer budget",
@@ -354,6 +362,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         read_only: policy.read_only,
         secret_guard: !policy.allow_secrets,
         answer_budget,
+        durability: cli.durability,
     };
     match cli.command {
         Command::Exec {
@@ -556,8 +565,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let settings = settings(Policy::default());
             let mcp = mcp_endpoint(&settings, allowed_host, allowed_origin);
+            let mode = embedded::Mode {
+                read_only,
+                durability: settings.durability,
+            };
             let server =
-                embedded::Embedded::start_with(&settings.data_dir, &listen, read_only, mcp).await?;
+                embedded::Embedded::start_with(&settings.data_dir, &listen, mode, mcp).await?;
             outln!("{}", server.url);
             embedded::record_url(&settings.data_dir, &server.url);
             eprintln!(

@@ -50,6 +50,9 @@ pub struct Settings {
     pub secret_guard: bool,
     /// How much one answer to Claude may hold (`--max-listing-entries`, ...).
     pub answer_budget: contextq_memory_tool::AnswerBudget,
+    /// How far a write to the embedded default or a local directory goes before it is
+    /// answered (`--durability`).
+    pub durability: contextq_memory_tool::Durability,
 }
 
 /// Where ContextQ is, for messages.
@@ -120,8 +123,11 @@ pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
             None,
         )),
         StoreChoice::Local(dir) => {
-            let store =
-                LocalStore::new(dir).with_context(|| format!("cannot use {}", dir.display()))?;
+            let store = LocalStore::new(dir)
+                .with_context(|| format!("cannot use {}", dir.display()))?
+                .with_durability(settings.durability)
+                // One client at a time: no hand-off to the blocking pool per call.
+                .with_file_io(contextq_memory_tool::store::FileIo::Inline);
             Ok(opened(Arc::new(store), settings, None, None, None))
         }
         StoreChoice::ContextQ => open_contextq(settings).await,
@@ -196,7 +202,11 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
             None,
         ));
     }
-    let embedded = Embedded::start(&settings.data_dir, "127.0.0.1:0", false).await?;
+    let mode = crate::embedded::Mode {
+        read_only: false,
+        durability: settings.durability,
+    };
+    let embedded = Embedded::start(&settings.data_dir, "127.0.0.1:0", mode).await?;
     let workspace = settings
         .workspace
         .clone()

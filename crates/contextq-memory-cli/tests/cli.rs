@@ -75,6 +75,46 @@ fn exec_on_every_store() {
 }
 
 #[test]
+fn exec_with_the_references_durability() {
+    for durability in ["ordered", "synced"] {
+        let tmp = tempfile::tempdir().unwrap();
+        for store in [
+            &format!("local:{}", tmp.path().join("local").display()),
+            "contextq",
+        ] {
+            let data = tempfile::tempdir().unwrap();
+            let out = run_with_input(
+                embedded(data.path()).args(["--durability", durability, "exec", "--store", store]),
+                SCRIPT.as_bytes(),
+            );
+            assert!(out.status.success(), "{durability} {store}: {out:?}");
+            let results: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            check_script(&results);
+        }
+    }
+    // The environment variable, and a value that names the choices.
+    let data = tempfile::tempdir().unwrap();
+    let out = run_with_input(
+        embedded(data.path())
+            .env("CONTEXTQ_MEMORY_DURABILITY", "ordered")
+            .args(["exec", "--store", "contextq"]),
+        SCRIPT.as_bytes(),
+    );
+    assert!(out.status.success(), "{out:?}");
+    let out = embedded(data.path())
+        .args(["--durability", "fast", "exec"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("synced") && err.contains("ordered"), "{err}");
+}
+
+#[test]
 fn embedded_default_persists_and_is_shared() {
     let data = tempfile::tempdir().unwrap();
     let (r, stderr, ok) = exec(

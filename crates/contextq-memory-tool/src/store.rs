@@ -55,7 +55,7 @@ pub use contextq_api::{EditFailure, TextEdit};
 pub mod local;
 pub mod memory;
 
-pub use local::LocalStore;
+pub use local::{FileIo, LocalStore};
 pub use memory::MemoryStore;
 
 /// An opaque version of a file: it changes whenever the content does. On a store whose files
@@ -101,6 +101,57 @@ pub struct Entry {
     pub version: Option<Version>,
     /// The backend's own identifier (ContextQ's row id), used in messages about partial failures.
     pub id: Option<String>,
+}
+
+/// How far a write goes before a store answers it (docs/stores.md, "Durability").
+///
+/// Both levels keep every file whole: after any crash a file holds its old or its new content,
+/// never a mix, and a store never answers a write it did not apply. They differ in what a power
+/// cut or an operating-system crash may take back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Durability {
+    /// An answered write is on stable storage: it survives a power cut. `LocalStore` flushes the
+    /// file and then its directory; the embedded server commits with SQLite's
+    /// `synchronous = FULL`. The default.
+    #[default]
+    Synced,
+    /// An answered write survives a crash of the process; a power cut or an OS crash may take
+    /// back the last writes (never tearing one), as with Anthropic's reference memory tools,
+    /// which flush a file's data but not the rename that puts it in place. `LocalStore` flushes
+    /// the file's data, not the directory; the embedded server commits with SQLite's
+    /// `synchronous = NORMAL` (write-ahead log).
+    Ordered,
+}
+
+impl Durability {
+    /// `synced` or `ordered`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Synced => "synced",
+            Durability::Ordered => "ordered",
+        }
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "synced" => Ok(Durability::Synced),
+            "ordered" => Ok(Durability::Ordered),
+            other => Err(format!(
+                "unknown durability {other:?}: use synced (the default: every answered write survives a power cut) or ordered (it survives a crash of the process; a power cut may take back the last writes)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// How [`Store::put`] may treat an existing file.

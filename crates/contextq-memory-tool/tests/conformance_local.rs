@@ -2,7 +2,8 @@
 
 use contextq_memory_tool::conformance::{self, Profile};
 use contextq_memory_tool::render::human_size;
-use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers};
+use contextq_memory_tool::store::FileIo;
+use contextq_memory_tool::{Durability, LocalStore, MemoryStore, MemoryTool, MemoryToolHandlers};
 use serde_json::json;
 
 #[tokio::test]
@@ -23,6 +24,45 @@ async fn local_store_conforms() {
         Profile::REAL,
     )
     .await;
+}
+
+/// The same contract with the references' durability and calls on the calling thread: on a
+/// current-thread runtime (inline) and on a multi-thread one (`block_in_place`).
+async fn local_store_conforms_with(durability: Durability, io: FileIo) {
+    let dirs: std::sync::Mutex<Vec<tempfile::TempDir>> = Default::default();
+    conformance::run_all(
+        || {
+            let tmp = tempfile::tempdir().unwrap();
+            let store = LocalStore::new(tmp.path())
+                .unwrap()
+                .with_durability(durability)
+                .with_file_io(io);
+            dirs.lock().unwrap().push(tmp);
+            async move { store }
+        },
+        Profile::REAL,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn local_store_conforms_ordered_inline_on_one_thread() {
+    local_store_conforms_with(Durability::Ordered, FileIo::Inline).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_store_conforms_synced_inline_on_many_threads() {
+    local_store_conforms_with(Durability::Synced, FileIo::Inline).await;
+}
+
+#[test]
+fn durability_reads_as_the_cli_writes_it() {
+    assert_eq!("synced".parse::<Durability>(), Ok(Durability::Synced));
+    assert_eq!("ordered".parse::<Durability>(), Ok(Durability::Ordered));
+    assert_eq!(Durability::default(), Durability::Synced);
+    let err = "fast".parse::<Durability>().unwrap_err();
+    assert!(err.contains("synced") && err.contains("ordered"), "{err}");
+    assert_eq!(Durability::Ordered.to_string(), "ordered");
 }
 
 #[tokio::test]

@@ -6,7 +6,9 @@
 //! Safety and durability:
 //! - writes go to a hidden temporary file in the target directory, are `fsync`ed, then put in
 //!   place with `rename(2)` (overwrite) or `link(2)` (create: fails if anything is there, so a
-//!   create never overwrites, even against another process); the directory is `fsync`ed after;
+//!   create never overwrites, even against another process); the directory is `fsync`ed after
+//!   ([`Durability::Synced`], the default; [`Durability::Ordered`] leaves that flush out, as the
+//!   reference tools do);
 //! - files are created `0600` and directories `0700` (Unix);
 //! - a symbolic link anywhere beneath the root is refused, never followed, so nothing outside
 //!   the root can be read or written through one;
@@ -20,7 +22,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{DirMeta, Entry, FileMeta, Listing, PutMode, Store, Version, content_version};
+use super::{
+    DirMeta, Durability, Edited, Entry, FileMeta, Listing, PutMode, Store, TextEdit, Version,
+    content_version,
+};
 use crate::error::{Error, Result};
 use crate::path::{MemoryPath, PathError};
 
@@ -29,6 +34,23 @@ use crate::path::{MemoryPath, PathError};
 pub struct LocalStore {
     root: Arc<PathBuf>,
     lock: Arc<tokio::sync::Mutex<()>>,
+    durability: Durability,
+    io: FileIo,
+}
+
+/// Where a [`LocalStore`] makes its file system calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FileIo {
+    /// On tokio's blocking pool (`spawn_blocking`): the runtime's other tasks run meanwhile,
+    /// at the price of handing each call to another thread and back. The default.
+    #[default]
+    BlockingPool,
+    /// On the calling task's thread (with `block_in_place` on a multi-thread runtime): no
+    /// hand-off, but on a current-thread runtime its other tasks wait for each call (at most
+    /// one file write and its flush). For one client at a time, as the CLI's `exec` and `mcp`
+    /// serve; docs/benchmarks.md has what the hand-off costs.
+    Inline,
 }
 
 fn io(operation: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error + use<> {
@@ -48,7 +70,28 @@ impl LocalStore {
         Ok(LocalStore {
             root: Arc::new(root),
             lock: Arc::new(tokio::sync::Mutex::new(())),
+            durability: Durability::default(),
+            io: FileIo::default(),
         })
+    }
+
+    /// Where file system calls run (default [`FileIo::BlockingPool`]).
+    pub fn with_file_io(mut self, io: FileIo) -> Self {
+        self.io = io;
+        self
+    }
+
+    /// How far a write goes before it is answered (default [`Durability::Synced`]).
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Flushes a directory whose entries a write changed, when the durability asks for it.
+    fn sync_dir(&self, dir: &Path) {
+        if self.durability == Durability::Synced {
+            sync_dir(dir);
+        }
     }
 
     /// The directory that holds `/memories`.
@@ -77,6 +120,15 @@ impl LocalStore {
         T: Send + 'static,
         F: FnOnce(&LocalStore) -> Result<T> + Send + 'static,
     {
+        if self.io == FileIo::Inline {
+            return match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                // Tells the runtime this worker blocks, so that its other tasks move on.
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+                    tokio::task::block_in_place(|| f(self))
+                }
+                _ => f(self),
+            };
+        }
         let this = self.clone();
         tokio::task::spawn_blocking(move || f(&this))
             .await
@@ -276,9 +328,44 @@ impl Store for LocalStore {
             };
             placed?;
             if let Some(parent) = fs_path.parent() {
-                sync_dir(parent);
+                s.sync_dir(parent);
             }
             Ok(Some(content_version(content.as_bytes())))
+        })
+        .await
+    }
+
+    /// Read, applied and written back in one step under this process's lock (one trip to the
+    /// blocking pool instead of a read and a conditional write).
+    async fn edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
+        let _guard = self.lock.lock().await;
+        let (path, edit) = (path.clone(), edit.clone());
+        self.blocking(move |s| {
+            let fs_path = s.resolve(&path)?;
+            let Some(old) = read_text(&fs_path)? else {
+                return Err(Error::NotFound {
+                    path: path.normalized(),
+                });
+            };
+            let applied =
+                contextq_api::edit::apply(&old, &edit).map_err(|failure| Error::EditRefused {
+                    path: path.normalized(),
+                    failure,
+                })?;
+            let tmp = write_temp(&fs_path, &applied.content)?;
+            fs::rename(&tmp, &fs_path).map_err(|e| {
+                let _ = fs::remove_file(&tmp);
+                io("write", &fs_path)(e)
+            })?;
+            if let Some(parent) = fs_path.parent() {
+                s.sync_dir(parent);
+            }
+            Ok(Edited {
+                version: Some(content_version(applied.content.as_bytes())),
+                content: Some(applied.content),
+                snippet: None,
+                changed_line: applied.changed_line,
+            })
         })
         .await
     }
@@ -309,7 +396,7 @@ impl Store for LocalStore {
             }
             fs::remove_file(&fs_path).map_err(io("delete", &fs_path))?;
             if let Some(parent) = fs_path.parent() {
-                sync_dir(parent);
+                s.sync_dir(parent);
             }
             Ok(())
         })
@@ -340,7 +427,7 @@ impl Store for LocalStore {
             }
             fs::rename(&src, &dst).map_err(io("rename", &src))?;
             for dir in [src.parent(), dst.parent()].into_iter().flatten() {
-                sync_dir(dir);
+                s.sync_dir(dir);
             }
             Ok(())
         })

@@ -27,17 +27,28 @@ pub struct Db {
     audit_key: Option<std::sync::Arc<crate::audit::key::AuditKey>>,
     /// How many versions of each external id are kept.
     versions_kept: u32,
+    /// SQLite: flush the write-ahead log at every commit.
+    sync_commits: bool,
 }
 
 /// Set on every SQLite connection.
 const SQLITE_PRAGMAS: &[&str] = &[
     "PRAGMA busy_timeout = 30000",
     "PRAGMA foreign_keys = ON",
-    "PRAGMA synchronous = FULL",
     // Freed content is overwritten with zeros, so that a file's old text, a pruned or a
     // redacted version does not linger in free space of the database file (docs/history.md).
     "PRAGMA secure_delete = ON",
 ];
+
+/// How SQLite commits ([`DbOptions::sync_commits`]): flushing the write-ahead log before a
+/// commit is answered, or leaving the flush to checkpoints (still atomic and consistent).
+fn sqlite_synchronous(sync_commits: bool) -> &'static str {
+    if sync_commits {
+        "PRAGMA synchronous = FULL"
+    } else {
+        "PRAGMA synchronous = NORMAL"
+    }
+}
 
 /// A write transaction (and, on SQLite, this process's writer slot until it ends).
 #[derive(Debug)]
@@ -94,6 +105,12 @@ pub struct DbOptions {
     /// times this many versions in all (a deleted context's versions count until pruned, oldest
     /// first).
     pub versions_kept: u32,
+    /// SQLite: every commit flushes the write-ahead log before it is answered, so that an
+    /// answered write survives a power cut (`synchronous = FULL`; default true). False:
+    /// `synchronous = NORMAL`, a commit survives a crash of the process and the database stays
+    /// consistent, but a power cut or OS crash may roll back the last commits; the embedded
+    /// default's `--durability ordered`. PostgreSQL: no effect (its own `synchronous_commit`).
+    pub sync_commits: bool,
 }
 
 /// Default [`DbOptions::versions_kept`]: 100.
@@ -107,6 +124,7 @@ contextq_api::setters!(DbOptions {
     inspect_audit: bool,
     existing_only: bool,
     versions_kept: u32,
+    sync_commits: bool,
 });
 
 impl Default for DbOptions {
@@ -119,6 +137,7 @@ impl Default for DbOptions {
             inspect_audit: false,
             existing_only: false,
             versions_kept: DEFAULT_VERSIONS_KEPT,
+            sync_commits: true,
         }
     }
 }
@@ -168,9 +187,10 @@ impl Db {
                 Backend::Postgres => options.max_connections,
             });
         if backend == Backend::Sqlite {
-            pool_options = pool_options.after_connect(|conn, _meta| {
+            let synchronous = sqlite_synchronous(options.sync_commits);
+            pool_options = pool_options.after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    for pragma in SQLITE_PRAGMAS {
+                    for pragma in SQLITE_PRAGMAS.iter().chain([&synchronous]) {
                         sqlx::query(*pragma).execute(&mut *conn).await?;
                     }
                     Ok(())
@@ -188,6 +208,7 @@ impl Db {
             url,
             audit_key: options.audit_key.clone().map(std::sync::Arc::new),
             versions_kept: options.versions_kept,
+            sync_commits: options.sync_commits,
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -280,7 +301,10 @@ impl Db {
     async fn sqlite_connection(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
         use sqlx::Connection as _;
         let mut conn = sqlx::AnyConnection::connect(&self.url).await?;
-        for pragma in SQLITE_PRAGMAS {
+        for pragma in SQLITE_PRAGMAS
+            .iter()
+            .chain([&sqlite_synchronous(self.sync_commits)])
+        {
             sqlx::query(*pragma).execute(&mut conn).await?;
         }
         Ok(conn)
