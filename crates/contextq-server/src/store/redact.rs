@@ -103,6 +103,8 @@ pub async fn redact(db: &Db, actor: Actor<'_>, request: Request<'_>) -> Result<R
     let out = write(db, actor.tenant_id, entity, (sql, binds), |mut head, row| {
         let rows: String = row.try_get("rows")?;
         let mut found: Vec<Found> = decode(&rows, "context_versions")?;
+        // By `seq` whatever order the aggregate kept: `afterSeq` pages on the last one.
+        found.sort_by_key(|v| v.s);
         let more = found.len() > MAX_REDACTED_VERSIONS;
         found.truncate(MAX_REDACTED_VERSIONS);
         match request.target {
