@@ -413,6 +413,62 @@ async fn refusals_change_nothing(b: Backend) {
     s.stop().await;
 }
 
+/// A file deleted and created again: the old life's versions are history (redactable), the new
+/// life's current version is not; numbering goes on across both.
+async fn a_deleted_and_recreated_file(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let ext = "mem-tool:ws/again.md";
+    let r = c
+        .upsert(ext, &format!("old {SECRET}\n"), &["mem-tool"])
+        .await;
+    let old = r.body["results"][0]["id"].as_str().unwrap().to_string();
+    c.delete(&format!("/api/contexts/{old}"), None).await;
+    let r = c
+        .upsert(ext, &format!("new {SECRET}\n"), &["mem-tool"])
+        .await;
+    let new = r.body["results"][0]["id"].as_str().unwrap().to_string();
+    assert_ne!(old, new);
+    assert_eq!(r.body["results"][0]["version"], 1);
+    let redact = |body: Value| async move { c.post("/api/redactions", body).await };
+    // Version 3 is the new life's current state (its own version 1): refused.
+    let r = redact(json!({"externalId": ext, "version": 3})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "conflict"),
+        "{:?}",
+        r.body
+    );
+    // The text is live: a matching redaction is refused whole, version 1 keeps its content.
+    let r = redact(json!({"matching": SECRET, "externalId": ext})).await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
+    // The old life's version 1 is history: redacted.
+    let r = redact(json!({"externalId": ext, "version": 1})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(r.body["redacted"][0]["contextId"], old.as_str());
+    // Once the new life no longer holds it, the rest goes by matching: version 3 only.
+    c.put_content(&new, "new, clean\n", Some(1)).await;
+    let r = redact(json!({"matching": SECRET, "externalId": ext})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let taken: Vec<i64> = r.body["redacted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect();
+    assert_eq!(taken, [3]);
+    assert!(!everything(c, ext).await.contains(SECRET));
+    if b == Backend::Sqlite {
+        assert_eq!(
+            sqlite_files_holding(&s.database_url, SECRET),
+            Vec::<String>::new()
+        );
+    }
+    common::consistent(&s.db).await;
+    s.stop().await;
+}
+
 /// More matching versions than one request takes: a dry run pages with `afterSeq`; the
 /// redaction takes 1,000 a request and says there are more.
 async fn a_large_match_is_paged(b: Backend) {
@@ -496,5 +552,6 @@ async fn a_large_match_is_paged(b: Backend) {
 contextq_server::database_tests!(
     a_redacted_version_is_gone_everywhere,
     refusals_change_nothing,
+    a_deleted_and_recreated_file,
     a_large_match_is_paged,
 );
