@@ -221,7 +221,11 @@ async fn credentials(db: &Db, data_dir: &Path) -> Result<Credentials> {
 pub fn record_url(data_dir: &Path, url: &str) {
     let file = data_dir.join("serve.json");
     let text = serde_json::json!({ "url": url }).to_string();
-    if let Err(e) = std::fs::write(&file, text) {
+    // Written whole, then renamed into place: `sign-in-link` never reads half a file.
+    let tmp = data_dir.join(format!(".serve.json.{}", std::process::id()));
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &file));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
         tracing::warn!(error = %e, file = %file.display(), "cannot record the served URL; sign-in-link will need --url");
     }
 }

@@ -571,8 +571,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             };
             let server =
                 embedded::Embedded::start_with(&settings.data_dir, &listen, mode, mcp).await?;
-            outln!("{}", server.url);
+            // Recorded before it is printed: whoever read the URL finds it recorded.
             embedded::record_url(&settings.data_dir, &server.url);
+            outln!("{}", server.url);
             eprintln!(
                 "inspector: open {} (a one-time sign-in link, valid 10 minutes; `contextq-memory sign-in-link` prints a new one)",
                 server.inspector_link()
