@@ -382,16 +382,16 @@ pub fn redaction_text(path: &str, plan: &RedactionReport) -> String {
     text
 }
 
-/// Refuses a redacted version, whose content is gone: it cannot be shown, compared or restored.
+/// Refuses a redacted version, whose content is gone: it cannot be shown, compared or restored
+/// (the library's check, with what a person can do next).
 fn redacted(path: &str, v: &FileVersion) -> Result<()> {
-    match &v.redacted_at {
-        Some(at) => bail!(
-            "version {} of {path} was redacted at {at}: its content is gone for good (its SHA-256 was {}), so it cannot be shown, compared or restored; `history {path}` lists the others",
-            v.version,
+    let parsed = contextq_memory_tool::MemoryPath::parse(path)?;
+    v.require_content(&parsed).map_err(|e| {
+        anyhow::anyhow!(
+            "{e} (its SHA-256 was {}); `history {path}` lists the others",
             v.sha256.as_deref().unwrap_or("not recorded")
-        ),
-        None => Ok(()),
-    }
+        )
+    })
 }
 
 async fn newest(tool: &ContextQMemoryTool, path: &str) -> Result<i64> {

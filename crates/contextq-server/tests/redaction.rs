@@ -88,6 +88,25 @@ fn sqlite_files_holding(database_url: &str, text: &str) -> Vec<String> {
     found
 }
 
+/// On SQLite: no byte of the database or its `-wal`/`-shm` files holds the secret.
+fn no_secret_in_the_files(s: &TestServer, b: Backend) {
+    if b == Backend::Sqlite {
+        assert_eq!(
+            sqlite_files_holding(&s.database_url, SECRET),
+            Vec::<String>::new()
+        );
+    }
+}
+
+/// The `version` of each entry of a list of versions.
+fn version_numbers(list: &Value) -> Vec<i64> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .map(|v| v["version"].as_i64().unwrap())
+        .collect()
+}
+
 async fn a_redacted_version_is_gone_everywhere(b: Backend) {
     let s = TestServer::start(b).await;
     let t = s.tenant(Plan::Free, ALL).await;
@@ -261,22 +280,12 @@ async fn a_redacted_version_is_gone_everywhere(b: Backend) {
         )
         .await;
     assert_eq!(r.body["redacted"], json!([]));
-    if b == Backend::Sqlite {
-        assert_eq!(
-            sqlite_files_holding(&s.database_url, SECRET),
-            Vec::<String>::new()
-        );
-    }
+    no_secret_in_the_files(&s, b);
     // The history still lists every version, in order.
     let r = c
         .get(&format!("/api/contexts/by-external/{}/versions", seg(ext)))
         .await;
-    let numbers: Vec<i64> = r.body["versions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["version"].as_i64().unwrap())
-        .collect();
+    let numbers = version_numbers(&r.body["versions"]);
     assert_eq!(numbers, [3, 2, 1]);
     common::consistent(&s.db).await;
     s.stop().await;
@@ -451,20 +460,10 @@ async fn a_deleted_and_recreated_file(b: Backend) {
     c.put_content(&new, "new, clean\n", Some(1)).await;
     let r = redact(json!({"matching": SECRET, "externalId": ext})).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    let taken: Vec<i64> = r.body["redacted"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["version"].as_i64().unwrap())
-        .collect();
+    let taken = version_numbers(&r.body["redacted"]);
     assert_eq!(taken, [3]);
     assert!(!everything(c, ext).await.contains(SECRET));
-    if b == Backend::Sqlite {
-        assert_eq!(
-            sqlite_files_holding(&s.database_url, SECRET),
-            Vec::<String>::new()
-        );
-    }
+    no_secret_in_the_files(&s, b);
     common::consistent(&s.db).await;
     s.stop().await;
 }
@@ -539,12 +538,7 @@ async fn a_large_match_is_paged(b: Backend) {
     assert_eq!(r.body["redacted"], json!([]));
     let audit = c.get("/api/audit?action=context.redact&limit=500").await;
     assert_eq!(audit.body["entries"].as_array().unwrap().len(), 500);
-    if b == Backend::Sqlite {
-        assert_eq!(
-            sqlite_files_holding(&s.database_url, SECRET),
-            Vec::<String>::new()
-        );
-    }
+    no_secret_in_the_files(&s, b);
     common::consistent(&s.db).await;
     s.stop().await;
 }

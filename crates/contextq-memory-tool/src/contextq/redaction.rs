@@ -141,7 +141,11 @@ impl MemoryTool<ContextQStore> {
             let answer: Redaction = client.redact(&request).await?;
             let taken = answer.redacted.len();
             let fresh = answer.redacted.iter().filter(|v| !v.already).count();
-            request.after_seq = answer.redacted.last().map(|v| v.seq).or(request.after_seq);
+            if dry_run {
+                // A plan pages on; a redaction's next request finds the rest by itself (what it
+                // redacted no longer matches).
+                request.after_seq = answer.redacted.last().map(|v| v.seq).or(request.after_seq);
+            }
             if answer.wal_truncated.is_some() {
                 report.wal_truncated = answer.wal_truncated;
             }
@@ -159,8 +163,7 @@ impl MemoryTool<ContextQStore> {
             if !answer.more {
                 break;
             }
-            // A redaction's next request finds the rest (what it redacted no longer matches);
-            // one that changed nothing while more remain would go round for ever.
+            // A redaction that changed nothing while more remain would go round for ever.
             if !dry_run && (fresh == 0 || taken < MAX_REDACTED_VERSIONS) {
                 return Err(Error::ContextQ(ContextQError::Protocol {
                     url: client.base_url().to_string(),
@@ -168,9 +171,6 @@ impl MemoryTool<ContextQStore> {
                         "a redaction answered that more versions match but redacted none of them"
                             .into(),
                 }));
-            }
-            if !dry_run {
-                request.after_seq = None;
             }
         }
         Ok(report)

@@ -31,6 +31,15 @@ impl Backend {
             )))
         }
     }
+
+    /// The SQL function giving the 1-based position of a text in another (0: not in it):
+    /// `instr(text, part)` in SQLite, `strpos(text, part)` in PostgreSQL.
+    pub fn position_fn(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "instr",
+            Backend::Postgres => "strpos",
+        }
+    }
 }
 
 /// A URL with its password replaced by `***`, for messages and logs.

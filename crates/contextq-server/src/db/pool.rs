@@ -40,14 +40,16 @@ const SQLITE_PRAGMAS: &[&str] = &[
     "PRAGMA secure_delete = ON",
 ];
 
-/// How SQLite commits ([`DbOptions::sync_commits`]): flushing the write-ahead log before a
-/// commit is answered, or leaving the flush to checkpoints (still atomic and consistent).
-fn sqlite_synchronous(sync_commits: bool) -> &'static str {
-    if sync_commits {
+/// Every pragma a SQLite connection is set up with: [`SQLITE_PRAGMAS`], and how it commits
+/// ([`DbOptions::sync_commits`]): flushing the write-ahead log before a commit is answered, or
+/// leaving the flush to checkpoints (still atomic and consistent).
+fn sqlite_setup(sync_commits: bool) -> impl Iterator<Item = &'static str> {
+    let synchronous = if sync_commits {
         "PRAGMA synchronous = FULL"
     } else {
         "PRAGMA synchronous = NORMAL"
-    }
+    };
+    SQLITE_PRAGMAS.iter().copied().chain([synchronous])
 }
 
 /// A write transaction (and, on SQLite, this process's writer slot until it ends).
@@ -187,11 +189,11 @@ impl Db {
                 Backend::Postgres => options.max_connections,
             });
         if backend == Backend::Sqlite {
-            let synchronous = sqlite_synchronous(options.sync_commits);
+            let sync_commits = options.sync_commits;
             pool_options = pool_options.after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    for pragma in SQLITE_PRAGMAS.iter().chain([&synchronous]) {
-                        sqlx::query(*pragma).execute(&mut *conn).await?;
+                    for pragma in sqlite_setup(sync_commits) {
+                        sqlx::query(pragma).execute(&mut *conn).await?;
                     }
                     Ok(())
                 })
@@ -285,11 +287,8 @@ impl Db {
             return Ok(None);
         }
         // Holding the writer slot: no write of this process is between its statements.
-        let mut slot = self.writer.clone().lock_owned().await;
-        if slot.is_none() {
-            *slot = Some(self.sqlite_connection().await?);
-        }
-        let conn = slot.as_mut().expect("just opened");
+        let mut slot = self.writer_slot().await?;
+        let conn = slot.as_mut().expect("the slot holds a connection");
         let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .fetch_one(&mut *conn)
             .await?;
@@ -297,15 +296,24 @@ impl Db {
         Ok(Some(busy == 0))
     }
 
+    /// SQLite: this process's writer slot, waited for, with its connection (opened if it was
+    /// dropped).
+    async fn writer_slot(
+        &self,
+    ) -> Result<tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>, sqlx::Error> {
+        let mut slot = self.writer.clone().lock_owned().await;
+        if slot.is_none() {
+            *slot = Some(self.sqlite_connection().await?);
+        }
+        Ok(slot)
+    }
+
     /// A new SQLite connection outside the pool, set up as the pool's are.
     async fn sqlite_connection(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
         use sqlx::Connection as _;
         let mut conn = sqlx::AnyConnection::connect(&self.url).await?;
-        for pragma in SQLITE_PRAGMAS
-            .iter()
-            .chain([&sqlite_synchronous(self.sync_commits)])
-        {
-            sqlx::query(*pragma).execute(&mut conn).await?;
+        for pragma in sqlite_setup(self.sync_commits) {
+            sqlx::query(pragma).execute(&mut conn).await?;
         }
         Ok(conn)
     }
@@ -422,13 +430,7 @@ impl Db {
         binds: Vec<Bind>,
     ) -> Result<(Write, Option<AnyRow>), sqlx::Error> {
         let conn = match self.backend {
-            Backend::Sqlite => {
-                let mut slot = self.writer.clone().lock_owned().await;
-                if slot.is_none() {
-                    *slot = Some(self.sqlite_connection().await?);
-                }
-                Held::Slot(slot)
-            }
+            Backend::Sqlite => Held::Slot(self.writer_slot().await?),
             Backend::Postgres => Held::Pooled(self.pool.acquire().await?),
         };
         let mut write = Write {

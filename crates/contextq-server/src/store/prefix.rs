@@ -22,7 +22,7 @@ use sqlx::Row;
 use super::contexts::Scope;
 use super::history::{Change, Kept, Usage, Versions, usage_columns};
 use super::{Actor, Error, Outcome, Result, decode, json_rows, now, tags_from, write};
-use crate::db::{Backend, Batch, Bind, Db};
+use crate::db::{Batch, Bind, Db};
 
 /// What a [`rename_prefix`] moves: every context under `from` to `to` + what follows, its
 /// title rewritten by `retitle` when given.
@@ -148,10 +148,7 @@ pub async fn tree(
     // The path after the prefix cut into its first segment (with its `/`, or the whole path of a
     // file) and the second (likewise; empty for a file directly beneath), in characters, as
     // both dialects count them.
-    let find = match db.backend() {
-        Backend::Sqlite => "instr",
-        Backend::Postgres => "strpos",
-    };
+    let find = db.backend().position_fn();
     // One level groups by the first segment alone.
     let k2 = if depth == 1 {
         "''".to_string()

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use sqlx::Row;
 
 use super::{Actor, Error, Outcome, Result, decode, json_rows, now, write};
-use crate::db::{Backend, Batch, Bind, Db};
+use crate::db::{Batch, Bind, Db};
 
 /// Which versions a redaction takes.
 #[derive(Debug, Clone, Copy)]
@@ -223,10 +223,7 @@ fn read(
         binds.push(b);
         format!("${}", binds.len())
     };
-    let find = match db.backend() {
-        Backend::Sqlite => "instr",
-        Backend::Postgres => "strpos",
-    };
+    let find = db.backend().position_fn();
     // Conditions on the versions (`v`) and, for matching, on the live contexts (`c`).
     let mut versions = String::new();
     let mut live = String::new();
