@@ -468,6 +468,100 @@ async fn a_deleted_and_recreated_file(b: Backend) {
     s.stop().await;
 }
 
+/// A version retention pruned is not found (404); eight redactions of one version at once, with
+/// writers busy on another file, redact it once (one `already: false`, one audit row) and leave
+/// the tenant's counts and audit chain exact.
+async fn pruned_history_and_concurrent_redactions(b: Backend) {
+    let s = TestServer::start_with_options(
+        b,
+        contextq_server::ServerConfig::default(),
+        contextq_server::DbOptions::default().versions_kept(3),
+    )
+    .await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    let a = "mem-tool:ws/a.md";
+    for text in [
+        format!("1 {SECRET}\n"),
+        format!("2 {SECRET}\n"),
+        "3\n".into(),
+        "4\n".into(),
+    ] {
+        assert_eq!(
+            c.upsert(a, &text, &["mem-tool"]).await.status,
+            StatusCode::OK
+        );
+    }
+    let r = c
+        .post("/api/redactions", json!({"externalId": a, "version": 1}))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::NOT_FOUND, "not_found"),
+        "{:?}",
+        r.body
+    );
+    let r = c
+        .post(
+            "/api/redactions",
+            json!({"matching": SECRET, "externalId": a}),
+        )
+        .await;
+    assert_eq!(version_numbers(&r.body["redacted"]), [2]);
+
+    let bfile = "mem-tool:ws/b.md";
+    c.upsert(bfile, &format!("{SECRET}\n"), &["mem-tool"]).await;
+    c.upsert(bfile, "clean\n", &["mem-tool"]).await;
+    let redactions = (0..8).map(|_| {
+        let c = c.clone();
+        tokio::spawn(async move {
+            c.post(
+                "/api/redactions",
+                json!({"externalId": bfile, "version": 1}),
+            )
+            .await
+        })
+    });
+    let writers = (0..4).map(|w| {
+        let c = c.clone();
+        tokio::spawn(async move {
+            for i in 0..10 {
+                let r = c
+                    .upsert(
+                        &format!("mem-tool:ws/w{w}.md"),
+                        &format!("{i}\n"),
+                        &["mem-tool"],
+                    )
+                    .await;
+                assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+            }
+        })
+    });
+    let writers: Vec<_> = writers.collect();
+    let mut fresh = 0;
+    for r in futures::future::join_all(redactions).await {
+        let r = r.unwrap();
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        if r.body["redacted"][0]["already"] == false {
+            fresh += 1;
+        }
+    }
+    for w in futures::future::join_all(writers).await {
+        w.unwrap();
+    }
+    assert_eq!(fresh, 1);
+    let audit = c
+        .get(&format!(
+            "/api/audit?action=context.redact&externalIdPrefix={}",
+            seg(bfile)
+        ))
+        .await;
+    assert_eq!(audit.body["entries"].as_array().unwrap().len(), 1);
+    no_secret_in_the_files(&s, b);
+    common::consistent(&s.db).await;
+    s.stop().await;
+}
+
 /// More matching versions than one request takes: a dry run pages with `afterSeq`; the
 /// redaction takes 1,000 a request and says there are more.
 async fn a_large_match_is_paged(b: Backend) {
@@ -547,5 +641,6 @@ contextq_server::database_tests!(
     a_redacted_version_is_gone_everywhere,
     refusals_change_nothing,
     a_deleted_and_recreated_file,
+    pruned_history_and_concurrent_redactions,
     a_large_match_is_paged,
 );
