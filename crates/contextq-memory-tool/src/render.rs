@@ -557,6 +557,14 @@ pub fn outcome_unknown(operation: &str, path: &str, cause: &str) -> String {
     )
 }
 
+/// A one-step rename (the server's transaction) whose answer was lost and could not be read
+/// back: all or nothing, so which one the new path tells.
+pub fn rename_unknown(old_path: &str, new_path: &str, cause: &str) -> String {
+    format!(
+        "The memory store did not confirm whether the rename of {old_path} to {new_path} was applied ({cause}). It is all or nothing: view {new_path}; if it exists the rename was applied, if not {old_path} is unchanged and the rename can be retried."
+    )
+}
+
 /// A rename that failed before anything changed (not in the spec).
 pub fn rename_failed(old_path: &str, new_path: &str, cause: &str) -> String {
     format!("Rename of {old_path} to {new_path} failed and nothing was changed: {cause}")

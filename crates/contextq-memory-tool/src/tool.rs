@@ -817,6 +817,17 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
                 return Err(ToolError::new(render::destination_exists(new.raw())));
             }
             Err(Error::NotSupported { .. }) => {}
+            // One transaction on the server: either both paths changed or neither did.
+            Err(Error::OutcomeUnknown { cause, .. }) => {
+                let mut effects = Effects::default();
+                effects.add(&old, Applied::Unknown);
+                effects.add(&new, Applied::Unknown);
+                return Err(effects.error(render::rename_unknown(
+                    old.raw(),
+                    new.raw(),
+                    &cause.to_string(),
+                )));
+            }
             Err(e) => return Err(e.into()),
         }
         if let Some(entry) = self.store.get(&old).await? {

@@ -280,10 +280,20 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
         .await
         .unwrap_err();
     proxy.clear_faults();
+    let m = e.message();
     assert!(
-        e.message().contains("did not confirm") || e.message().contains("not confirm"),
-        "{}",
-        e.message()
+        m.starts_with("The memory store did not confirm whether the rename of /memories/b.md to /memories/c.md was applied (")
+            && m.ends_with("). It is all or nothing: view /memories/c.md; if it exists the rename was applied, if not /memories/b.md is unchanged and the rename can be retried."),
+        "{m}"
+    );
+    // Both paths may have changed (a soak once saw the destination filled while the error
+    // named only the source).
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/b.md", Applied::Unknown),
+            ("/memories/c.md", Applied::Unknown)
+        ])
     );
     assert_eq!(stored("c.md").await.as_deref(), Some("a"), "it was applied");
 
@@ -326,6 +336,37 @@ async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
             stored("e/y.md").await
         ),
         (None, Some("x".into()), Some("y".into()))
+    );
+
+    // Applied, answer lost, and the listings that would settle it fail: unknown at both places.
+    proxy.fault(Method::POST, "/by-prefix/rename", Fault::ForwardThenDrop, 1);
+    proxy.fault(Method::GET, "/api/contexts", Fault::Status(500, None), 20);
+    let e = handle(tool, rename("/memories/e", "/memories/g"))
+        .await
+        .unwrap_err();
+    proxy.clear_faults();
+    assert!(
+        e.message().starts_with(
+            "The memory store did not confirm whether the rename of /memories/e to /memories/g was applied ("
+        ),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        sorted(e.effects()),
+        effects(&[
+            ("/memories/e", Applied::Unknown),
+            ("/memories/g", Applied::Unknown)
+        ])
+    );
+    assert_eq!(
+        stored("g/x.md").await.as_deref(),
+        Some("x"),
+        "it was applied"
+    );
+    assert_eq!(
+        handle(tool, rename("/memories/g", "/memories/e")).await,
+        Ok("Successfully renamed /memories/g to /memories/e".to_string())
     );
 
     // Not applied (dropped before the server): nothing moved, and the error says so.
