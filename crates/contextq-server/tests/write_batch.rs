@@ -1,5 +1,5 @@
 //! The write transaction's two steps on a real database ([`Db::begin_with_read`],
-//! [`Write::commit`]), on SQLite and PostgreSQL: values inlined as literals come back exactly as
+//! [`Write::commit`]), on SQLite and PostgreSQL: values (inlined as literals on PostgreSQL, bound on SQLite) come back exactly as
 //! they went in, a batch whose statement changes another number of rows than it must commits
 //! nothing, and a refused write leaves nothing behind. A property test round-trips arbitrary
 //! strings (quotes, `$` tags, backslashes, any Unicode, the longest values the contract allows)
@@ -70,7 +70,7 @@ const AWKWARD: &[&str] = &[
     "",
 ];
 
-async fn inlined_values_come_back_exactly(b: Backend) {
+async fn values_come_back_exactly(b: Backend) {
     let (_database, db) = db(b).await;
     let (write, row) = begin(&db).await;
     let n: i64 = row.unwrap().try_get("n").unwrap();
@@ -199,7 +199,7 @@ async fn arbitrary_strings_round_trip(b: Backend) {
 
 contextq_server::database_tests!(
     arbitrary_strings_round_trip,
-    inlined_values_come_back_exactly,
+    values_come_back_exactly,
     a_wrong_row_count_commits_nothing,
     an_aborted_write_leaves_nothing,
 );

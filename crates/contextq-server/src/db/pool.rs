@@ -9,7 +9,7 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Transaction};
 
 use super::backend::sqlite_url;
-use super::batch::{Batch, BatchError, BatchMismatch, Bind, inline, is_failed_check};
+use super::batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, inline, is_failed_check};
 use super::{Backend, redact_url};
 use crate::error::{Error, Result};
 
@@ -51,6 +51,11 @@ fn sqlite_setup(sync_commits: bool) -> impl Iterator<Item = &'static str> {
     };
     SQLITE_PRAGMAS.iter().copied().chain([synchronous])
 }
+
+/// SQLite: a write batch of at most this many statements is kept prepared on its connection
+/// (sqlx's statement cache, 100 queries): the writes of the memory tool's commands, not the
+/// one-off shapes of bulk writes.
+const PREPARED_BATCH_STATEMENTS: usize = 48;
 
 /// A write transaction (and, on SQLite, this process's writer slot until it ends).
 #[derive(Debug)]
@@ -417,12 +422,13 @@ impl Drop for Write {
 impl Db {
     /// Round trip 1 of a write: begins the transaction, runs `lock` (a statement that takes
     /// the write's row locks and returns no rows), then `read` (which reads what the write
-    /// needs), both with `binds`, in one simple-protocol query, the values inlined as literals
-    /// ([`inline`]). On PostgreSQL `read` runs after `lock` was granted, with a snapshot of its
-    /// own (READ COMMITTED), so it sees every write committed before the lock. On SQLite,
-    /// `BEGIN IMMEDIATE` is the lock (one writer; `lock` is not sent), taken after this
-    /// process's writer slot, so that writers queue fairly instead of polling SQLite's lock; the
-    /// one query is one hop to sqlx's SQLite worker thread instead of three.
+    /// needs), both with `binds`, in one query. On PostgreSQL it is one simple-protocol query,
+    /// the values inlined as literals ([`inline`]), and `read` runs after `lock` was granted,
+    /// with a snapshot of its own (READ COMMITTED), so it sees every write committed before the
+    /// lock. On SQLite, `BEGIN IMMEDIATE` is the lock (one writer; `lock` is not sent), taken
+    /// after this process's writer slot, so that writers queue fairly instead of polling
+    /// SQLite's lock; the one query is one hop to sqlx's SQLite worker thread instead of three,
+    /// its values bound so that it is prepared once per connection (docs/benchmarks.md).
     pub async fn begin_with_read(
         &self,
         lock: &str,
@@ -438,20 +444,27 @@ impl Db {
             backend: self.backend,
             open: true,
         };
-        let query = match self.backend {
+        let rows = match self.backend {
+            // Bound, so that sqlx prepares it once per connection (the read is the same text
+            // for every write of a kind).
             Backend::Sqlite => {
-                format!("BEGIN IMMEDIATE; {}", inline(read, &binds, Backend::Sqlite))
+                let query = format!("BEGIN IMMEDIATE; {read}");
+                bind_all(sqlx::query(sqlx::AssertSqlSafe(query)), binds)
+                    .fetch_all(write.conn.get())
+                    .await
             }
-            Backend::Postgres => format!(
-                "BEGIN; {}; {}",
-                inline(lock, &binds, Backend::Postgres),
-                inline(read, &binds, Backend::Postgres)
-            ),
+            Backend::Postgres => {
+                let query = format!(
+                    "BEGIN; {}; {}",
+                    inline(lock, &binds, Backend::Postgres),
+                    inline(read, &binds, Backend::Postgres)
+                );
+                sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+                    .fetch_all(write.conn.get())
+                    .await
+            }
         };
-        match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-            .fetch_all(write.conn.get())
-            .await
-        {
+        match rows {
             Ok(rows) => Ok((write, rows.into_iter().next())),
             Err(e) => {
                 write.rollback().await;
@@ -466,12 +479,19 @@ impl Write {
     /// change, and `COMMIT`, in one query ([`Batch::into_checked`]). Nothing is committed when
     /// a check fails or the database refuses a statement.
     pub async fn commit(mut self, batch: Batch) -> Result<(), BatchError> {
-        let (sql, expects) = batch.into_checked(self.backend);
-        let query = format!("{sql}; COMMIT");
-        match sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-            .execute(self.conn.get())
-            .await
-        {
+        let (sql, binds, expects) = batch.into_checked(self.backend);
+        let query = sqlx::AssertSqlSafe(format!("{sql}; COMMIT"));
+        let done = match self.backend {
+            Backend::Sqlite => {
+                // A bulk write's shape (its number of rows) rarely comes again: not kept.
+                bind_all(sqlx::query(query), binds)
+                    .persistent(expects.len() <= PREPARED_BATCH_STATEMENTS)
+                    .execute(self.conn.get())
+                    .await
+            }
+            Backend::Postgres => sqlx::raw_sql(query).execute(self.conn.get()).await,
+        };
+        match done {
             Ok(_) => {
                 self.open = false;
                 Ok(())

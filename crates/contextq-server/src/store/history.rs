@@ -677,7 +677,13 @@ mod tests {
         v.known("a", kept);
         let mut batch = Batch::default();
         v.push(&mut batch, change("a"));
-        (v, batch.into_checked(crate::db::Backend::Sqlite).0)
+        (v, sqlite_text(batch))
+    }
+
+    /// The SQLite query of `batch` with its values inlined, to read in assertions.
+    fn sqlite_text(batch: Batch) -> String {
+        let (sql, binds, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        crate::db::inline(&sql, &binds, crate::db::Backend::Sqlite)
     }
 
     #[test]
@@ -733,7 +739,7 @@ mod tests {
         v.push(&mut batch, change("new"));
         v.finish(&mut batch, &mut head);
         head.write(&mut batch, crate::db::Backend::Sqlite);
-        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        let sql = sqlite_text(batch);
         assert!(sql.contains("superseded = 1 AND seq IN (5)"), "{sql}");
         assert!(!sql.contains("audit_heads"), "one in, one out: {sql}");
         // Unlimited: no tenant bound.
@@ -748,7 +754,7 @@ mod tests {
         v.push(&mut batch, change("a"));
         v.finish(&mut batch, &mut head);
         head.write(&mut batch, crate::db::Backend::Sqlite);
-        let (sql, _) = batch.into_checked(crate::db::Backend::Sqlite);
+        let sql = sqlite_text(batch);
         assert!(!sql.contains("seq IN"), "{sql}");
         assert!(sql.contains("versions = versions + 1"), "{sql}");
     }
