@@ -108,10 +108,17 @@ pub async fn tree(
     let mut filter =
         String::from("c.tenant_id = $1 AND c.external_id >= $2 AND c.external_id < $3");
     let mut binds = vec![tenant_id.to_string(), prefix.to_string(), range_end(prefix)];
-    if let Some(slug) = scope.workspace {
-        binds.push(super::workspaces::id_of(db, tenant_id, slug).await?);
-        filter.push_str(&format!(" AND c.workspace_id = ${}", binds.len()));
-    }
+    // The workspace looked up in the same query (one trip to the database, not two); its
+    // absence is told apart from an empty tree below.
+    let workspace = scope.workspace.map(|slug| {
+        binds.push(slug.to_string());
+        let id = format!(
+            "(SELECT id FROM workspaces WHERE tenant_id = $1 AND slug = ${})",
+            binds.len()
+        );
+        filter.push_str(&format!(" AND c.workspace_id = {id}"));
+        (slug, id)
+    });
     if workspace_first {
         filter.push_str(&format!(
             " AND substr(c.external_id, {}, length(w.slug) + 1) = w.slug || '/'",
@@ -145,64 +152,65 @@ pub async fn tree(
             binds.len()
         ));
     }
-    // The path after the prefix cut into its first segment (with its `/`, or the whole path of a
-    // file) and the second (likewise; empty for a file directly beneath), in characters, as
-    // both dialects count them.
-    let find = db.backend().position_fn();
-    // One level groups by the first segment alone.
-    let k2 = if depth == 1 {
-        "''".to_string()
-    } else {
-        format!(
-            "CASE WHEN {find}(rest, '/') = 0 THEN rest ELSE substr(rest, 1, {find}(rest, '/')) END"
-        )
-    };
+    // Each context's path after the prefix, size and time, as one row of JSON (one message from
+    // sqlx's SQLite worker instead of one a row), cut into levels here: SQL's substr/instr
+    // expressions for the same cost several times the scan.
     let sql = format!(
-        "SELECT k1, k2, COUNT(*) AS files, CAST(SUM(sz) AS BIGINT) AS bytes, MAX(at) AS at FROM ( \
-           SELECT k1, {k2} AS k2, sz, at FROM ( \
-             SELECT CASE WHEN p1 = 0 THEN rel ELSE substr(rel, 1, p1) END AS k1, \
-                    CASE WHEN p1 = 0 THEN '' ELSE substr(rel, p1 + 1) END AS rest, sz, at FROM ( \
-               SELECT rel, {find}(rel, '/') AS p1, sz, at FROM ( \
-                 SELECT substr(c.external_id, {start}) AS rel, c.size_bytes AS sz, c.updated_at AS at \
-                 FROM {from} WHERE {filter}) a) b) d) e \
-         GROUP BY k1, k2",
+        "SELECT substr(c.external_id, {start}) AS rel, c.size_bytes AS sz, c.updated_at AS at \
+         FROM {from} WHERE {filter}",
         start = prefix.chars().count() + 1,
     );
+    let rows = db.backend().json_rows(&sql, &["rel", "sz", "at"]);
+    let ws = workspace.as_ref().map_or("''", |(_, id)| id.as_str());
+    let sql = format!("SELECT {ws} AS ws, ({rows}) AS rows");
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for b in binds {
         query = query.bind(b);
     }
-    let rows = query.fetch_all(&mut *db.reader().await?).await?;
+    let row = query.fetch_one(&mut *db.reader().await?).await?;
+    if let Some((slug, _)) = workspace
+        && row.try_get::<Option<String>, _>("ws")?.is_none()
+    {
+        return Err(Error::WorkspaceNotFound {
+            slug: slug.to_string(),
+        });
+    }
+    let json: String = row.try_get("rows")?;
+    let rows: Vec<(String, i64, String)> = serde_json::from_str(&json)
+        .map_err(|e| Error::Corrupt(format!("the tree's rows are not the JSON expected: {e}")))?;
     let mut tree = Tree::default();
     let mut entries: BTreeMap<String, TreeEntry> = BTreeMap::new();
-    let mut add = |key: String, files: u64, bytes: u64, at: &str| {
-        let e = entries.entry(key.clone()).or_insert_with(|| TreeEntry {
-            path: key,
-            files: 0,
-            size_bytes: 0,
-            updated_at: String::new(),
-        });
-        e.files += files;
+    let mut add = |key: &str, bytes: u64, at: &str| {
+        let e = match entries.get_mut(key) {
+            Some(e) => e,
+            None => entries.entry(key.to_string()).or_insert_with(|| TreeEntry {
+                path: key.to_string(),
+                files: 0,
+                size_bytes: 0,
+                updated_at: String::new(),
+            }),
+        };
+        e.files += 1;
         e.size_bytes += bytes;
         if at > e.updated_at.as_str() {
             e.updated_at = at.to_string();
         }
     };
-    for row in &rows {
-        let k1: String = row.try_get("k1")?;
-        let k2: String = row.try_get("k2")?;
-        let files = row.try_get::<i64, _>("files")?.max(0) as u64;
-        let bytes = row.try_get::<Option<i64>, _>("bytes")?.unwrap_or(0).max(0) as u64;
-        let at: String = row.try_get("at")?;
-        tree.files += files;
+    for (rel, bytes, at) in &rows {
+        let bytes = (*bytes).max(0) as u64;
+        tree.files += 1;
         tree.size_bytes += bytes;
-        if at > tree.updated_at {
+        if *at > tree.updated_at {
             tree.updated_at = at.clone();
         }
-        if depth == 2 && k1.ends_with('/') && !k2.is_empty() {
-            add(format!("{k1}{k2}"), files, bytes, &at);
+        // The first segment with its `/` (or the whole path of a file directly beneath), then,
+        // two levels deep, the first two.
+        let first = rel.find('/').map_or(rel.len(), |i| i + 1);
+        if depth == 2 && first < rel.len() {
+            let second = rel[first..].find('/').map_or(rel.len(), |i| first + i + 1);
+            add(&rel[..second], bytes, at);
         }
-        add(k1, files, bytes, &at);
+        add(&rel[..first], bytes, at);
     }
     tree.entries = entries.into_values().collect();
     Ok(tree)
