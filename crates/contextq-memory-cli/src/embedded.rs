@@ -10,9 +10,11 @@
 //! database file, and SQLite serialises their writes.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use contextq_memory_tool::Durability;
+use contextq_memory_tool::contextq::local::{LocalService, RouterService};
 use contextq_server::audit::AuditKey;
 use contextq_server::{
     AppState, ConnectionLimits, Db, DbOptions, Plan, RunningServer, Scope, ServerConfig, admin,
@@ -58,6 +60,8 @@ pub struct Embedded {
     pub db: Db,
     /// The inspector's one-time sign-in tokens.
     sign_in: std::sync::Arc<contextq_server::ui::SignInTokens>,
+    /// The server's router, for this process's own requests ([`Embedded::local_service`]).
+    router: axum::Router,
     server: RunningServer,
 }
 
@@ -103,6 +107,7 @@ impl Embedded {
             .read_only(mode.read_only);
         let state = AppState::new(db.clone(), config);
         let sign_in = state.sign_in.clone();
+        let router = contextq_server::app(state.clone());
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|e| contextq_server::listen::bind_error(listen, e))?;
@@ -113,8 +118,15 @@ impl Embedded {
             credentials,
             db,
             sign_in,
+            router,
             server,
         })
+    }
+
+    /// The server called in this process, without its socket (for this process's own
+    /// client: `ContextQMemoryToolOptions::local_service`).
+    pub fn local_service(&self) -> Arc<dyn LocalService> {
+        Arc::new(RouterService::new(self.router.clone()))
     }
 
     /// A one-time sign-in link of the inspector for the local tenant's key: the token is in the

@@ -212,9 +212,11 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
         .clone()
         .unwrap_or_else(|| embedded.credentials.workspace.clone());
     embedded.ensure_workspace(&workspace).await?;
+    // This process's requests skip the socket; other processes use the URL.
     let options = ContextQMemoryToolOptions::new(embedded.credentials.api_key.clone())
         .base_url(embedded.url.clone())
-        .workspace(workspace.clone());
+        .workspace(workspace.clone())
+        .local_service(embedded.local_service());
     let info = ContextQInfo {
         url: embedded.url.clone(),
         api_key: embedded.credentials.api_key.clone(),

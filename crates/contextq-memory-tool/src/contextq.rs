@@ -19,6 +19,7 @@
 //! # Contents
 //! - [`options`]: [`ContextQMemoryToolOptions`] (defaults, `from_env`), [`contextq_memory_tool`].
 //! - [`client`]: the typed client of every endpoint, [`Client`], [`ApiKey`].
+//! - [`local`]: [`local::LocalService`], a server in this process called without a socket.
 //! - [`store`]: [`ContextQStore`], the path model and the adapter's rules.
 //! - [`history`]: versions, diffs and restores on a ContextQ that keeps them.
 //! - [`redaction`]: a version's content, or every version holding a text, removed for good.
@@ -27,6 +28,7 @@
 pub mod client;
 pub mod error;
 pub mod history;
+pub mod local;
 pub mod options;
 pub mod redaction;
 pub mod store;

@@ -2,7 +2,8 @@
 //! per-workspace, on SQLite and PostgreSQL: directly, and through a proxy that hides every
 //! extension of the contract (the ContextQ the seed describes: no ETag, If-Match, ifAbsent,
 //! externalIdPrefix, cursors or sizeBytes), where the suite expects the same strings except
-//! that sizes are last-change times.
+//! that sizes are last-change times; and called in this process through the server's router
+//! (`contextq::local::RouterService`, no socket), where it expects exactly what HTTP gives.
 
 mod common;
 
@@ -11,11 +12,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::{ALL, Server, options, ws_name};
 use contextq_memory_tool::conformance::{self, Profile};
+use contextq_memory_tool::contextq::local::{LocalService, RouterService};
 use contextq_memory_tool::store::{Entry, Listing, PutMode, Store, Version};
 use contextq_memory_tool::testing::proxy::Proxy;
 use contextq_memory_tool::{ContextQStore, MemoryPath, Result};
 use contextq_server::Backend;
-use contextq_server::Plan;
+use contextq_server::{AppState, Plan, ServerConfig};
 
 /// What the suite talks to: contextq-server through a pass-through proxy and expecting sizes,
 /// or through a plain-ContextQ proxy and expecting times in their place.
@@ -75,11 +77,32 @@ impl Store for UnderWorkspace {
     }
 }
 
-/// The suite on a pinned store or an unpinned one, directly or through a plain-ContextQ proxy.
-async fn suite(b: Backend, plain: bool, pinned: bool) {
+/// How the suite's stores reach the server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Reach {
+    /// Over HTTP through a pass-through proxy.
+    Http,
+    /// Over HTTP through a proxy that hides every extension.
+    Plain,
+    /// In this process, through the server's router (no socket).
+    InProcess,
+}
+
+/// The suite on a pinned store or an unpinned one, reaching the server as `reach` says.
+async fn suite(b: Backend, reach: Reach, pinned: bool) {
     let server = Server::start(b).await;
     let (tenant, key) = server.tenant(Plan::Unlimited, ALL, "first").await;
+    let plain = reach == Reach::Plain;
     let (proxy, profile) = front(&server.url, plain).await;
+    let local: Option<Arc<dyn LocalService>> = (reach == Reach::InProcess).then(|| {
+        let state = AppState::new(server.db.clone(), ServerConfig::default());
+        Arc::new(RouterService::new(contextq_server::app(state))) as Arc<dyn LocalService>
+    });
+    // In this process no request may reach the proxy: the URL only names the server.
+    let options = |url: &str, key: &str| match &local {
+        Some(service) => options(url, key).local_service(service.clone()),
+        None => options(url, key),
+    };
     let (server, tenant, key, url) = (&server, &tenant, &key, &proxy.url);
     conformance::run_all(
         || async move {
@@ -102,25 +125,38 @@ async fn suite(b: Backend, plain: bool, pinned: bool) {
     let store = options(url, key).workspace("first").store().unwrap();
     assert!(store.list(&MemoryPath::root()).await.unwrap().is_some());
     assert_eq!(store.conditional_requests(), Some(!plain));
+    if reach == Reach::InProcess {
+        assert_eq!(proxy.requests(), 0, "a request went over the network");
+    }
 }
 
 async fn pinned_mode_conforms(b: Backend) {
-    suite(b, false, true).await;
+    suite(b, Reach::Http, true).await;
 }
 
 async fn pinned_mode_conforms_on_a_plain_contextq(b: Backend) {
-    suite(b, true, true).await;
+    suite(b, Reach::Plain, true).await;
 }
 
 async fn per_workspace_mode_conforms(b: Backend) {
-    suite(b, false, false).await;
+    suite(b, Reach::Http, false).await;
 }
 
 async fn per_workspace_mode_conforms_on_a_plain_contextq(b: Backend) {
-    suite(b, true, false).await;
+    suite(b, Reach::Plain, false).await;
+}
+
+async fn pinned_mode_conforms_in_process(b: Backend) {
+    suite(b, Reach::InProcess, true).await;
+}
+
+async fn per_workspace_mode_conforms_in_process(b: Backend) {
+    suite(b, Reach::InProcess, false).await;
 }
 
 contextq_server::database_tests!(
+    pinned_mode_conforms_in_process,
+    per_workspace_mode_conforms_in_process,
     pinned_mode_conforms,
     pinned_mode_conforms_on_a_plain_contextq,
     per_workspace_mode_conforms,

@@ -33,6 +33,7 @@ pub use contextq_api::history::{
 };
 
 use super::error::{ContextQError, ErrorCode};
+use super::local::LocalService;
 use crate::error::{Error, Result};
 use crate::retry::{self, Attempt, Failure, Idempotency, RetryConfig};
 use contextq_api::ErrorEnvelope;
@@ -78,6 +79,8 @@ struct Learnt {
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// A server in this process, called instead of `http` ([`Client::with_local_service`]).
+    local: Option<std::sync::Arc<dyn LocalService>>,
     base_url: String,
     key: ApiKey,
     retry: RetryConfig,
@@ -188,12 +191,21 @@ impl Client {
         };
         Ok(Client {
             http,
+            local: None,
             base_url,
             key,
             retry,
             timeout,
             learnt: Default::default(),
         })
+    }
+
+    /// This client calling `service` in this process instead of sending its requests over
+    /// HTTP to the base URL, which then only names the server (the `Host` header, error
+    /// messages). Retries, timeouts and extension detection are unchanged.
+    pub fn with_local_service(mut self, service: std::sync::Arc<dyn LocalService>) -> Client {
+        self.local = Some(service);
+        self
     }
 
     /// The extensions learnt so far, without a request (`None` before the first answer).
@@ -277,24 +289,17 @@ impl Client {
         let url = format!("{}{}", self.base_url, path);
         let what = format!("{method} {path}");
         retry::run(&self.retry, "ContextQ", &what, kind, || async {
-            let mut req = self
-                .http
-                .request(method.clone(), &url)
-                .bearer_auth(self.key.expose())
-                .timeout(self.timeout);
-            if let Some(b) = body {
-                req = req.json(b);
-            }
-            if let Some(v) = if_match {
-                req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
-            }
-            if let Some(k) = idempotency_key {
-                req = req.header(IDEMPOTENCY_KEY_HEADER, k);
-            }
-            let answer = retry::exchange(req, &url, self.key.expose(), |t| {
-                Error::ContextQ(ContextQError::Transport(t))
-            })
-            .await?;
+            let answer = match &self.local {
+                Some(service) => {
+                    let request =
+                        self.local_request(&method, path, body, if_match, idempotency_key);
+                    self.call_local(service.as_ref(), request, &url).await?
+                }
+                None => {
+                    self.send(&method, &url, body, if_match, idempotency_key)
+                        .await?
+                }
+            };
             if (200..300).contains(&answer.status) {
                 let etag = etag_version(&answer.headers);
                 self.learn(&answer.headers, etag);
@@ -310,6 +315,121 @@ impl Client {
             })
         })
         .await
+    }
+
+    /// One attempt over HTTP.
+    async fn send(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<&Value>,
+        if_match: Option<i64>,
+        idempotency_key: Option<&str>,
+    ) -> std::result::Result<retry::Answer, Attempt> {
+        let mut req = self
+            .http
+            .request(method.clone(), url)
+            .bearer_auth(self.key.expose())
+            .timeout(self.timeout);
+        if let Some(b) = body {
+            req = req.json(b);
+        }
+        if let Some(v) = if_match {
+            req = req.header(reqwest::header::IF_MATCH, format!("\"{v}\""));
+        }
+        if let Some(k) = idempotency_key {
+            req = req.header(IDEMPOTENCY_KEY_HEADER, k);
+        }
+        retry::exchange(req, url, self.key.expose(), |t| {
+            Error::ContextQ(ContextQError::Transport(t))
+        })
+        .await
+    }
+
+    /// The request [`Client::send`] would send, for a [`LocalService`] (its contract: the
+    /// path and query as URI, the same headers and body).
+    fn local_request(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<i64>,
+        idempotency_key: Option<&str>,
+    ) -> http::Request<Vec<u8>> {
+        use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue, IF_MATCH};
+        let mut request = http::Request::new(
+            body.map(|b| serde_json::to_vec(b).expect("a JSON value serialises"))
+                .unwrap_or_default(),
+        );
+        *request.method_mut() = method.clone();
+        // A path the client built itself (segments percent-encoded); "/" if it were not a URI.
+        *request.uri_mut() = path.parse().unwrap_or_else(|_| http::Uri::from_static("/"));
+        let headers = request.headers_mut();
+        let host = self
+            .base_url
+            .split_once("://")
+            .map_or(self.base_url.as_str(), |(_, rest)| rest);
+        if let Ok(v) = HeaderValue::from_str(host) {
+            headers.insert(HOST, v);
+        }
+        if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {}", self.key.expose())) {
+            v.set_sensitive(true);
+            headers.insert(AUTHORIZATION, v);
+        }
+        if body.is_some() {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        }
+        if let Some(v) = if_match.and_then(|v| HeaderValue::from_str(&format!("\"{v}\"")).ok()) {
+            headers.insert(IF_MATCH, v);
+        }
+        if let Some(v) = idempotency_key.and_then(|k| HeaderValue::from_str(k).ok()) {
+            headers.insert(IDEMPOTENCY_KEY_HEADER, v);
+        }
+        request
+    }
+
+    /// One attempt through a [`LocalService`], bounded by the client's timeout; no answer in
+    /// time, or a failed call, is an answer lost after sending.
+    async fn call_local(
+        &self,
+        service: &dyn LocalService,
+        request: http::Request<Vec<u8>>,
+        url: &str,
+    ) -> std::result::Result<retry::Answer, Attempt> {
+        let lost = |message: String, timeout: bool| Attempt {
+            failure: Failure::Lost,
+            error: Error::ContextQ(ContextQError::Transport(crate::transport::TransportError {
+                url: url.to_string(),
+                message: message.replace(
+                    self.key.expose(),
+                    &contextq_api::mask_secret(self.key.expose()),
+                ),
+                timeout,
+                sent: true,
+            })),
+            retry_after: None,
+        };
+        match tokio::time::timeout(self.timeout, service.call(request)).await {
+            Ok(Ok(response)) => {
+                let (parts, body) = response.into_parts();
+                Ok(retry::Answer {
+                    status: parts.status.as_u16(),
+                    headers: parts.headers,
+                    body,
+                })
+            }
+            Ok(Err(e)) => Err(lost(
+                format!("the server in this process failed: {e}"),
+                false,
+            )),
+            Err(_) => Err(lost(
+                format!(
+                    "the server in this process did not answer within {:?}",
+                    self.timeout
+                ),
+                true,
+            )),
+        }
     }
 
     fn decode<T: DeserializeOwned>(&self, path: &str, body: &[u8]) -> Result<T> {

@@ -61,6 +61,9 @@ pub struct ContextQMemoryToolOptions {
     /// How much a directory listing or a file read may hold ([`MemoryTool::answer_budget`]);
     /// default [`AnswerBudget::default`].
     pub answer_budget: AnswerBudget,
+    /// A ContextQ server in this process, called instead of the network (default none:
+    /// requests go over HTTP to `base_url`). See [`super::local`].
+    pub local_service: Option<std::sync::Arc<dyn super::local::LocalService>>,
 }
 
 impl Default for ContextQMemoryToolOptions {
@@ -79,6 +82,7 @@ impl Default for ContextQMemoryToolOptions {
             read_only: false,
             secret_guard: true,
             answer_budget: AnswerBudget::default(),
+            local_service: None,
         }
     }
 }
@@ -102,6 +106,7 @@ impl std::fmt::Debug for ContextQMemoryToolOptions {
             .field("read_only", &self.read_only)
             .field("secret_guard", &self.secret_guard)
             .field("answer_budget", &self.answer_budget)
+            .field("local_service", &self.local_service)
             .finish()
     }
 }
@@ -161,6 +166,15 @@ impl ContextQMemoryToolOptions {
         self
     }
 
+    /// Calls `service`, a ContextQ server in this process, instead of the network.
+    pub fn local_service(
+        mut self,
+        service: std::sync::Arc<dyn super::local::LocalService>,
+    ) -> Self {
+        self.local_service = Some(service);
+        self
+    }
+
     /// Builds the client these options describe.
     pub fn client(&self) -> Result<Client> {
         let key = self.api_key.clone().ok_or_else(|| Error::Config {
@@ -172,13 +186,17 @@ impl ContextQMemoryToolOptions {
             ),
         })?;
         let base_url = self.base_url.as_deref().unwrap_or(DEFAULT_BASE_URL);
-        Client::new(
+        let client = Client::new(
             base_url,
             key,
             self.retry.clone(),
             self.timeout,
             self.http_client.clone(),
-        )
+        )?;
+        Ok(match &self.local_service {
+            Some(service) => client.with_local_service(service.clone()),
+            None => client,
+        })
     }
 
     /// Builds the store these options describe.
