@@ -50,9 +50,13 @@ pub struct Extensions {
     /// text, removed for good, its SHA-256 kept and the redaction audited (token `redaction`;
     /// with `history`).
     pub redaction: bool,
+    /// `DELETE /api/contexts/by-external/:id?requireTag=&workspace=`: a context deleted by its
+    /// external id in one request, within a tag and a workspace, `If-Match` optional (token
+    /// `delete-by-external`).
+    pub delete_by_external: bool,
 }
 
-const TOKENS: [&str; 15] = [
+const TOKENS: [&str; 16] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -68,6 +72,7 @@ const TOKENS: [&str; 15] = [
     "start-after",
     "workspace-keys",
     "redaction",
+    "delete-by-external",
 ];
 
 impl Extensions {
@@ -88,9 +93,10 @@ impl Extensions {
         start_after: true,
         workspace_keys: true,
         redaction: true,
+        delete_by_external: true,
     };
 
-    fn flags(&self) -> [bool; 15] {
+    fn flags(&self) -> [bool; 16] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -107,6 +113,7 @@ impl Extensions {
             self.start_after,
             self.workspace_keys,
             self.redaction,
+            self.delete_by_external,
         ]
     }
 
@@ -129,6 +136,7 @@ impl Extensions {
             start_after: has(TOKENS[12]),
             workspace_keys: has(TOKENS[13]),
             redaction: has(TOKENS[14]),
+            delete_by_external: has(TOKENS[15]),
         }
     }
 

@@ -32,6 +32,10 @@
 //!   content; [`Error::EditRefused`] says the edit cannot apply (nothing changed). The default
 //!   answers [`Error::NotSupported`] and the tool reads, applies and writes back conditionally.
 //!   Like `put`, an error means not applied, except [`Error::OutcomeUnknown`].
+//! - [`Store::delete_file`] is optional: a store that can delete whatever file is at a path in
+//!   one step (ContextQ's `delete-by-external` extension) implements it; `Ok(false)` says no
+//!   file is there. The default answers [`Error::NotSupported`] and the tool reads, then
+//!   deletes at the version read.
 //! - [`Store::remove_dir`] is called after every file beneath a directory was deleted; stores
 //!   with real directories remove it (and anything left in it), others do nothing.
 //! - [`Store::create_many`] is `put` with `Create` for many independent files, one result
@@ -266,6 +270,18 @@ pub trait Store: Send + Sync + 'static {
         Err(crate::Error::NotSupported { operation: "edit" })
     }
 
+    /// Deletes the file at `path`, whatever its version, in one step: `Ok(true)`; `Ok(false)`
+    /// when no file is there (nothing, or a directory), nothing changed. Like `delete`, an
+    /// error means not applied, except [`crate::Error::OutcomeUnknown`]. Optional: the
+    /// default answers [`crate::Error::NotSupported`], and the tool reads the file, then deletes
+    /// it at the version it read (ContextQ's `delete-by-external` extension saves the read).
+    async fn delete_file(&self, path: &MemoryPath) -> Result<bool> {
+        let _ = path;
+        Err(crate::Error::NotSupported {
+            operation: "delete_file",
+        })
+    }
+
     /// Deletes the directory `dir` and everything beneath it in one atomic step. Optional: the
     /// default answers [`crate::Error::NotSupported`], and the tool deletes file by file
     /// (naming what is left when it stops part way).
@@ -337,6 +353,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     async fn delete_dir(&self, dir: &MemoryPath) -> Result<()> {
         (**self).delete_dir(dir).await
+    }
+    async fn delete_file(&self, path: &MemoryPath) -> Result<bool> {
+        (**self).delete_file(path).await
     }
 
     async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {

@@ -683,6 +683,26 @@ fn outcome_unknown(path: &MemoryPath, operation: &str, cause: &Error) -> ToolErr
 }
 
 impl<S: Store> MemoryTool<S> {
+    /// `delete` of a path that holds no file: a directory, in one step where the store can,
+    /// else file by file; nothing there, "does not exist".
+    async fn delete_directory(&self, path: &MemoryPath) -> Outcome {
+        match self.store.delete_dir(path).await {
+            Ok(()) => return Ok(render::deleted(path.raw())),
+            Err(Error::NotFound { .. }) => {
+                return Err(ToolError::new(render::does_not_exist(path.raw())));
+            }
+            Err(Error::NotSupported { .. }) => {}
+            Err(Error::OutcomeUnknown { cause, .. }) => {
+                return Err(outcome_unknown(path, "delete", &cause));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        match self.store.list(path).await? {
+            Some(listing) => self.delete_tree(path, listing).await,
+            None => Err(ToolError::new(render::does_not_exist(path.raw()))),
+        }
+    }
+
     /// `str_replace` or `insert` (`command`) at the path `raw`, under the write policy: the text
     /// it adds goes through the secret guard.
     async fn text_edit(&self, command: &'static str, raw: &str, edit: TextEdit) -> Outcome {
@@ -755,40 +775,34 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
         if path.is_root() {
             return Err(ToolError::new(render::cannot_delete_root()));
         }
+        // The file at the path, whatever its version, in one step where the store can.
+        match self.store.delete_file(&path).await {
+            Ok(true) => return Ok(render::deleted(path.raw())),
+            Ok(false) => return self.delete_directory(&path).await,
+            Err(Error::NotSupported { .. }) => {}
+            Err(Error::OutcomeUnknown { cause, .. }) => {
+                return Err(outcome_unknown(&path, "delete", &cause));
+            }
+            Err(e) => return Err(e.into()),
+        }
         let mut backoff = Backoff::new(self.edit_budget);
         loop {
-            if let Some(entry) = self.store.get(&path).await? {
-                match self.store.delete(&path, entry.version).await {
-                    Ok(()) => return Ok(render::deleted(path.raw())),
-                    // Changed or deleted since it was read: look again.
-                    Err(Error::Precondition { .. } | Error::NotFound { .. }) => {
-                        if !backoff.retry().await {
-                            return Err(backoff.gave_up(&path));
-                        }
-                        continue;
-                    }
-                    Err(Error::OutcomeUnknown { cause, .. }) => {
-                        return Err(outcome_unknown(&path, "delete", &cause));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            // A directory: in one step where the store can, else file by file.
-            match self.store.delete_dir(&path).await {
+            let Some(entry) = self.store.get(&path).await? else {
+                return self.delete_directory(&path).await;
+            };
+            match self.store.delete(&path, entry.version).await {
                 Ok(()) => return Ok(render::deleted(path.raw())),
-                Err(Error::NotFound { .. }) => {
-                    return Err(ToolError::new(render::does_not_exist(path.raw())));
+                // Changed or deleted since it was read: look again.
+                Err(Error::Precondition { .. } | Error::NotFound { .. }) => {
+                    if !backoff.retry().await {
+                        return Err(backoff.gave_up(&path));
+                    }
                 }
-                Err(Error::NotSupported { .. }) => {}
                 Err(Error::OutcomeUnknown { cause, .. }) => {
                     return Err(outcome_unknown(&path, "delete", &cause));
                 }
                 Err(e) => return Err(e.into()),
             }
-            return match self.store.list(&path).await? {
-                Some(listing) => self.delete_tree(&path, listing).await,
-                None => Err(ToolError::new(render::does_not_exist(path.raw()))),
-            };
         }
     }
 

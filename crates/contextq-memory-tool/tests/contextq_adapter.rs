@@ -123,7 +123,12 @@ async fn round_trips_per_command(b: Backend) {
         expect("rename file"),
         vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/rename"]
     );
-    assert_eq!(methods("delete file"), vec!["GET", "DELETE"]);
+    // With the server's delete by external id, one request.
+    assert_eq!(
+        expect("delete file"),
+        vec!["DELETE /api/contexts/by-external/mem-tool%3Aws%2Fc.md"]
+    );
+    assert_eq!(methods("delete file"), vec!["DELETE"]);
     // A directory: the file rename finds none, then the server moves the directory whole; a
     // delete finds no file, then the server deletes the directory whole.
     assert_eq!(
@@ -136,7 +141,7 @@ async fn round_trips_per_command(b: Backend) {
     assert_eq!(
         expect("delete directory"),
         vec![
-            "GET /api/contexts/by-external/mem-tool%3Aws%2Fe",
+            "DELETE /api/contexts/by-external/mem-tool%3Aws%2Fe",
             "POST /api/contexts/by-prefix/delete"
         ]
     );
@@ -152,13 +157,28 @@ async fn round_trips_per_command(b: Backend) {
         expect("view directory")
     );
 
-    assert_eq!(
-        expect("delete file").len(),
-        2,
-        "{:?}",
-        expect("delete file")
-    );
     eprintln!("round trips: {shape:#?}");
+
+    // Without the delete-by-external extension: read, then delete the row read at its version.
+    let no_delete = Proxy::hiding(&server.url, &["delete-by-external"]).await;
+    let tool = contextq_memory_tool(options(&no_delete.url, &key).workspace("ws")).unwrap();
+    assert!(!run(&tool, create("/memories/del.md", "d\n")).await.is_error);
+    no_delete.take_log();
+    let r = run(
+        &tool,
+        json!({"command": "delete", "path": "/memories/del.md"}),
+    )
+    .await;
+    assert_eq!(r.content, "Successfully deleted /memories/del.md");
+    let log = no_delete.take_log();
+    assert_eq!(
+        log.iter()
+            .map(|l| l.split(' ').next().unwrap())
+            .collect::<Vec<_>>(),
+        vec!["GET", "DELETE"],
+        "{log:?}"
+    );
+    assert!(log[1].starts_with("DELETE /api/contexts/ctx_"), "{log:?}");
 
     // Without the rename extension: read, create at the new path, delete the old one.
     let no_rename = Proxy::hiding(&server.url, &["rename"]).await;
@@ -576,9 +596,10 @@ async fn timeouts_and_lost_answers_are_reported_or_reconciled(b: Backend) {
 }
 
 async fn partial_failures_say_exactly_what_happened(b: Backend) {
-    // The file-by-file moves and deletes a server without the `rename` and `by-prefix`
-    // extensions needs.
-    let (server, key, proxy, tool) = behind_a_proxy_hiding(b, &["rename", "by-prefix"]).await;
+    // The file-by-file moves and deletes a server without the `rename`, `by-prefix` and
+    // `delete-by-external` extensions needs.
+    let (server, key, proxy, tool) =
+        behind_a_proxy_hiding(b, &["rename", "by-prefix", "delete-by-external"]).await;
     for f in ["a", "b", "c", "d"] {
         assert!(
             !run(&tool, create(&format!("/memories/dir/{f}.md"), f))

@@ -71,10 +71,10 @@ struct Setup {
 
 impl Setup {
     /// A tenant with workspace `ws`, a proxy, and a tool through it with one retry. The proxy
-    /// hides the `rename` and `by-prefix` extensions: these are the multi-step moves and
-    /// deletes of a server without them.
+    /// hides the `rename`, `by-prefix` and `delete-by-external` extensions: these are the
+    /// multi-step moves and deletes of a server without them.
     async fn new(b: Backend) -> Setup {
-        Self::hiding(b, &["rename", "by-prefix"]).await
+        Self::hiding(b, &["rename", "by-prefix", "delete-by-external"]).await
     }
 
     /// [`Setup::new`] with the proxy hiding `hidden` only (`&[]`: the server's one-request
@@ -310,6 +310,64 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
         e.message()
     );
     assert_eq!(stored("d.md").await, None);
+}
+
+/// With the `delete-by-external` extension a file's delete is one request; when its answer is
+/// lost the tool reads the path back against the row it knew there: gone, deleted; that row
+/// still there, nothing changed; unsettled, unknown.
+async fn a_server_delete_whose_answer_is_lost_is_read_back(b: Backend) {
+    let s = Setup::hiding(b, &[]).await;
+    let (tool, proxy) = (&s.tool, &s.proxy);
+    for f in ["a", "b", "c"] {
+        s.create(&format!("/memories/{f}.md"), f).await;
+    }
+    let by_external = "/api/contexts/by-external/";
+
+    // Applied, answer lost: read back as deleted.
+    proxy.fault(Method::DELETE, by_external, Fault::ForwardThenDrop, 1);
+    assert_eq!(
+        handle(tool, delete("/memories/a.md")).await,
+        Ok("Successfully deleted /memories/a.md".to_string())
+    );
+    assert_eq!(s.content("a.md").await, None);
+
+    // Not applied (dropped before the server): the same row read back, nothing changed.
+    proxy.fault(Method::DELETE, by_external, Fault::Drop, 2);
+    let e = handle(tool, delete("/memories/b.md")).await.unwrap_err();
+    proxy.clear_faults();
+    assert!(e.changed_nothing(), "{e:?}");
+    assert_eq!(
+        s.content("b.md").await.as_deref(),
+        Some("b"),
+        "{}",
+        e.message()
+    );
+
+    // Applied, answer lost, and the read-back fails too: unknown, never "failed".
+    proxy.fault(Method::DELETE, by_external, Fault::ForwardThenDrop, 1);
+    proxy.fault(Method::GET, by_external, Fault::Status(500, None), 10);
+    let e = handle(tool, delete("/memories/c.md")).await.unwrap_err();
+    proxy.clear_faults();
+    assert!(
+        e.message().starts_with(
+            "The memory store did not confirm whether the delete of /memories/c.md was applied ("
+        ),
+        "{}",
+        e.message()
+    );
+    assert_eq!(
+        e.effects(),
+        effects(&[("/memories/c.md", Applied::Unknown)])
+    );
+    assert_eq!(s.content("c.md").await, None, "it was applied");
+
+    // A directory's path: no file there, so the server deletes the directory whole.
+    s.create("/memories/d/x.md", "x").await;
+    assert_eq!(
+        handle(tool, delete("/memories/d")).await,
+        Ok("Successfully deleted /memories/d".to_string())
+    );
+    assert_eq!(s.content("d/x.md").await, None);
 }
 
 /// With the `by-prefix` extension a directory's rename and delete are one request each; when
@@ -748,6 +806,7 @@ async fn a_rename_restarts_when_the_source_changes_under_it(b: Backend) {
 }
 
 contextq_server::database_tests!(
+    a_server_delete_whose_answer_is_lost_is_read_back,
     a_server_rename_whose_answer_is_lost_is_read_back,
     a_server_directory_move_whose_answer_is_lost_is_read_back,
     a_file_rename_whose_source_delete_is_unsettled_keeps_the_copy,

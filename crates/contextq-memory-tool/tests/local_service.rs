@@ -144,10 +144,12 @@ async fn requests_carry_the_contracts_headers(b: Backend) {
         "the edit carries its Idempotency-Key: {:?}",
         with("idempotency-key")
     );
+    // The delete is one request, scoped to the tool's tag and workspace.
     assert!(
-        with("if-match").iter().any(|r| r.starts_with("DELETE ")),
-        "the delete is conditional: {:?}",
-        with("if-match")
+        seen.iter().any(|(m, u, _)| *m == http::Method::DELETE
+            && u == "/api/contexts/by-external/mem-tool%3Aws%2Fa.md?requireTag=mem-tool&workspace=ws"),
+        "{:?}",
+        seen.iter().map(|(m, u, _)| format!("{m} {u}")).collect::<Vec<_>>()
     );
     assert!(
         seen.iter()

@@ -179,7 +179,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/contexts/bulk-upsert", post(bulk_upsert))
         .route(
             "/api/contexts/by-external/{external_id}",
-            get(get_by_external),
+            get(get_by_external).delete(delete_by_external),
         )
         .route(
             "/api/contexts/by-external/{external_id}/edit",
@@ -727,6 +727,29 @@ fn limited_write(caller: &Caller, workspace: Option<&str>) -> Result<(), ApiErro
             ),
         )),
     }
+}
+
+/// Extension `delete-by-external`: `?requireTag=&workspace=` scope the delete as an edit's
+/// body does (outside them the context is "not found"); `If-Match` as on `DELETE /:id`.
+async fn delete_by_external(
+    State(s): State<AppState>,
+    Writer(caller): Writer,
+    Path(external_id): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let expected = if_match(&headers)?;
+    let (tag, workspace) = (
+        nonempty(&params, "requireTag"),
+        nonempty(&params, "workspace"),
+    );
+    limited_write(&caller, workspace.as_deref())?;
+    let scope = contexts::Scope {
+        tag: tag.as_deref(),
+        workspace: workspace.as_deref(),
+    };
+    contexts::delete_by_external(&s.db, caller.actor(), &external_id, scope, expected).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn delete_context(

@@ -1727,7 +1727,137 @@ async fn by_prefix_is_bounded(b: Backend) {
     s.stop().await;
 }
 
+/// `DELETE /api/contexts/by-external/:id` (extension `delete-by-external`): within the tag and
+/// the workspace given (outside them "not found", nothing changed), `If-Match` honoured, the
+/// same `delete` version and audit row as a delete by id; a key limited to workspaces names the
+/// workspace and deletes only there; a deleted and re-created context is deleted as the new row.
+async fn delete_by_external_extension(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    s.workspace(&t.tenant_id, "other").await;
+    let c = &t.client;
+    let r = c.upsert("mem-tool:ws/a.md", "alpha\n", &["mem-tool"]).await;
+    assert!(common::has_extension(&r, "delete-by-external"));
+    c.upsert("untagged", "u\n", &[]).await;
+    let url = |ext: &str, query: &str| format!("/api/contexts/by-external/{}{query}", seg(ext));
+    let scoped = "?requireTag=mem-tool&workspace=ws";
+    let exists =
+        |ext: &'static str| async move { c.get(&url(ext, "")).await.status == StatusCode::OK };
+
+    // Refused, nothing changed: missing, untagged, another workspace, a stale If-Match.
+    for (ext, query, if_match, status) in [
+        ("mem-tool:ws/none.md", scoped, None, StatusCode::NOT_FOUND),
+        ("untagged", scoped, None, StatusCode::NOT_FOUND),
+        (
+            "mem-tool:ws/a.md",
+            "?requireTag=mem-tool&workspace=other",
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "mem-tool:ws/a.md",
+            "?requireTag=other-tag",
+            None,
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "mem-tool:ws/a.md",
+            scoped,
+            Some(7),
+            StatusCode::PRECONDITION_FAILED,
+        ),
+    ] {
+        let r = c.delete(&url(ext, query), if_match).await;
+        assert_eq!(r.status, status, "{ext}{query}: {:?}", r.body);
+    }
+    assert!(exists("mem-tool:ws/a.md").await && exists("untagged").await);
+
+    // Deleted, conditionally and not.
+    let r = c.delete(&url("mem-tool:ws/a.md", scoped), Some(1)).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    assert!(!exists("mem-tool:ws/a.md").await);
+    let r = c.delete(&url("mem-tool:ws/a.md", scoped), None).await;
+    assert_eq!(
+        r.status,
+        StatusCode::NOT_FOUND,
+        "a second delete finds nothing"
+    );
+    let r = c.delete(&url("untagged", ""), None).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "no scope: any context");
+
+    // Re-created: the new row goes, its life's versions end with the delete.
+    c.upsert("mem-tool:ws/a.md", "again\n", &["mem-tool"]).await;
+    let r = c.delete(&url("mem-tool:ws/a.md", scoped), Some(1)).await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    let r = c.get(&url("mem-tool:ws/a.md", "/versions")).await;
+    let actions: Vec<&str> = r.body["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["delete", "create", "delete", "create"],
+        "{:?}",
+        r.body
+    );
+    let r = c.get("/api/audit?action=context.delete").await;
+    assert_eq!(
+        r.body["entries"].as_array().map(Vec::len),
+        Some(3),
+        "{:?}",
+        r.body
+    );
+
+    // A key limited to workspace "other": names it, deletes only there.
+    c.upsert("mem-tool:ws/b.md", "b\n", &["mem-tool"]).await;
+    let r = c
+        .post(
+            "/api/contexts/bulk-upsert",
+            json!({"contexts": [{"externalId": "mem-tool:other/c.md", "workspace": "other", "type": "reference", "content": "c\n", "tags": ["mem-tool"]}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let key = contextq_server::admin::create_key_limited(
+        &s.db,
+        &t.tenant_id,
+        &[Scope::Read, Scope::Write],
+        None,
+        Some(&["other".to_string()]),
+    )
+    .await
+    .unwrap();
+    let limited = c.with_key(&key.api_key);
+    let r = limited
+        .delete(&url("mem-tool:ws/b.md", "?requireTag=mem-tool"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    let r = limited.delete(&url("mem-tool:ws/b.md", scoped), None).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{:?}", r.body);
+    let r = limited
+        .delete(
+            &url("mem-tool:ws/b.md", "?requireTag=mem-tool&workspace=other"),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{:?}", r.body);
+    assert!(exists("mem-tool:ws/b.md").await);
+    let r = limited
+        .delete(
+            &url(
+                "mem-tool:other/c.md",
+                "?requireTag=mem-tool&workspace=other",
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT, "{:?}", r.body);
+    common::consistent(&s.db).await;
+}
+
 contextq_server::database_tests!(
+    delete_by_external_extension,
     rename_extension,
     by_prefix_extension,
     by_prefix_is_bounded,

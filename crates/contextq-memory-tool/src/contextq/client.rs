@@ -772,6 +772,29 @@ impl Client {
         Ok(())
     }
 
+    /// `DELETE /api/contexts/by-external/:externalId?requireTag=&workspace=` (extension
+    /// `delete-by-external`): the context there deleted in one request, if it carries `tag` and
+    /// lives in `workspace` (else 404, nothing changed). Not repeated after an unknown outcome:
+    /// the caller reads back.
+    pub async fn delete_by_external(
+        &self,
+        external_id: &str,
+        tag: Option<&str>,
+        workspace: Option<&str>,
+    ) -> Result<()> {
+        let mut path = format!("/api/contexts/by-external/{}", segment(external_id));
+        let mut sep = '?';
+        for (name, value) in [("requireTag", tag), ("workspace", workspace)] {
+            if let Some(v) = value {
+                path.push_str(&format!("{sep}{name}={}", segment(v)));
+                sep = '&';
+            }
+        }
+        self.request(Method::DELETE, &path, None, None, Idempotency::Unsafe)
+            .await?;
+        Ok(())
+    }
+
     /// `POST /api/redactions` (extension `redaction`, admin scope): one request's worth of
     /// versions redacted (or, `dryRun`, listed). Repeated after a lost answer: a redaction
     /// applied twice is the same redaction (an already redacted version is reported as such).

@@ -1113,6 +1113,44 @@ impl Store for ContextQStore {
         }
     }
 
+    /// With the `delete-by-external` extension, one request: the row at the path's external
+    /// id, within this store's tag and the path's workspace, whatever its version. A 404 is no
+    /// file there. An answer lost is read back against the row known at the path before: gone,
+    /// deleted; that row still there, not applied (ids are never reused); anything else
+    /// unknown (a directory's path, where no row was known, reads back as gone too).
+    async fn delete_file(&self, path: &MemoryPath) -> Result<bool> {
+        if !self.extensions().await?.delete_by_external {
+            return Err(Error::NotSupported {
+                operation: "delete_file",
+            });
+        }
+        let (Some(target), Some(external_id)) = (self.target(path)?, self.external_id(path)?)
+        else {
+            return Ok(false);
+        };
+        let known = self.ids().get(&external_id).cloned();
+        match self
+            .client
+            .delete_by_external(&external_id, Some(&self.tag), Some(&target.workspace))
+            .await
+        {
+            Ok(()) => {
+                self.forget(&external_id);
+                Ok(true)
+            }
+            Err(e) if refused(&e, ErrorCode::NotFound) => Ok(false),
+            Err(e) if is_ambiguous(&e) => match self.client.get_by_external(&external_id).await {
+                Ok(None) if known.is_some() => {
+                    self.forget(&external_id);
+                    Ok(true)
+                }
+                Ok(Some(now)) if known.as_deref() == Some(now.context.id.as_str()) => Err(e),
+                _ => Err(unknown(path, "delete", e)),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
     fn key(&self, path: &MemoryPath) -> String {
         match self.external_id(path) {
             Ok(Some(id)) => id,

@@ -1232,25 +1232,61 @@ pub(super) fn delete_row<'a>(
 /// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
     let read = lock_context(db, actor.tenant_id, "c.id", id, None);
-    write(db, actor.tenant_id, id, read, |mut head, row| {
+    write(db, actor.tenant_id, id, read, |head, row| {
         let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
-        let mut batch = Batch::default();
-        let detail = serde_json::json!({"externalId": old.external_id, "version": old.version});
-        let seq = delete_row(&mut batch, &mut head, actor, id, old.version, detail);
-        let gone = Context {
-            updated_at: now(),
-            ..old
-        };
-        record_version(
-            &mut batch,
-            &mut head,
-            versions,
-            Action::Delete,
-            &workspace_id,
-            &gone,
-            seq,
-        );
-        Ok(Outcome::Write(head, batch, ()))
+        Ok(deletion(head, actor, old, &workspace_id, versions))
     })
     .await
+}
+
+/// `DELETE /api/contexts/by-external/:externalId` (extension `delete-by-external`): the
+/// context at `external_id` deleted in one transaction, if it is within `scope` (else it is
+/// "not found") and, with `if_match`, at that version. The same `delete` version and audit row
+/// as [`delete`].
+pub async fn delete_by_external(
+    db: &Db,
+    actor: Actor<'_>,
+    external_id: &str,
+    scope: Scope<'_>,
+    if_match: Option<i64>,
+) -> Result<()> {
+    let read = lock_context(db, actor.tenant_id, "c.external_id", external_id, None);
+    write(db, actor.tenant_id, external_id, read, |head, row| {
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let context = locked.context.filter(|(c, _)| scope.admits(c));
+        let old = writable(context, external_id, if_match)?;
+        let workspace_id = present(workspace_id)?;
+        Ok(deletion(head, actor, old, &workspace_id, versions))
+    })
+    .await
+}
+
+/// The writes of deleting `old`: the row, its audit row and its `delete` version.
+fn deletion(
+    mut head: Head,
+    actor: Actor<'_>,
+    old: Context,
+    workspace_id: &str,
+    versions: Versions<'_>,
+) -> Outcome<()> {
+    let id = old.id.clone();
+    let mut batch = Batch::default();
+    let detail = serde_json::json!({"externalId": old.external_id, "version": old.version});
+    let seq = delete_row(&mut batch, &mut head, actor, &id, old.version, detail);
+    let gone = Context {
+        updated_at: now(),
+        ..old
+    };
+    record_version(
+        &mut batch,
+        &mut head,
+        versions,
+        Action::Delete,
+        workspace_id,
+        &gone,
+        seq,
+    );
+    Outcome::Write(head, batch, ())
 }
