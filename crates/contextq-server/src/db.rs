@@ -30,7 +30,9 @@ pub mod pool;
 pub use backend::{Backend, create_postgres_database, drop_postgres_database, redact_url};
 pub use batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, has_nul, inline, placeholders};
 pub use migrate::latest_schema_version;
-pub use pool::{DEFAULT_VERSIONS_KEPT, Db, DbOptions, Reader, Write, WriteTx};
+pub use pool::{
+    DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_VERSIONS_KEPT, Db, DbOptions, Reader, Write, WriteTx,
+};
 
 /// Now, RFC 3339 UTC with milliseconds: how every time is stored.
 pub fn now() -> String {

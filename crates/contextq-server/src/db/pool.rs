@@ -29,6 +29,22 @@ pub struct Db {
     versions_kept: u32,
     /// SQLite: flush the write-ahead log at every commit.
     sync_commits: bool,
+    /// SQLite: checkpoint in the background ([`DbOptions::checkpoint_interval`]).
+    background_checkpoints: bool,
+    /// Commits made through this pool, for the background checkpoint to see there is work.
+    commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Stops the background checkpoint when the last clone of this `Db` is dropped.
+    _checkpointer: Option<std::sync::Arc<AbortOnDrop>>,
+}
+
+/// Aborts its task when dropped.
+#[derive(Debug)]
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Set on every SQLite connection.
@@ -38,18 +54,84 @@ const SQLITE_PRAGMAS: &[&str] = &[
     // Freed content is overwritten with zeros, so that a file's old text, a pruned or a
     // redacted version does not linger in free space of the database file (docs/history.md).
     "PRAGMA secure_delete = ON",
+    // A write-ahead log that grew under a burst of writes is cut back to 16 MiB when it starts
+    // over (it is rewound, not truncated, otherwise).
+    "PRAGMA journal_size_limit = 16777216",
 ];
 
-/// Every pragma a SQLite connection is set up with: [`SQLITE_PRAGMAS`], and how it commits
+/// Every pragma a SQLite connection is set up with: [`SQLITE_PRAGMAS`], how it commits
 /// ([`DbOptions::sync_commits`]): flushing the write-ahead log before a commit is answered, or
-/// leaving the flush to checkpoints (still atomic and consistent).
-fn sqlite_setup(sync_commits: bool) -> impl Iterator<Item = &'static str> {
+/// leaving the flush to checkpoints (still atomic and consistent), and whether a commit may run
+/// a checkpoint itself (not when they run in the background, [`DbOptions::checkpoint_interval`]).
+fn sqlite_setup(
+    sync_commits: bool,
+    background_checkpoints: bool,
+) -> impl Iterator<Item = &'static str> {
     let synchronous = if sync_commits {
         "PRAGMA synchronous = FULL"
     } else {
         "PRAGMA synchronous = NORMAL"
     };
-    SQLITE_PRAGMAS.iter().copied().chain([synchronous])
+    let checkpoints = if background_checkpoints {
+        "PRAGMA wal_autocheckpoint = 0"
+    } else {
+        "PRAGMA wal_autocheckpoint = 1000"
+    };
+    SQLITE_PRAGMAS
+        .iter()
+        .copied()
+        .chain([synchronous, checkpoints])
+}
+
+/// Default [`DbOptions::checkpoint_interval`]: 50 ms.
+pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_millis(50);
+
+/// SQLite: the write-ahead log's length, in pages, past which the background checkpoint runs
+/// with this process's writer slot held, so that it completes and the next write starts the
+/// log over (a checkpoint racing writers never catches up, and the log would only grow).
+const CHECKPOINT_RESET_PAGES: i64 = 4000;
+
+/// SQLite: every `interval`, when there were commits since the last one, a PASSIVE checkpoint
+/// (committed pages copied from the write-ahead log into the database file, without waiting for
+/// readers) on a pooled connection, beside the writes; once the log is past
+/// [`CHECKPOINT_RESET_PAGES`], the next one holds the writer slot. Ends when the pool is closed.
+async fn checkpoint_in_background(
+    pool: AnyPool,
+    writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>>,
+    commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    interval: Duration,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut done, mut log_pages) = (0, 0i64);
+    loop {
+        tick.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        let now = commits.load(std::sync::atomic::Ordering::Relaxed);
+        if now == done {
+            continue;
+        }
+        let _slot = if log_pages > CHECKPOINT_RESET_PAGES {
+            Some(writer.lock().await)
+        } else {
+            None
+        };
+        // One row: busy, pages in the log, pages checkpointed.
+        match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&pool)
+            .await
+        {
+            Ok(row) => {
+                done = now;
+                log_pages = sqlx::Row::try_get::<i64, _>(&row, 1).unwrap_or(0);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the background checkpoint failed; it runs again at the next tick")
+            }
+        }
+    }
 }
 
 /// SQLite: a write batch of at most this many statements is kept prepared on its connection
@@ -62,12 +144,16 @@ const PREPARED_BATCH_STATEMENTS: usize = 48;
 pub struct WriteTx {
     tx: Transaction<'static, Any>,
     _guard: Option<tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>>,
+    commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl WriteTx {
     /// Commits (and frees the writer slot).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+        self.tx.commit().await?;
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -118,6 +204,14 @@ pub struct DbOptions {
     /// consistent, but a power cut or OS crash may roll back the last commits; the embedded
     /// default's `--durability ordered`. PostgreSQL: no effect (its own `synchronous_commit`).
     pub sync_commits: bool,
+    /// SQLite: how often a background task checkpoints the write-ahead log (copies committed
+    /// pages into the database file, a PASSIVE checkpoint), when there were commits since the
+    /// last time (default [`DEFAULT_CHECKPOINT_INTERVAL`], 50 ms). Commits then never run a
+    /// checkpoint themselves (`wal_autocheckpoint = 0`), so no write waits for one (they were
+    /// a tenth of the embedded default's time, docs/benchmarks.md). `None`: SQLite's own
+    /// checkpoint, run by the commit that takes the log past 1,000 pages. PostgreSQL: no
+    /// effect.
+    pub checkpoint_interval: Option<Duration>,
 }
 
 /// Default [`DbOptions::versions_kept`]: 100.
@@ -132,6 +226,7 @@ contextq_api::setters!(DbOptions {
     existing_only: bool,
     versions_kept: u32,
     sync_commits: bool,
+    checkpoint_interval: Option<Duration>,
 });
 
 impl Default for DbOptions {
@@ -145,6 +240,7 @@ impl Default for DbOptions {
             existing_only: false,
             versions_kept: DEFAULT_VERSIONS_KEPT,
             sync_commits: true,
+            checkpoint_interval: Some(DEFAULT_CHECKPOINT_INTERVAL),
         }
     }
 }
@@ -193,11 +289,13 @@ impl Db {
                 Backend::Sqlite => options.max_connections.min(8),
                 Backend::Postgres => options.max_connections,
             });
+        let background_checkpoints =
+            backend == Backend::Sqlite && options.checkpoint_interval.is_some();
         if backend == Backend::Sqlite {
             let sync_commits = options.sync_commits;
             pool_options = pool_options.after_connect(move |conn, _meta| {
                 Box::pin(async move {
-                    for pragma in sqlite_setup(sync_commits) {
+                    for pragma in sqlite_setup(sync_commits, background_checkpoints) {
                         sqlx::query(pragma).execute(&mut *conn).await?;
                     }
                     Ok(())
@@ -208,14 +306,32 @@ impl Db {
             .connect(&url)
             .await
             .map_err(|e| Error::Connect(redact_url(&url), e))?;
+        let commits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>> =
+            Default::default();
+        let checkpointer = match options.checkpoint_interval {
+            Some(interval) if background_checkpoints => {
+                let task = tokio::spawn(checkpoint_in_background(
+                    pool.clone(),
+                    writer.clone(),
+                    commits.clone(),
+                    interval.max(Duration::from_millis(1)),
+                ));
+                Some(std::sync::Arc::new(AbortOnDrop(task.abort_handle())))
+            }
+            _ => None,
+        };
         let db = Db {
             pool,
             backend,
-            writer: Default::default(),
+            writer,
             url,
             audit_key: options.audit_key.clone().map(std::sync::Arc::new),
             versions_kept: options.versions_kept,
             sync_commits: options.sync_commits,
+            background_checkpoints,
+            commits,
+            _checkpointer: checkpointer,
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -317,7 +433,7 @@ impl Db {
     async fn sqlite_connection(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
         use sqlx::Connection as _;
         let mut conn = sqlx::AnyConnection::connect(&self.url).await?;
-        for pragma in sqlite_setup(self.sync_commits) {
+        for pragma in sqlite_setup(self.sync_commits, self.background_checkpoints) {
             sqlx::query(pragma).execute(&mut conn).await?;
         }
         Ok(conn)
@@ -336,11 +452,13 @@ impl Db {
                 WriteTx {
                     tx: self.pool.begin_with("BEGIN IMMEDIATE").await?,
                     _guard: Some(guard),
+                    commits: self.commits.clone(),
                 }
             }
             Backend::Postgres => WriteTx {
                 tx: self.pool.begin().await?,
                 _guard: None,
+                commits: self.commits.clone(),
             },
         })
     }
@@ -363,6 +481,7 @@ pub struct Write {
     conn: Held,
     backend: Backend,
     open: bool,
+    commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The connection a [`Write`] or a [`Reader`] holds.
@@ -443,6 +562,7 @@ impl Db {
             conn,
             backend: self.backend,
             open: true,
+            commits: self.commits.clone(),
         };
         let rows = match self.backend {
             // Bound, so that sqlx prepares it once per connection (the read is the same text
@@ -494,6 +614,8 @@ impl Write {
         match done {
             Ok(_) => {
                 self.open = false;
+                self.commits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => {
