@@ -161,7 +161,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(
