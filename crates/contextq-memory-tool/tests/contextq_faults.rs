@@ -46,14 +46,21 @@ fn effects(list: &[(&str, Applied)]) -> Vec<PathEffect> {
 /// An edit of `path` whose outcome the store could not confirm: the message says so, and the
 /// effects name `path` as unknown.
 fn assert_edit_unknown(e: &ToolError, path: &str) {
+    assert_unknown(e, &format!("edit of {path}"), &[path]);
+}
+
+/// A write (`what`: "delete of /memories/c.md") whose outcome the store could not confirm:
+/// the message says so, and the effects name each of `paths` as unknown.
+fn assert_unknown(e: &ToolError, what: &str, paths: &[&str]) {
     assert!(
         e.message().starts_with(&format!(
-            "The memory store did not confirm whether the edit of {path} was applied ("
+            "The memory store did not confirm whether the {what} was applied ("
         )),
         "{}",
         e.message()
     );
-    assert_eq!(e.effects(), effects(&[(path, Applied::Unknown)]));
+    let unknown: Vec<(&str, Applied)> = paths.iter().map(|p| (*p, Applied::Unknown)).collect();
+    assert_eq!(sorted(e.effects()), effects(&unknown));
 }
 
 fn sorted(e: &[PathEffect]) -> Vec<PathEffect> {
@@ -348,17 +355,7 @@ async fn a_server_delete_whose_answer_is_lost_is_read_back(b: Backend) {
     proxy.fault(Method::GET, by_external, Fault::Status(500, None), 10);
     let e = handle(tool, delete("/memories/c.md")).await.unwrap_err();
     proxy.clear_faults();
-    assert!(
-        e.message().starts_with(
-            "The memory store did not confirm whether the delete of /memories/c.md was applied ("
-        ),
-        "{}",
-        e.message()
-    );
-    assert_eq!(
-        e.effects(),
-        effects(&[("/memories/c.md", Applied::Unknown)])
-    );
+    assert_unknown(&e, "delete of /memories/c.md", &["/memories/c.md"]);
     assert_eq!(s.content("c.md").await, None, "it was applied");
 
     // A directory's path: no file there, so the server deletes the directory whole.
@@ -403,19 +400,10 @@ async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
         .await
         .unwrap_err();
     proxy.clear_faults();
-    assert!(
-        e.message().starts_with(
-            "The memory store did not confirm whether the rename of /memories/e to /memories/g was applied ("
-        ),
-        "{}",
-        e.message()
-    );
-    assert_eq!(
-        sorted(e.effects()),
-        effects(&[
-            ("/memories/e", Applied::Unknown),
-            ("/memories/g", Applied::Unknown)
-        ])
+    assert_unknown(
+        &e,
+        "rename of /memories/e to /memories/g",
+        &["/memories/e", "/memories/g"],
     );
     assert_eq!(
         stored("g/x.md").await.as_deref(),

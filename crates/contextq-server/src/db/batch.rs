@@ -60,6 +60,14 @@ pub fn has_nul(binds: &[Bind]) -> bool {
 /// SQLite in single quotes with each `'` doubled (SQLite's only escape: a backslash is an
 /// ordinary character). Values never contain NUL ([`has_nul`] is refused before).
 pub fn inline(sql: &str, binds: &[Bind], backend: Backend) -> String {
+    each_parameter(sql, |n| {
+        binds.get(n.wrapping_sub(1)).map(|b| literal(b, backend))
+    })
+}
+
+/// `sql` with each parameter `$n` written as `replace(n)` says; where it says `None`, and for a
+/// `$` without digits, the text is left as it is.
+fn each_parameter(sql: &str, replace: impl Fn(usize) -> Option<String>) -> String {
     let mut out = String::with_capacity(sql.len() + 64);
     let mut chars = sql.chars().peekable();
     while let Some(c) = chars.next() {
@@ -72,12 +80,8 @@ pub fn inline(sql: &str, binds: &[Bind], backend: Backend) -> String {
             digits.push(d);
             chars.next();
         }
-        match digits
-            .parse::<usize>()
-            .ok()
-            .and_then(|n| binds.get(n.wrapping_sub(1)))
-        {
-            Some(b) => out.push_str(&literal(b, backend)),
+        match digits.parse::<usize>().ok().and_then(&replace) {
+            Some(text) => out.push_str(&text),
             None => {
                 out.push('$');
                 out.push_str(&digits);
@@ -228,25 +232,9 @@ impl Batch {
 /// own numbering moved into the sequence of a query of several statements. Any other `$`
 /// is left as it is, like [`inline`] leaves it.
 pub fn renumber(sql: &str, offset: usize, count: usize) -> String {
-    let mut out = String::with_capacity(sql.len() + 16);
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '$' {
-            out.push(c);
-            continue;
-        }
-        let mut digits = String::new();
-        while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
-            digits.push(d);
-            chars.next();
-        }
-        out.push('$');
-        match digits.parse::<usize>() {
-            Ok(k) if (1..=count).contains(&k) => out.push_str(&(k + offset).to_string()),
-            _ => out.push_str(&digits),
-        }
-    }
-    out
+    each_parameter(sql, |k| {
+        (1..=count).contains(&k).then(|| format!("${}", k + offset))
+    })
 }
 
 /// Binds `binds` in order.
