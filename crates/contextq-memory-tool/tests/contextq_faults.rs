@@ -321,7 +321,7 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
 
 /// With the `delete-by-external` extension a file's delete is one request; when its answer is
 /// lost the tool reads the path back against the row it knew there: gone, deleted; that row
-/// still there, nothing changed; unsettled, unknown.
+/// still there, deleted again at the version read; unsettled, unknown.
 async fn a_server_delete_whose_answer_is_lost_is_read_back(b: Backend) {
     let s = Setup::hiding(b, &[]).await;
     let (tool, proxy) = (&s.tool, &s.proxy);
@@ -338,17 +338,26 @@ async fn a_server_delete_whose_answer_is_lost_is_read_back(b: Backend) {
     );
     assert_eq!(s.content("a.md").await, None);
 
-    // Not applied (dropped before the server): the same row read back, nothing changed.
+    // Not applied (dropped before the server): the same row read back, deleted again at the
+    // version read.
+    proxy.fault(Method::DELETE, by_external, Fault::Drop, 1);
+    assert_eq!(
+        handle(tool, delete("/memories/b.md")).await,
+        Ok("Successfully deleted /memories/b.md".to_string())
+    );
+    assert_eq!(s.content("b.md").await, None);
+    // Dropped twice: the second attempt's outcome is unknown too, and so is the delete's.
+    s.create("/memories/b.md", "b").await;
+    assert!(
+        handle(tool, json!({"command": "view", "path": "/memories/b.md"}))
+            .await
+            .is_ok()
+    );
     proxy.fault(Method::DELETE, by_external, Fault::Drop, 2);
     let e = handle(tool, delete("/memories/b.md")).await.unwrap_err();
     proxy.clear_faults();
-    assert!(e.changed_nothing(), "{e:?}");
-    assert_eq!(
-        s.content("b.md").await.as_deref(),
-        Some("b"),
-        "{}",
-        e.message()
-    );
+    assert_unknown(&e, "delete of /memories/b.md", &["/memories/b.md"]);
+    assert_eq!(s.content("b.md").await.as_deref(), Some("b"));
 
     // Applied, answer lost, and the read-back fails too: unknown, never "failed".
     proxy.fault(Method::DELETE, by_external, Fault::ForwardThenDrop, 1);

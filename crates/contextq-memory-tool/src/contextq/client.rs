@@ -774,13 +774,14 @@ impl Client {
 
     /// `DELETE /api/contexts/by-external/:externalId?requireTag=&workspace=` (extension
     /// `delete-by-external`): the context there deleted in one request, if it carries `tag` and
-    /// lives in `workspace` (else 404, nothing changed). Not repeated after an unknown outcome:
-    /// the caller reads back.
+    /// lives in `workspace` (else 404, nothing changed), and, with `if_match`, is at that
+    /// version (else 412). Not repeated after an unknown outcome: the caller reads back.
     pub async fn delete_by_external(
         &self,
         external_id: &str,
         tag: Option<&str>,
         workspace: Option<&str>,
+        if_match: Option<i64>,
     ) -> Result<()> {
         let mut path = format!("/api/contexts/by-external/{}", segment(external_id));
         let mut sep = '?';
@@ -790,7 +791,7 @@ impl Client {
                 sep = '&';
             }
         }
-        self.request(Method::DELETE, &path, None, None, Idempotency::Unsafe)
+        self.request(Method::DELETE, &path, None, if_match, Idempotency::Unsafe)
             .await?;
         Ok(())
     }

@@ -1116,8 +1116,9 @@ impl Store for ContextQStore {
     /// With the `delete-by-external` extension, one request: the row at the path's external
     /// id, within this store's tag and the path's workspace, whatever its version. A 404 is no
     /// file there. An answer lost is read back against the row known at the path before: gone,
-    /// deleted; that row still there, not applied (ids are never reused); anything else
-    /// unknown (a directory's path, where no row was known, reads back as gone too).
+    /// deleted; that row still there, deleted again at the version read, so that the first
+    /// request committing late cannot make the answer wrong (gone by then: deleted); anything
+    /// else unknown (a directory's path, where no row was known, reads back as gone too).
     async fn delete_file(&self, path: &MemoryPath) -> Result<bool> {
         if !self.extensions().await?.delete_by_external {
             return Err(Error::NotSupported {
@@ -1129,25 +1130,38 @@ impl Store for ContextQStore {
             return Ok(false);
         };
         let known = self.ids().get(&external_id).cloned();
-        match self
-            .client
-            .delete_by_external(&external_id, Some(&self.tag), Some(&target.workspace))
-            .await
-        {
+        let delete = |if_match| {
+            self.client.delete_by_external(
+                &external_id,
+                Some(&self.tag),
+                Some(&target.workspace),
+                if_match,
+            )
+        };
+        let e = match delete(None).await {
             Ok(()) => {
                 self.forget(&external_id);
-                Ok(true)
+                return Ok(true);
             }
-            Err(e) if refused(&e, ErrorCode::NotFound) => Ok(false),
-            Err(e) if is_ambiguous(&e) => match self.client.get_by_external(&external_id).await {
-                Ok(None) if known.is_some() => {
-                    self.forget(&external_id);
-                    Ok(true)
+            Err(e) if refused(&e, ErrorCode::NotFound) => return Ok(false),
+            Err(e) if is_ambiguous(&e) => e,
+            Err(e) => return Err(e),
+        };
+        let deleted = match self.client.get_by_external(&external_id).await {
+            Ok(None) => known.is_some(),
+            Ok(Some(now)) if known.as_deref() == Some(now.context.id.as_str()) => {
+                match delete(Some(now.context.version)).await {
+                    Ok(()) => true,
+                    Err(again) => refused(&again, ErrorCode::NotFound),
                 }
-                Ok(Some(now)) if known.as_deref() == Some(now.context.id.as_str()) => Err(e),
-                _ => Err(unknown(path, "delete", e)),
-            },
-            Err(e) => Err(e),
+            }
+            _ => false,
+        };
+        if deleted {
+            self.forget(&external_id);
+            Ok(true)
+        } else {
+            Err(unknown(path, "delete", e))
         }
     }
 
