@@ -196,6 +196,9 @@ async fn sign_out(State(s): State<AppState>, caller: Caller) -> Result<Response,
         ));
     }
     tenants::revoke_key(&s.db, Some(&caller.key_id), None).await?;
+    // This process at once: on PostgreSQL its own notification reaches its listener a moment
+    // later, and the next request must not find the session in the cache meanwhile.
+    s.key_cache.clear();
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
