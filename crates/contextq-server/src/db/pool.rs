@@ -29,12 +29,11 @@ pub struct Db {
     versions_kept: u32,
     /// SQLite: flush the write-ahead log at every commit.
     sync_commits: bool,
-    /// SQLite: checkpoint in the background ([`DbOptions::checkpoint_interval`]).
-    background_checkpoints: bool,
     /// Commits made through this pool, for the background checkpoint to see there is work.
     commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    /// Stops the background checkpoint when the last clone of this `Db` is dropped.
-    _checkpointer: Option<std::sync::Arc<AbortOnDrop>>,
+    /// SQLite: the background checkpoint ([`DbOptions::checkpoint_interval`]), stopped when
+    /// the last clone of this `Db` is dropped; `None` when SQLite checkpoints on its own.
+    checkpointer: Option<std::sync::Arc<AbortOnDrop>>,
 }
 
 /// Aborts its task when dropped.
@@ -207,8 +206,8 @@ pub struct DbOptions {
     /// SQLite: how often a background task checkpoints the write-ahead log (copies committed
     /// pages into the database file, a PASSIVE checkpoint), when there were commits since the
     /// last time (default [`DEFAULT_CHECKPOINT_INTERVAL`], 50 ms). Commits then never run a
-    /// checkpoint themselves (`wal_autocheckpoint = 0`), so no write waits for one (they were
-    /// a tenth of the embedded default's time, docs/benchmarks.md). `None`: SQLite's own
+    /// checkpoint themselves (`wal_autocheckpoint = 0`), so no write waits for one (4-5% of the
+    /// embedded default's time in the 5,000-command trace, docs/benchmarks.md). `None`: SQLite's own
     /// checkpoint, run by the commit that takes the log past 1,000 pages. PostgreSQL: no
     /// effect.
     pub checkpoint_interval: Option<Duration>,
@@ -329,9 +328,8 @@ impl Db {
             audit_key: options.audit_key.clone().map(std::sync::Arc::new),
             versions_kept: options.versions_kept,
             sync_commits: options.sync_commits,
-            background_checkpoints,
             commits,
-            _checkpointer: checkpointer,
+            checkpointer,
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -433,7 +431,7 @@ impl Db {
     async fn sqlite_connection(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
         use sqlx::Connection as _;
         let mut conn = sqlx::AnyConnection::connect(&self.url).await?;
-        for pragma in sqlite_setup(self.sync_commits, self.background_checkpoints) {
+        for pragma in sqlite_setup(self.sync_commits, self.checkpointer.is_some()) {
             sqlx::query(pragma).execute(&mut conn).await?;
         }
         Ok(conn)
