@@ -9,23 +9,32 @@
 //! [`crate::audit`]): that serialises the writers of one tenant across processes and servers
 //! (SQLite: `BEGIN IMMEDIATE`, one writer for the whole file; PostgreSQL: the row lock), and
 //! versions are still checked in SQL (`WHERE version = $n`), so several server processes on one
-//! PostgreSQL are correct together. A write is two queries ([`Db::begin_with_read`],
-//! [`Write::commit`]); on SQLite they run on the process's one write connection, held in its
-//! writer slot (no pool check-out, no release ping). Errors of connecting and
-//! migrating are [`crate::Error`]s; the queries of the data layer give `sqlx::Error`s, which
-//! [`crate::store::Error`] wraps.
+//! PostgreSQL are correct together. A write is two steps ([`Db::begin_with_read`],
+//! [`Write::commit`]). On SQLite both run on this process's direct connection (module `direct`:
+//! rusqlite on the same bundled SQLite, not sqlx's worker thread), with the process's writer
+//! slot held: on the calling thread when nothing in them can wait, on the connection's own
+//! thread when they can (another process's lock, a commit that flushes to disk). Point reads on
+//! the request path ([`Db::read_one`]) use it too when it is idle. Rows of both drivers come
+//! back as one type, [`Row`]. Errors of connecting and migrating are [`crate::Error`]s; the
+//! queries of the data layer give `sqlx::Error`s (the direct connection's failures converted,
+//! SQLite's code and message kept), which [`crate::store::Error`] wraps.
 //!
 //! # Contents
 //! - [`pool`](self::pool): [`Db`], [`DbOptions`], the writer slot, [`Write`], [`WriteTx`], [`Reader`].
 //! - [`backend`](self::backend): [`Backend`], URL forms, [`redact_url`], [`create_postgres_database`],
 //!   [`drop_postgres_database`].
 //! - [`migrate`](self::migrate): the list of migrations and their runner.
-//! - [`batch`](self::batch): [`Batch`], [`Bind`], [`inline`]: a write's statements as one query.
+//! - [`batch`](self::batch): [`Batch`], [`Bind`], [`inline`]: a write's statements.
+//! - [`row`](self::row): [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
+//!   read them.
+//! - `direct`: SQLite's direct connection (crate-private).
 
 pub mod backend;
 pub mod batch;
+mod direct;
 mod migrate;
 pub mod pool;
+pub mod row;
 
 pub use backend::{Backend, create_postgres_database, drop_postgres_database, redact_url};
 pub use batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, has_nul, inline, placeholders};
@@ -33,6 +42,7 @@ pub use migrate::latest_schema_version;
 pub use pool::{
     DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_VERSIONS_KEPT, Db, DbOptions, Reader, Write, WriteTx,
 };
+pub use row::{ColumnIndex, Field, Row, Value};
 
 /// Now, RFC 3339 UTC with milliseconds: how every time is stored.
 pub fn now() -> String {

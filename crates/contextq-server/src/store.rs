@@ -21,11 +21,8 @@
 //! - [`history`]: versions of contexts (written by every change to one) and their reads.
 //! - [`tenants`]: tenants, users and API keys (operator commands and authentication).
 
-use sqlx::Row;
-use sqlx::any::AnyRow;
-
 use crate::audit::{Head, Record};
-use crate::db::{Backend, Batch, BatchError, Bind, Db, has_nul};
+use crate::db::{Backend, Batch, BatchError, Bind, Db, Row, has_nul};
 pub use crate::db::{new_id, now};
 
 pub mod activity;
@@ -233,7 +230,7 @@ const LOCK_HEAD: &str = "SELECT 1 FROM audit_heads WHERE tenant_id = $1 FOR UPDA
 /// The locked head from a read statement's `head_seq`, `head_hash`, `head_keyed_from` and
 /// `head_mac` columns; with an audit key its MAC must verify (a write never extends a chain
 /// whose head was tampered with).
-fn head_from(row: &AnyRow, tenant_id: &str, key: Option<&crate::audit::AuditKey>) -> Result<Head> {
+fn head_from(row: &Row, tenant_id: &str, key: Option<&crate::audit::AuditKey>) -> Result<Head> {
     let mac: Option<String> = row.try_get("head_mac")?;
     Head::new(
         tenant_id,
@@ -270,7 +267,7 @@ async fn write<T>(
     tenant_id: &str,
     entity: &str,
     read: (String, Vec<Bind>),
-    decide: impl FnOnce(Head, &AnyRow) -> Result<Outcome<T>>,
+    decide: impl FnOnce(Head, &Row) -> Result<Outcome<T>>,
 ) -> Result<T> {
     let (sql, binds) = read;
     let nul = || Error::Invalid("a value contains NUL (U+0000), which is not allowed".into());
@@ -345,7 +342,7 @@ fn tags_text(tags: &[String]) -> String {
     serde_json::to_string(tags).unwrap_or_else(|_| "[]".into())
 }
 
-fn workspace_from_row(row: &AnyRow) -> Result<contextq_api::Workspace> {
+fn workspace_from_row(row: &Row) -> Result<contextq_api::Workspace> {
     Ok(contextq_api::Workspace {
         id: row.try_get("id")?,
         slug: row.try_get("slug")?,

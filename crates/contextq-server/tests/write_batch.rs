@@ -25,7 +25,7 @@ async fn db(b: Backend) -> (TestDatabase, Db) {
     (database, db)
 }
 
-async fn begin(db: &Db) -> (Write, Option<sqlx::any::AnyRow>) {
+async fn begin(db: &Db) -> (Write, Option<contextq_server::db::Row>) {
     db.begin_with_read(
         "SELECT 1 FROM probe WHERE id = $1 FOR UPDATE OFFSET 1",
         "SELECT COUNT(*) AS n FROM probe WHERE id >= $1",

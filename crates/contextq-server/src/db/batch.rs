@@ -1,14 +1,15 @@
-//! The writes of one transaction as one query: [`Batch`] (statements with the row counts they
-//! must change, checked in the database), the values inlined as SQL literals on PostgreSQL
-//! ([`inline`]) and bound on SQLite ([`renumber`]), and [`BatchError`].
+//! The writes of one transaction: [`Batch`] (statements with the row counts they must change),
+//! on PostgreSQL one query with the values inlined as SQL literals ([`inline`]) and the counts
+//! checked in the database, on SQLite bound and checked statement by statement (module
+//! `direct`), and [`BatchError`].
 //!
 //! Inlining is what makes a write two round trips on PostgreSQL (the simple protocol sends many
 //! statements at once, but cannot bind parameters): a text becomes a dollar-quoted literal with a
-//! random tag it does not contain, so no character of it is ever interpreted. SQLite binds the
-//! parameters of a query of several statements, so there the values are bound and the query's
-//! text is the same for every write of one shape: prepared once per connection instead of parsed
-//! at every write (parsing was a fifth of the embedded default's CPU time). The property test
-//! `tests/write_batch.rs` round-trips arbitrary strings through both databases.
+//! random tag it does not contain, so no character of it is ever interpreted. On SQLite the
+//! values are bound, so each statement's text is the same for every write of one shape: prepared
+//! once per connection instead of parsed at every write (parsing was a fifth of the embedded
+//! default's CPU time). The property test `tests/write_batch.rs` round-trips arbitrary strings
+//! through both databases.
 
 use super::Backend;
 
@@ -25,9 +26,9 @@ pub enum Bind {
     OptInt(Option<i64>),
 }
 
-/// The writes of one transaction, decided before any is made, sent as one query with `COMMIT`
-/// ([`Write::commit`], [`Batch::into_checked`]): one round trip on PostgreSQL (the statements
-/// become one statement of data-modifying CTEs), one hop to sqlx's worker thread on SQLite.
+/// The writes of one transaction, decided before any is made, committed by [`Write::commit`]:
+/// one round trip on PostgreSQL (the statements become one statement of data-modifying CTEs,
+/// [`Batch::into_postgres`]), one step on SQLite's direct connection.
 /// Each statement uses its own `$1..$n`; each may say how many rows it must change, and the
 /// batch fails (and the transaction with it) when one changes another number.
 #[derive(Debug, Default)]
@@ -35,15 +36,10 @@ pub struct Batch {
     statements: Vec<(String, Vec<Bind>, Option<u64>)>,
 }
 
-/// Whether `e` is the failure [`Batch::into_checked`] provokes when a statement changed
-/// another number of rows than it had to: division by zero on PostgreSQL (22012), malformed
-/// JSON from `json('batch check')` on SQLite (which has no statement that raises an error).
-pub(super) fn is_failed_check(e: &sqlx::Error, backend: Backend) -> bool {
-    match (e, backend) {
-        (sqlx::Error::Database(d), Backend::Postgres) => d.code().as_deref() == Some("22012"),
-        (sqlx::Error::Database(d), Backend::Sqlite) => d.message().contains("malformed JSON"),
-        _ => false,
-    }
+/// Whether `e` is the failure [`Batch::into_postgres`] provokes when a statement changed
+/// another number of rows than it had to: division by zero (22012).
+pub(super) fn is_failed_check(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("22012"))
 }
 
 /// Whether a text value contains NUL (U+0000).
@@ -169,72 +165,52 @@ impl Batch {
         self.statements.iter().any(|(_, binds, _)| has_nul(binds))
     }
 
-    /// The batch as one query of `backend` that fails unless every statement changed the rows
-    /// it had to, its values to bind (`$1..$n` across the whole query), and the rows each
-    /// statement had to change.
-    ///
-    /// PostgreSQL: one statement of data-modifying CTEs, `WITH s0 AS (... RETURNING 1), ...
-    /// SELECT 1 / (CASE WHEN <each count is right> THEN 1 ELSE 0 END)` (division by zero
-    /// otherwise), the values inlined ([`inline`]; the simple protocol cannot bind), so no
-    /// values are returned. SQLite: the statements one after another, their parameters
-    /// renumbered into one sequence, each checked by `SELECT CASE WHEN changes() = n THEN 1 ELSE
-    /// json('batch check ' || changes()) END`, which raises "malformed JSON" when the count is
-    /// wrong (the argument is not constant, so SQLite never evaluates it ahead of the `CASE`).
-    /// Bound rather than inlined, the same shape of write is the same text, so sqlx prepares it
-    /// once per connection instead of SQLite parsing every write anew.
-    pub fn into_checked(self, backend: Backend) -> (String, Vec<Bind>, Vec<Option<u64>>) {
-        let expects: Vec<Option<u64>> = self.statements.iter().map(|s| s.2).collect();
-        if self.statements.is_empty() {
-            return ("SELECT 1".into(), Vec::new(), expects);
-        }
-        match backend {
-            Backend::Postgres => {
-                let mut ctes = Vec::new();
-                let mut checks = Vec::new();
-                for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
-                    ctes.push(format!(
-                        "s{index} AS ({} RETURNING 1)",
-                        inline(&sql, &binds, backend)
-                    ));
-                    if let Some(n) = expect {
-                        checks.push(format!("(SELECT COUNT(*) FROM s{index}) = {n}"));
-                    }
-                }
-                if checks.is_empty() {
-                    checks.push("TRUE".into());
-                }
-                let sql = format!(
-                    "WITH {} SELECT 1 / (CASE WHEN {} THEN 1 ELSE 0 END)",
-                    ctes.join(", "),
-                    checks.join(" AND ")
-                );
-                (sql, Vec::new(), expects)
-            }
-            Backend::Sqlite => {
-                let mut parts = Vec::new();
-                let mut all = Vec::new();
-                for (sql, binds, expect) in self.statements {
-                    parts.push(renumber(&sql, all.len(), binds.len()));
-                    all.extend(binds);
-                    if let Some(n) = expect {
-                        parts.push(format!(
-                            "SELECT CASE WHEN changes() = {n} THEN 1 ELSE json('batch check ' || changes()) END"
-                        ));
-                    }
-                }
-                (parts.join("; "), all, expects)
-            }
-        }
+    /// The rows each statement must change (`None`: any number), in order.
+    pub fn expected(&self) -> Vec<Option<u64>> {
+        self.statements.iter().map(|s| s.2).collect()
     }
-}
 
-/// `sql` with each parameter `$k` (1 <= k <= `count`) written `$(k + offset)`: a statement's
-/// own numbering moved into the sequence of a query of several statements. Any other `$`
-/// is left as it is, like [`inline`] leaves it.
-pub fn renumber(sql: &str, offset: usize, count: usize) -> String {
-    each_parameter(sql, |k| {
-        (1..=count).contains(&k).then(|| format!("${}", k + offset))
-    })
+    /// The statements: each with its values (`$1..$n` of its own) and the rows it must change.
+    pub fn statements(&self) -> &[(String, Vec<Bind>, Option<u64>)] {
+        &self.statements
+    }
+
+    /// The statements, owned (SQLite runs them one at a time, each prepared once per
+    /// connection and checked as it runs: module `direct`).
+    pub fn into_statements(self) -> Vec<(String, Vec<Bind>, Option<u64>)> {
+        self.statements
+    }
+
+    /// PostgreSQL: the batch as one statement of data-modifying CTEs, `WITH s0 AS (...
+    /// RETURNING 1), ... SELECT 1 / (CASE WHEN <each count is right> THEN 1 ELSE 0 END)`
+    /// (division by zero otherwise), the values inlined ([`inline`]; the simple protocol cannot
+    /// bind), and the rows each statement had to change.
+    pub fn into_postgres(self) -> (String, Vec<Option<u64>>) {
+        let expects = self.expected();
+        if self.statements.is_empty() {
+            return ("SELECT 1".into(), expects);
+        }
+        let mut ctes = Vec::new();
+        let mut checks = Vec::new();
+        for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
+            ctes.push(format!(
+                "s{index} AS ({} RETURNING 1)",
+                inline(&sql, &binds, Backend::Postgres)
+            ));
+            if let Some(n) = expect {
+                checks.push(format!("(SELECT COUNT(*) FROM s{index}) = {n}"));
+            }
+        }
+        if checks.is_empty() {
+            checks.push("TRUE".into());
+        }
+        let sql = format!(
+            "WITH {} SELECT 1 / (CASE WHEN {} THEN 1 ELSE 0 END)",
+            ctes.join(", "),
+            checks.join(" AND ")
+        );
+        (sql, expects)
+    }
 }
 
 /// Binds `binds` in order.
@@ -267,18 +243,16 @@ mod tests {
 
     #[test]
     fn batches_become_one_checked_query() {
-        let batch = || {
-            let mut b = Batch::default();
-            b.push(
-                "UPDATE t SET a = $1 WHERE id = $2",
-                vec![Bind::Int(1), Bind::Text("x".into())],
-                Some(1),
-            );
-            b.push("DELETE FROM u WHERE id = $1", vec![Bind::Int(9)], None);
-            b
-        };
-        let (sql, binds, expects) = batch().into_checked(Backend::Postgres);
-        assert_eq!(binds, vec![], "PostgreSQL's batch is inlined");
+        let mut batch = Batch::default();
+        batch.push(
+            "UPDATE t SET a = $1 WHERE id = $2",
+            vec![Bind::Int(1), Bind::Text("x".into())],
+            Some(1),
+        );
+        batch.push("DELETE FROM u WHERE id = $1", vec![Bind::Int(9)], None);
+        assert_eq!(batch.expected(), vec![Some(1), None]);
+        assert_eq!(batch.statements()[1].1, vec![Bind::Int(9)]);
+        let (sql, expects) = batch.into_postgres();
         assert!(
             sql.starts_with("WITH s0 AS (UPDATE t SET a = 1 WHERE id = $cq"),
             "{sql}"
@@ -290,33 +264,10 @@ mod tests {
             "{sql}"
         );
         assert_eq!(expects, vec![Some(1), None]);
-        let (sql, binds, _) = batch().into_checked(Backend::Sqlite);
         assert_eq!(
-            sql,
-            "UPDATE t SET a = $1 WHERE id = $2; SELECT CASE WHEN changes() = 1 THEN 1 ELSE json('batch check ' || changes()) END; DELETE FROM u WHERE id = $3"
+            Batch::default().into_postgres(),
+            ("SELECT 1".to_string(), vec![])
         );
-        assert_eq!(
-            binds,
-            vec![Bind::Int(1), Bind::Text("x".into()), Bind::Int(9)]
-        );
-        assert_eq!(
-            Batch::default().into_checked(Backend::Sqlite),
-            ("SELECT 1".to_string(), vec![], vec![])
-        );
-    }
-
-    #[test]
-    fn renumbering_moves_a_statements_parameters_only() {
-        assert_eq!(
-            renumber(
-                "a = $1 AND b = $2 AND c = $1 AND d = $3 AND e = '$.x' AND f = $",
-                4,
-                2
-            ),
-            "a = $5 AND b = $6 AND c = $5 AND d = $3 AND e = '$.x' AND f = $"
-        );
-        assert_eq!(renumber("x = $10", 0, 10), "x = $10");
-        assert_eq!(renumber("x = $10", 2, 10), "x = $12");
     }
 
     #[test]

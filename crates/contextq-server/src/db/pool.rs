@@ -4,12 +4,13 @@
 
 use std::time::Duration;
 
-use sqlx::any::AnyRow;
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::{Any, AnyPool, Transaction};
 
 use super::backend::sqlite_url;
 use super::batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, inline, is_failed_check};
+use super::direct::{CommitError, DirectConnection, Slot};
+use super::row::Row;
 use super::{Backend, redact_url};
 use crate::error::{Error, Result};
 
@@ -34,6 +35,9 @@ pub struct Db {
     /// SQLite: the background checkpoint ([`DbOptions::checkpoint_interval`]), stopped when
     /// the last clone of this `Db` is dropped; `None` when SQLite checkpoints on its own.
     checkpointer: Option<std::sync::Arc<AbortOnDrop>>,
+    /// SQLite: this process's direct connection, which writes ([`Db::begin_with_read`]) and
+    /// point reads ([`Db::read_one`]) use (module `direct`).
+    direct: Option<std::sync::Arc<DirectConnection>>,
 }
 
 /// Aborts its task when dropped.
@@ -133,11 +137,6 @@ async fn checkpoint_in_background(
     }
 }
 
-/// SQLite: a write batch of at most this many statements is kept prepared on its connection
-/// (sqlx's statement cache, 100 queries): the writes of the memory tool's commands, not the
-/// one-off shapes of bulk writes.
-const PREPARED_BATCH_STATEMENTS: usize = 48;
-
 /// A write transaction (and, on SQLite, this process's writer slot until it ends).
 #[derive(Debug)]
 pub struct WriteTx {
@@ -201,7 +200,10 @@ pub struct DbOptions {
     /// answered write survives a power cut (`synchronous = FULL`; default true). False:
     /// `synchronous = NORMAL`, a commit survives a crash of the process and the database stays
     /// consistent, but a power cut or OS crash may roll back the last commits; the embedded
-    /// default's `--durability ordered`. PostgreSQL: no effect (its own `synchronous_commit`).
+    /// default's `--durability ordered`. A commit that does not flush (false, with background
+    /// checkpoints) runs on the calling thread; one that flushes runs on the direct
+    /// connection's thread, so no runtime thread waits for the disk. PostgreSQL: no effect (its
+    /// own `synchronous_commit`).
     pub sync_commits: bool,
     /// SQLite: how often a background task checkpoints the write-ahead log (copies committed
     /// pages into the database file, a PASSIVE checkpoint), when there were commits since the
@@ -320,7 +322,7 @@ impl Db {
             }
             _ => None,
         };
-        let db = Db {
+        let mut db = Db {
             pool,
             backend,
             writer,
@@ -330,6 +332,7 @@ impl Db {
             sync_commits: options.sync_commits,
             commits,
             checkpointer,
+            direct: None,
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -338,6 +341,9 @@ impl Db {
                 .await?;
         }
         db.migrate().await?;
+        if backend == Backend::Sqlite {
+            db.direct = Some(std::sync::Arc::new(db.open_direct()?));
+        }
         Ok(db)
     }
 
@@ -379,11 +385,11 @@ impl Db {
         self.backend
     }
 
-    /// A connection for reads. On SQLite, the write connection when no write holds it (its page
-    /// cache stays warm across this process's own writes, and nothing is checked out of the
-    /// pool, so there is no release ping: one hop to SQLite's worker thread per query instead
-    /// of two); a pooled connection while a write runs, so reads never wait for writes. On
-    /// PostgreSQL, a pooled connection.
+    /// A connection for reads. On SQLite, the slot's sqlx connection when no write or
+    /// provisioning transaction holds the slot (nothing is checked out of the pool, so there
+    /// is no release ping: one hop to sqlx's worker thread per query instead of two); a pooled
+    /// connection while one does, so reads never wait for writes. On PostgreSQL, a pooled
+    /// connection. Point reads on the request path use [`Db::read_one`] instead.
     pub async fn reader(&self) -> Result<Reader, sqlx::Error> {
         if self.backend == Backend::Sqlite
             && let Ok(mut slot) = self.writer.clone().try_lock_owned()
@@ -427,6 +433,25 @@ impl Db {
         Ok(slot)
     }
 
+    /// SQLite: the direct connection on the pool's file, set up as the pool's connections
+    /// are. Its commits run on the calling thread when they neither flush to disk nor
+    /// checkpoint (module `direct`).
+    fn open_direct(&self) -> Result<DirectConnection> {
+        use std::str::FromStr as _;
+        let options = sqlx::sqlite::SqliteConnectOptions::from_str(&self.url)
+            .map_err(|e| Error::Connect(redact_url(&self.url), e))?;
+        let query = self.url.split_once('?').map_or("", |(_, q)| q);
+        let read_only = query.split('&').any(|p| p == "mode=ro");
+        let background_checkpoints = self.checkpointer.is_some();
+        DirectConnection::open(
+            options.get_filename(),
+            read_only,
+            sqlite_setup(self.sync_commits, background_checkpoints),
+            !self.sync_commits && background_checkpoints,
+        )
+        .map_err(|e| Error::Connect(redact_url(&self.url), e))
+    }
+
     /// A new SQLite connection outside the pool, set up as the pool's are.
     async fn sqlite_connection(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
         use sqlx::Connection as _;
@@ -461,9 +486,27 @@ impl Db {
         })
     }
 
-    /// Closes the pool (waits for connections to be returned).
+    /// Closes the pool (waits for connections to be returned) and the direct connection.
     pub async fn close(&self) {
+        if let Some(direct) = &self.direct {
+            direct.close();
+        }
         self.pool.close().await;
+    }
+
+    /// The rows of one point read (`sql`, one statement, with `binds`; a lookup by key, not a
+    /// range that grows with the tenant): on SQLite read on the direct connection when it is
+    /// idle (no hop to a worker thread; its cache is the warmest), on the pool otherwise.
+    pub async fn read_one(&self, sql: &str, binds: Vec<Bind>) -> Result<Option<Row>, sqlx::Error> {
+        if let Some(direct) = &self.direct
+            && let Some(rows) = direct.try_read(sql, &binds)
+        {
+            return Ok(rows?.into_iter().next());
+        }
+        let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())), binds)
+            .fetch_optional(&mut *self.reader().await?)
+            .await?;
+        row.as_ref().map(Row::from_any).transpose()
     }
 }
 
@@ -476,10 +519,23 @@ impl Db {
 /// ever runs inside it.
 #[derive(Debug)]
 pub struct Write {
-    conn: Held,
-    backend: Backend,
+    conn: WriteConn,
+    /// Not yet committed nor rolled back.
     open: bool,
     commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The connection a [`Write`] runs on.
+#[derive(Debug)]
+enum WriteConn {
+    /// PostgreSQL: a pooled connection.
+    Postgres(sqlx::pool::PoolConnection<Any>),
+    /// SQLite: the direct connection, with this process's writer slot (`None` while a job on
+    /// the connection's thread carries it).
+    Sqlite {
+        slot: Option<Slot>,
+        direct: std::sync::Arc<DirectConnection>,
+    },
 }
 
 /// The connection a [`Write`] or a [`Reader`] holds.
@@ -496,14 +552,6 @@ impl Held {
         match self {
             Held::Pooled(c) => c,
             Held::Slot(slot) => slot.as_mut().expect("the slot holds a connection"),
-        }
-    }
-
-    /// Closes the connection instead of reusing it (the database rolls back what it had open).
-    fn discard(&mut self) {
-        match self {
-            Held::Pooled(c) => c.close_on_drop(),
-            Held::Slot(slot) => drop(slot.take()),
         }
     }
 }
@@ -530,8 +578,17 @@ impl std::ops::DerefMut for Reader {
 
 impl Drop for Write {
     fn drop(&mut self) {
-        if self.open {
-            self.conn.discard();
+        if !self.open {
+            return;
+        }
+        match &mut self.conn {
+            WriteConn::Postgres(c) => c.close_on_drop(),
+            // Ended before the slot is released (a job that carries the slot ends its own).
+            WriteConn::Sqlite {
+                slot: Some(_),
+                direct,
+            } => direct.rollback(),
+            WriteConn::Sqlite { slot: None, .. } => {}
         }
     }
 }
@@ -539,51 +596,49 @@ impl Drop for Write {
 impl Db {
     /// Round trip 1 of a write: begins the transaction, runs `lock` (a statement that takes
     /// the write's row locks and returns no rows), then `read` (which reads what the write
-    /// needs), both with `binds`, in one query. On PostgreSQL it is one simple-protocol query,
-    /// the values inlined as literals ([`inline`]), and `read` runs after `lock` was granted,
-    /// with a snapshot of its own (READ COMMITTED), so it sees every write committed before the
-    /// lock. On SQLite, `BEGIN IMMEDIATE` is the lock (one writer; `lock` is not sent), taken
-    /// after this process's writer slot, so that writers queue fairly instead of polling
-    /// SQLite's lock; the one query is one hop to sqlx's SQLite worker thread instead of three,
-    /// its values bound so that it is prepared once per connection (docs/benchmarks.md).
+    /// needs), both with `binds`, and gives the first row of `read`. On PostgreSQL it is one
+    /// simple-protocol query, the values inlined as literals ([`inline`]), and `read` runs
+    /// after `lock` was granted, with a snapshot of its own (READ COMMITTED), so it sees every
+    /// write committed before the lock. On SQLite, `BEGIN IMMEDIATE` is the lock (one writer;
+    /// `lock` is not sent), taken after this process's writer slot, so that writers queue
+    /// fairly instead of polling SQLite's lock; `read` runs bound, prepared once, on the
+    /// direct connection: on the calling thread when the lock is free, on the connection's
+    /// thread (waiting up to the busy timeout) when another process holds it.
     pub async fn begin_with_read(
         &self,
         lock: &str,
         read: &str,
         binds: Vec<Bind>,
-    ) -> Result<(Write, Option<AnyRow>), sqlx::Error> {
-        let conn = match self.backend {
-            Backend::Sqlite => Held::Slot(self.writer_slot().await?),
-            Backend::Postgres => Held::Pooled(self.pool.acquire().await?),
-        };
+    ) -> Result<(Write, Option<Row>), sqlx::Error> {
+        if let Some(direct) = &self.direct {
+            let slot = self.writer.clone().lock_owned().await;
+            let (row, slot) = direct.begin_with_read(slot, read, binds).await?;
+            let write = Write {
+                conn: WriteConn::Sqlite {
+                    slot: Some(slot),
+                    direct: direct.clone(),
+                },
+                open: true,
+                commits: self.commits.clone(),
+            };
+            return Ok((write, row));
+        }
+        let mut conn = self.pool.acquire().await?;
+        let query = format!(
+            "BEGIN; {}; {}",
+            inline(lock, &binds, Backend::Postgres),
+            inline(read, &binds, Backend::Postgres)
+        );
+        let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+            .fetch_all(&mut *conn)
+            .await;
         let mut write = Write {
-            conn,
-            backend: self.backend,
+            conn: WriteConn::Postgres(conn),
             open: true,
             commits: self.commits.clone(),
         };
-        let rows = match self.backend {
-            // Bound, so that sqlx prepares it once per connection (the read is the same text
-            // for every write of a kind).
-            Backend::Sqlite => {
-                let query = format!("BEGIN IMMEDIATE; {read}");
-                bind_all(sqlx::query(sqlx::AssertSqlSafe(query)), binds)
-                    .fetch_all(write.conn.get())
-                    .await
-            }
-            Backend::Postgres => {
-                let query = format!(
-                    "BEGIN; {}; {}",
-                    inline(lock, &binds, Backend::Postgres),
-                    inline(read, &binds, Backend::Postgres)
-                );
-                sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-                    .fetch_all(write.conn.get())
-                    .await
-            }
-        };
-        match rows {
-            Ok(rows) => Ok((write, rows.into_iter().next())),
+        match rows.and_then(|rows| rows.first().map(Row::from_any).transpose()) {
+            Ok(row) => Ok((write, row)),
             Err(e) => {
                 write.rollback().await;
                 Err(e)
@@ -594,22 +649,40 @@ impl Db {
 
 impl Write {
     /// Round trip 2 of a write: every statement of `batch`, each checked for the rows it had to
-    /// change, and `COMMIT`, in one query ([`Batch::into_checked`]). Nothing is committed when
-    /// a check fails or the database refuses a statement.
+    /// change, and `COMMIT`: on PostgreSQL in one query ([`Batch::into_postgres`]); on SQLite
+    /// statement by statement on the direct connection, on the calling thread when the commit
+    /// does not flush to disk, on the connection's thread when it does. Nothing is committed
+    /// when a check fails or the database refuses a statement.
     pub async fn commit(mut self, batch: Batch) -> Result<(), BatchError> {
-        let (sql, binds, expects) = batch.into_checked(self.backend);
-        let query = sqlx::AssertSqlSafe(format!("{sql}; COMMIT"));
-        let done = match self.backend {
-            Backend::Sqlite => {
-                // A bulk write's shape (its number of rows) rarely comes again: not kept.
-                bind_all(sqlx::query(query), binds)
-                    .persistent(expects.len() <= PREPARED_BATCH_STATEMENTS)
-                    .execute(self.conn.get())
+        let conn = match &mut self.conn {
+            WriteConn::Sqlite { slot, direct } => {
+                let expected = batch.expected();
+                let direct = direct.clone();
+                let taken = slot.take().expect("an open write holds the slot");
+                return match direct
+                    .commit(taken, batch.into_statements(), self.commits.clone())
                     .await
+                {
+                    // Committed, or rolled back by the failure: ended either way.
+                    Ok(_slot) => {
+                        self.open = false;
+                        Ok(())
+                    }
+                    Err(CommitError::Mismatch) => {
+                        self.open = false;
+                        Err(BatchError::Mismatch(BatchMismatch { expected }))
+                    }
+                    Err(CommitError::Database(e)) => {
+                        self.open = false;
+                        Err(BatchError::Database(e))
+                    }
+                };
             }
-            Backend::Postgres => sqlx::raw_sql(query).execute(self.conn.get()).await,
+            WriteConn::Postgres(conn) => conn,
         };
-        match done {
+        let (sql, expects) = batch.into_postgres();
+        let query = sqlx::AssertSqlSafe(format!("{sql}; COMMIT"));
+        match sqlx::raw_sql(query).execute(&mut **conn).await {
             Ok(_) => {
                 self.open = false;
                 self.commits
@@ -618,7 +691,7 @@ impl Write {
             }
             Err(e) => {
                 self.rollback().await;
-                if is_failed_check(&e, self.backend) {
+                if is_failed_check(&e) {
                     Err(BatchError::Mismatch(BatchMismatch { expected: expects }))
                 } else {
                     Err(BatchError::Database(e))
@@ -635,9 +708,17 @@ impl Write {
     /// Ends a transaction that will not commit; a connection that cannot even do that is
     /// closed instead of returned to the pool.
     async fn rollback(&mut self) {
-        match sqlx::raw_sql("ROLLBACK").execute(self.conn.get()).await {
-            Ok(_) => self.open = false,
-            Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
+        match &mut self.conn {
+            WriteConn::Sqlite { direct, .. } => {
+                direct.rollback();
+                self.open = false;
+            }
+            WriteConn::Postgres(conn) => {
+                match sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await {
+                    Ok(_) => self.open = false,
+                    Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
+                }
+            }
         }
     }
 }

@@ -9,8 +9,7 @@ use contextq_api::limits::{
     MAX_TITLE_BYTES, MAX_TYPE_BYTES,
 };
 use contextq_api::{Context, ContextInput, ContextSummary, Plan, TextEdit, UpsertResult};
-use sqlx::any::AnyRow;
-use sqlx::{AnyConnection, Row};
+use sqlx::AnyConnection;
 
 use super::decode;
 use super::history::{Change, Kept, Usage, Versions, kept_columns, kept_from, usage_columns};
@@ -18,7 +17,7 @@ use super::{
     Actor, Error, Outcome, Result, json_rows, new_id, now, tags_from, tags_text, workspaces, write,
 };
 use crate::audit::Head;
-use crate::db::{Batch, Bind, Db, placeholders};
+use crate::db::{Batch, Bind, Db, Row, placeholders};
 use contextq_api::history::Action;
 
 /// The columns of a summary (a context without its content), in one place; the joins give the
@@ -36,7 +35,7 @@ macro_rules! from_contexts {
     };
 }
 
-fn summary_from_row(row: &AnyRow) -> Result<ContextSummary> {
+fn summary_from_row(row: &Row) -> Result<ContextSummary> {
     Ok(ContextSummary {
         id: row.try_get("id")?,
         external_id: row.try_get("external_id")?,
@@ -51,7 +50,7 @@ fn summary_from_row(row: &AnyRow) -> Result<ContextSummary> {
     })
 }
 
-fn context_from_row(row: &AnyRow) -> Result<Context> {
+fn context_from_row(row: &Row) -> Result<Context> {
     let s = summary_from_row(row)?;
     Ok(Context {
         id: s.id,
@@ -83,7 +82,15 @@ pub async fn get_by_external(
         from_contexts!(),
         "WHERE c.tenant_id = $1 AND c.external_id = $2"
     );
-    one_context(&mut *db.reader().await?, sql, tenant_id, external_id).await
+    // A point read: on SQLite, on the direct connection when it is idle.
+    let binds = vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Text(external_id.to_string()),
+    ];
+    match db.read_one(sql, binds).await? {
+        Some(row) => Ok(Some(context_from_row(&row)?)),
+        None => Ok(None),
+    }
 }
 
 /// A context by id.
@@ -114,7 +121,10 @@ async fn one_context(
         .bind(key.to_string())
         .fetch_optional(&mut *conn)
         .await?;
-    row.as_ref().map(context_from_row).transpose()
+    match row {
+        Some(row) => Ok(Some(context_from_row(&Row::from_any(&row)?)?)),
+        None => Ok(None),
+    }
 }
 
 /// Filters and page of `GET /api/contexts`.
@@ -214,8 +224,10 @@ pub async fn list(
         };
     }
     let rows = query.fetch_all(&mut *db.reader().await?).await?;
-    let mut items: Vec<ContextSummary> =
-        rows.iter().map(summary_from_row).collect::<Result<_>>()?;
+    let mut items: Vec<ContextSummary> = Row::from_any_rows(&rows)?
+        .iter()
+        .map(summary_from_row)
+        .collect::<Result<_>>()?;
     let next = if items.len() as i64 > q.limit {
         items.truncate(q.limit as usize);
         items.last().map(|c| c.external_id.clone())
@@ -732,7 +744,7 @@ fn lock_context(
 
 impl Locked {
     /// What [`lock_context`]'s row says.
-    fn from_row(row: &AnyRow) -> Result<Locked> {
+    fn from_row(row: &Row) -> Result<Locked> {
         let context = match row.try_get::<Option<String>, _>("id")? {
             Some(_) => Some((
                 context_from_row(row)?,
@@ -789,7 +801,7 @@ impl Locked {
 /// The context a write by id locked, writable at `if_match` (see [`writable`]), with its
 /// workspace and the versions the write records.
 fn locked_writable<'a>(
-    row: &AnyRow,
+    row: &Row,
     db: &Db,
     actor: Actor<'a>,
     id: &str,

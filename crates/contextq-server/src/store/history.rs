@@ -21,12 +21,11 @@ use contextq_api::Plan;
 use contextq_api::history::{
     Action, HistoryPage, PastState, PathAt, Version, VersionPage, VersionSummary,
 };
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use sqlx::Row as _;
 
 use super::{Error, Result, tags_from, tags_text, workspaces};
 use crate::audit::Head;
-use crate::db::{Batch, Bind, Db, placeholders};
+use crate::db::{Batch, Bind, Db, Row, placeholders};
 
 /// An external id's versions, as a write reads them under the lock: the oldest kept number
 /// (`None`: none kept) and the last number ever given (`version_counters`; `None`: never had
@@ -97,7 +96,7 @@ pub(super) struct Usage {
 
 impl Usage {
     /// The [`Usage`] of a row read with [`usage_columns`].
-    pub fn from_row(row: &AnyRow) -> Result<Usage> {
+    pub fn from_row(row: &Row) -> Result<Usage> {
         #[derive(serde::Deserialize)]
         struct Seq {
             seq: i64,
@@ -285,7 +284,7 @@ pub(super) fn kept_columns(external_id_expr: &str) -> String {
 }
 
 /// The [`Kept`] of a row read with [`kept_columns`].
-pub(super) fn kept_from(row: &AnyRow) -> Result<Kept> {
+pub(super) fn kept_from(row: &Row) -> Result<Kept> {
     Ok(Kept {
         min: row.try_get("kept_min")?,
         last: row.try_get("kept_last")?,
@@ -311,7 +310,7 @@ macro_rules! from_versions {
     };
 }
 
-fn summary_from_row(row: &AnyRow) -> Result<VersionSummary> {
+fn summary_from_row(row: &Row) -> Result<VersionSummary> {
     let action: String = row.try_get("action")?;
     Ok(VersionSummary {
         external_id: row.try_get("external_id")?,
@@ -424,8 +423,10 @@ pub async fn list(
     let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
         .fetch_all(&mut *db.reader().await?)
         .await?;
-    let mut versions: Vec<VersionSummary> =
-        rows.iter().map(summary_from_row).collect::<Result<_>>()?;
+    let mut versions: Vec<VersionSummary> = Row::from_any_rows(&rows)?
+        .iter()
+        .map(summary_from_row)
+        .collect::<Result<_>>()?;
     if versions.is_empty() && before.is_none() {
         return Err(Error::ContextNotFound {
             id: subject.id().to_string(),
@@ -466,9 +467,7 @@ pub async fn get(db: &Db, tenant_id: &str, subject: &Subject, version: i64) -> R
     sql.push_str(&subject_filter(db, tenant_id, subject, &mut binds).await?);
     binds.push(Bind::Int(version));
     sql.push_str(&format!(" AND v.version = ${}", binds.len()));
-    let row = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-        .fetch_optional(&mut *db.reader().await?)
-        .await?;
+    let row = db.read_one(&sql, binds).await?;
     match row {
         Some(row) => Ok(Version {
             summary: summary_from_row(&row)?,
@@ -590,7 +589,7 @@ pub async fn at(db: &Db, tenant_id: &str, q: &AtQuery) -> Result<HistoryPage> {
         let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
             .fetch_all(&mut *db.reader().await?)
             .await?;
-        for row in &rows {
+        for row in &Row::from_any_rows(&rows)? {
             let s = summary_from_row(row)?;
             found.insert((s.external_id.clone(), s.version), s);
         }
@@ -680,10 +679,15 @@ mod tests {
         (v, sqlite_text(batch))
     }
 
-    /// The SQLite query of `batch` with its values inlined, to read in assertions.
+    /// The statements of `batch` with their values inlined as SQLite literals, to read in
+    /// assertions.
     fn sqlite_text(batch: Batch) -> String {
-        let (sql, binds, _) = batch.into_checked(crate::db::Backend::Sqlite);
-        crate::db::inline(&sql, &binds, crate::db::Backend::Sqlite)
+        batch
+            .statements()
+            .iter()
+            .map(|(sql, binds, _)| crate::db::inline(sql, binds, crate::db::Backend::Sqlite))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     #[test]

@@ -17,12 +17,12 @@ use contextq_api::bodies::{PrefixChange, PrefixChanges, Tree, TreeEntry};
 use contextq_api::history::Action;
 use contextq_api::limits::{MAX_PREFIX_CONTEXTS, MAX_PREFIX_RENAME_BYTES, MAX_TITLE_BYTES};
 use serde::Deserialize;
-use sqlx::Row;
+use sqlx::Row as _;
 
 use super::contexts::Scope;
 use super::history::{Change, Kept, Usage, Versions, usage_columns};
 use super::{Actor, Error, Outcome, Result, decode, json_rows, now, tags_from, write};
-use crate::db::{Batch, Bind, Db};
+use crate::db::{Batch, Bind, Db, Row};
 
 /// What a [`rename_prefix`] moves: every context under `from` to `to` + what follows, its
 /// title rewritten by `retitle` when given.
@@ -511,7 +511,7 @@ fn read_prefix(db: &Db, actor: Actor<'_>, prefix: &str, to: Option<&str>) -> (St
 fn rows_in<'a>(
     db: &Db,
     actor: Actor<'a>,
-    row: &sqlx::any::AnyRow,
+    row: &Row,
     prefix: &str,
     scope: Scope<'_>,
 ) -> Result<(Vec<Found>, Versions<'a>)> {

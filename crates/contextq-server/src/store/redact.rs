@@ -17,7 +17,6 @@ use contextq_api::history::{
     Action, MAX_MATCHING_BYTES, MAX_REDACTED_VERSIONS, RedactedVersion, Redaction,
 };
 use serde::Deserialize;
-use sqlx::Row;
 
 use super::{Actor, Error, Outcome, Result, decode, json_rows, now, write};
 use crate::db::{Batch, Bind, Db};

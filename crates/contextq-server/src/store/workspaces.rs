@@ -1,14 +1,13 @@
 //! Workspaces: list, create, archive, delete (each change audited).
 
 use contextq_api::{Workspace, valid_slug};
-use sqlx::Row;
+use sqlx::Row as _;
 
 use sqlx::AnyConnection;
-use sqlx::any::AnyRow;
 
 use super::{Actor, Error, Outcome, Result, new_id, now, workspace_from_row, write};
 use crate::audit::Head;
-use crate::db::{Batch, BatchError, Bind, Db};
+use crate::db::{Batch, BatchError, Bind, Db, Row};
 
 /// The columns of a workspace row, in one place.
 macro_rules! columns {
@@ -27,7 +26,10 @@ pub async fn list(db: &Db, tenant_id: &str) -> Result<Vec<Workspace>> {
     .bind(tenant_id.to_string())
     .fetch_all(&mut *db.reader().await?)
     .await?;
-    rows.iter().map(workspace_from_row).collect()
+    Row::from_any_rows(&rows)?
+        .iter()
+        .map(workspace_from_row)
+        .collect()
 }
 
 /// The id of the workspace `slug` of the tenant.
@@ -62,7 +64,7 @@ fn lock_workspace(tenant_id: &str, slug: &str) -> (String, Vec<Bind>) {
 }
 
 /// The workspace and its context count from [`lock_workspace`]'s row.
-fn locked(row: &AnyRow) -> Result<Option<(Workspace, i64)>> {
+fn locked(row: &Row) -> Result<Option<(Workspace, i64)>> {
     Ok(match row.try_get::<Option<String>, _>("id")? {
         Some(_) => Some((workspace_from_row(row)?, row.try_get("contexts")?)),
         None => None,

@@ -1,0 +1,433 @@
+//! SQLite: this process's write connection, driven directly ([`DirectConnection`]) rather than through
+//! sqlx's worker thread.
+//!
+//! sqlx runs each SQLite connection on a thread of its own and hands every query and every
+//! row across; on the embedded default those hand-offs (thread wake-ups) cost more than the
+//! SQL (docs/benchmarks.md). This connection (rusqlite, on the same bundled SQLite library)
+//! runs a write on the calling thread when nothing in it can wait: `BEGIN IMMEDIATE` is tried
+//! without waiting, and a commit runs here only when it does not flush to disk (no `fsync`:
+//! `synchronous = NORMAL` with checkpoints in the background). Whatever can wait (another
+//! process holding the write lock, a commit that flushes) runs on the connection's own thread,
+//! so an async runtime thread never blocks on a lock or a disk. Reads use it too when it is
+//! idle ([`DirectConnection::try_read`]): its page cache is the warmest, having made the writes.
+//!
+//! Who may use it: the holder of this process's writer slot ([`super::Db`]) for a write; a
+//! read only when no write is open on it. A job sent to the thread carries the writer slot, so
+//! a request that gives up waiting cannot let the next write in before its transaction ended.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use super::batch::Bind;
+use super::row::{Row, Value};
+
+/// How long a write waits for another process's write lock (SQLite's busy timeout), as on
+/// the pool's connections.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Prepared statements kept per connection: every read and write statement of the memory
+/// tool's commands, several times over.
+const PREPARED_STATEMENTS: usize = 256;
+
+/// The writer slot a write holds (see [`super::Db`]).
+pub(crate) type Slot = tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>;
+
+type Job = Box<dyn FnOnce(&mut Option<Connection>) + Send>;
+
+/// The direct connection and the thread that runs what may wait.
+#[derive(Debug)]
+pub(crate) struct DirectConnection {
+    /// `None` once closed.
+    conn: Arc<Mutex<Option<Connection>>>,
+    jobs: std::sync::mpsc::Sender<Job>,
+    /// Commits run on the calling thread (they do not flush to disk).
+    inline_commits: bool,
+}
+
+/// A failure of the direct connection, as sqlx reports database errors (so that the store
+/// handles both drivers' failures alike).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct SqliteFailure {
+    message: String,
+    /// SQLite's extended result code, if SQLite failed (not the binding of a value).
+    code: Option<i32>,
+}
+
+impl sqlx::error::DatabaseError for SqliteFailure {
+    fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.code.map(|c| c.to_string().into())
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> sqlx::error::ErrorKind {
+        use sqlx::error::ErrorKind;
+        match self.code {
+            // SQLITE_CONSTRAINT_UNIQUE, SQLITE_CONSTRAINT_PRIMARYKEY
+            Some(2067 | 1555) => ErrorKind::UniqueViolation,
+            // SQLITE_CONSTRAINT_FOREIGNKEY
+            Some(787) => ErrorKind::ForeignKeyViolation,
+            // SQLITE_CONSTRAINT_NOTNULL
+            Some(1299) => ErrorKind::NotNullViolation,
+            // SQLITE_CONSTRAINT_CHECK
+            Some(275) => ErrorKind::CheckViolation,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+/// `e` as an `sqlx::Error`: a database failure keeps SQLite's extended code and message.
+fn to_sqlx(e: rusqlite::Error) -> sqlx::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(f, message) => {
+            sqlx::Error::Database(Box::new(SqliteFailure {
+                message: message.unwrap_or_else(|| f.to_string()),
+                code: Some(f.extended_code),
+            }))
+        }
+        other => sqlx::Error::Database(Box::new(SqliteFailure {
+            message: other.to_string(),
+            code: None,
+        })),
+    }
+}
+
+fn closed() -> sqlx::Error {
+    sqlx::Error::PoolClosed
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+}
+
+/// Binds each parameter `$k` of `stmt` to `binds[k - 1]` (a statement numbers its parameters
+/// `$1..$n`, in any order, each possibly more than once; SQLite names them, so the number is
+/// read from the name). A parameter without a value is an error, not a silent `NULL`.
+fn bind(stmt: &mut rusqlite::CachedStatement<'_>, binds: &[Bind]) -> rusqlite::Result<()> {
+    for i in 1..=stmt.parameter_count() {
+        let value = stmt
+            .parameter_name(i)
+            .and_then(|name| name.strip_prefix('$'))
+            .and_then(|k| k.parse::<usize>().ok())
+            .and_then(|k| k.checked_sub(1))
+            .and_then(|k| binds.get(k));
+        match value {
+            Some(Bind::Text(t) | Bind::OptText(Some(t))) => {
+                stmt.raw_bind_parameter(i, t.as_str())?
+            }
+            Some(Bind::Int(n) | Bind::OptInt(Some(n))) => stmt.raw_bind_parameter(i, *n)?,
+            Some(Bind::OptText(None) | Bind::OptInt(None)) => {
+                stmt.raw_bind_parameter(i, rusqlite::types::Null)?
+            }
+            None => {
+                return Err(rusqlite::Error::InvalidParameterName(format!(
+                    "{} (of {} values)",
+                    stmt.parameter_name(i).unwrap_or("?"),
+                    binds.len()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rows of `sql` (one statement) with `binds`; at most `limit`.
+fn query(conn: &Connection, sql: &str, binds: &[Bind], limit: usize) -> rusqlite::Result<Vec<Row>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    bind(&mut stmt, binds)?;
+    let names: Arc<[String]> = stmt
+        .column_names()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let Some(row) = rows.next()? else { break };
+        let mut values = Vec::with_capacity(names.len());
+        for i in 0..names.len() {
+            values.push(match row.get_ref(i)? {
+                ValueRef::Null => Value::Null,
+                ValueRef::Integer(n) => Value::Int(n),
+                ValueRef::Real(f) => Value::Real(f),
+                // Text that is not UTF-8 (a database written by hand) fails where it is read
+                // as text, as with sqlx.
+                ValueRef::Text(t) => match std::str::from_utf8(t) {
+                    Ok(s) => Value::Text(s.to_string()),
+                    Err(_) => Value::Blob(t.to_vec()),
+                },
+                ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+            });
+        }
+        out.push(Row::new(names.clone(), values));
+    }
+    Ok(out)
+}
+
+/// `BEGIN IMMEDIATE` (waiting for another process's lock as long as the connection's busy
+/// timeout allows), then the first row of `read`; rolled back if the read fails.
+fn begin_and_read(conn: &Connection, read: &str, binds: &[Bind]) -> rusqlite::Result<Option<Row>> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    match query(conn, read, binds, 1) {
+        Ok(mut rows) => Ok(rows.pop()),
+        Err(e) => {
+            rollback(conn);
+            Err(e)
+        }
+    }
+}
+
+/// What [`DirectConnection::commit`] can fail with.
+#[derive(Debug)]
+pub(crate) enum CommitError {
+    /// The database refused a statement or the commit.
+    Database(sqlx::Error),
+    /// A statement changed another number of rows than it had to.
+    Mismatch,
+}
+
+/// Each statement, checked for the rows it had to change, then `COMMIT` (counted in
+/// `commits`, for the background checkpoint); everything rolled back when one fails.
+fn apply(
+    conn: &Connection,
+    statements: &[(String, Vec<Bind>, Option<u64>)],
+    commits: &AtomicU64,
+) -> Result<(), CommitError> {
+    let run = || {
+        for (sql, binds, expect) in statements {
+            let mut stmt = conn.prepare_cached(sql).map_err(to_sqlx)?;
+            bind(&mut stmt, binds).map_err(to_sqlx)?;
+            let changed = stmt.raw_execute().map_err(to_sqlx)?;
+            if expect.is_some_and(|n| n != changed as u64) {
+                return Err(CommitError::Mismatch);
+            }
+        }
+        conn.execute_batch("COMMIT").map_err(to_sqlx)?;
+        commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    };
+    let out = run();
+    if out.is_err() {
+        rollback(conn);
+    }
+    out
+}
+
+impl From<sqlx::Error> for CommitError {
+    fn from(e: sqlx::Error) -> Self {
+        CommitError::Database(e)
+    }
+}
+
+/// Ends an open transaction without changes (nothing happens when none is open).
+fn rollback(conn: &Connection) {
+    if !conn.is_autocommit()
+        && let Err(e) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::warn!(error = %e, "rollback failed on the direct SQLite connection");
+    }
+}
+
+impl DirectConnection {
+    /// Opens `path` (which exists: the pool created and migrated it), sets it up with
+    /// `pragmas`, and starts its thread. `inline_commits`: commits do not flush to disk, so
+    /// they run on the calling thread.
+    pub(crate) fn open<'a>(
+        path: &Path,
+        read_only: bool,
+        pragmas: impl IntoIterator<Item = &'a str>,
+        inline_commits: bool,
+    ) -> Result<DirectConnection, sqlx::Error> {
+        let flags = if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+        } | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_EXRESCODE;
+        let conn = Connection::open_with_flags(path, flags).map_err(to_sqlx)?;
+        for pragma in pragmas {
+            conn.execute_batch(pragma).map_err(to_sqlx)?;
+        }
+        // Nothing on the calling thread waits for a lock: a busy database sends the write to
+        // the connection's thread, which waits (`BUSY_TIMEOUT`).
+        conn.busy_timeout(Duration::ZERO).map_err(to_sqlx)?;
+        conn.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
+        let conn = Arc::new(Mutex::new(Some(conn)));
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let theirs = conn.clone();
+        std::thread::Builder::new()
+            .name("contextq-sqlite-writer".into())
+            .spawn(move || {
+                for job in queue {
+                    let mut conn = theirs.lock().unwrap_or_else(|p| p.into_inner());
+                    // A job that panics fails its own caller (its answer is dropped), not
+                    // every later write; the next write ends what it left open.
+                    let run = std::panic::AssertUnwindSafe(|| job(&mut conn));
+                    if std::panic::catch_unwind(run).is_err() {
+                        tracing::error!("a job on the direct SQLite connection panicked");
+                    }
+                }
+            })
+            .map_err(sqlx::Error::Io)?;
+        Ok(DirectConnection {
+            conn,
+            jobs,
+            inline_commits,
+        })
+    }
+
+    /// The connection, locked (it is held only for the span of one statement or commit).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Connection>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `job` on the connection's thread with `slot`, and gives the slot back with its
+    /// answer; when the caller stopped waiting, `abandon` runs on the connection instead (the
+    /// slot is released after it).
+    async fn on_thread<R: Send + 'static>(
+        &self,
+        slot: Slot,
+        job: impl FnOnce(&Connection) -> R + Send + 'static,
+        abandon: impl FnOnce(&Connection) + Send + 'static,
+    ) -> Result<(R, Slot), sqlx::Error> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Box::new(move |conn: &mut Option<Connection>| {
+                let Some(conn) = conn.as_ref() else {
+                    // Closed: dropping the sender tells the caller.
+                    drop(slot);
+                    return;
+                };
+                let out = job(conn);
+                if let Err((_, slot)) = tx.send((out, slot)) {
+                    abandon(conn);
+                    drop(slot);
+                }
+            }))
+            .map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())
+    }
+
+    /// Round trip 1 of a write ([`super::Db::begin_with_read`]): `BEGIN IMMEDIATE` and the
+    /// first row of `read`. Here when the lock is free; on the thread, waiting for it, when
+    /// another process holds it. The slot comes back with the answer.
+    pub(crate) async fn begin_with_read(
+        &self,
+        slot: Slot,
+        read: &str,
+        binds: Vec<Bind>,
+    ) -> Result<(Option<Row>, Slot), sqlx::Error> {
+        {
+            let guard = self.lock();
+            let conn = guard.as_ref().ok_or_else(closed)?;
+            // A transaction left open by a write whose caller vanished mid-way is ended here:
+            // the slot holder is the only writer.
+            rollback(conn);
+            match conn.execute_batch("BEGIN IMMEDIATE") {
+                Ok(()) => {
+                    return match query(conn, read, &binds, 1) {
+                        Ok(mut rows) => Ok((rows.pop(), slot)),
+                        Err(e) => {
+                            rollback(conn);
+                            Err(to_sqlx(e))
+                        }
+                    };
+                }
+                Err(e) if is_busy(&e) => {}
+                Err(e) => return Err(to_sqlx(e)),
+            }
+        }
+        let read = read.to_string();
+        let (out, slot) = self
+            .on_thread(
+                slot,
+                move |conn| {
+                    let waited = conn
+                        .busy_timeout(BUSY_TIMEOUT)
+                        .and_then(|()| begin_and_read(conn, &read, &binds));
+                    conn.busy_timeout(Duration::ZERO).ok();
+                    waited
+                },
+                rollback,
+            )
+            .await?;
+        Ok((out.map_err(to_sqlx)?, slot))
+    }
+
+    /// Round trip 2 of a write ([`super::Write::commit`]): the statements, each checked, and
+    /// `COMMIT`; here when the commit does not flush to disk, on the thread otherwise.
+    pub(crate) async fn commit(
+        &self,
+        slot: Slot,
+        statements: Vec<(String, Vec<Bind>, Option<u64>)>,
+        commits: Arc<AtomicU64>,
+    ) -> Result<Slot, CommitError> {
+        if self.inline_commits {
+            let guard = self.lock();
+            let conn = guard.as_ref().ok_or_else(closed)?;
+            apply(conn, &statements, &commits)?;
+            return Ok(slot);
+        }
+        let (out, slot) = self
+            .on_thread(slot, move |conn| apply(conn, &statements, &commits), |_| {})
+            .await?;
+        out.map(|()| slot)
+    }
+
+    /// Ends the open write without changes (a refused write, or one dropped before commit).
+    pub(crate) fn rollback(&self) {
+        if let Some(conn) = self.lock().as_ref() {
+            rollback(conn);
+        }
+    }
+
+    /// The rows of `sql` (one statement) with `binds`, read here if the connection is idle
+    /// (no write open on it, nobody else using it, no other process's lock in the way);
+    /// `None` when it is not, for the caller to read elsewhere.
+    pub(crate) fn try_read(
+        &self,
+        sql: &str,
+        binds: &[Bind],
+    ) -> Option<Result<Vec<Row>, sqlx::Error>> {
+        let guard = self.conn.try_lock().ok()?;
+        let Some(conn) = guard.as_ref() else {
+            return Some(Err(closed()));
+        };
+        if !conn.is_autocommit() {
+            return None;
+        }
+        match query(conn, sql, binds, usize::MAX) {
+            Err(e) if is_busy(&e) => None,
+            other => Some(other.map_err(to_sqlx)),
+        }
+    }
+
+    /// Closes the connection (rolling back what was open); later uses fail as a closed pool.
+    pub(crate) fn close(&self) {
+        if let Some(conn) = self.lock().take() {
+            rollback(&conn);
+            drop(conn);
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! SQLite's direct write connection (`db/direct.rs`), through [`Db`]: a write waits for
+//! another connection's lock without blocking the runtime; a write given up while it waits
+//! leaves no transaction open; a read while a write is open sees only what is committed; a
+//! commit that runs here (no flush to disk) and one that runs on the connection's thread (a
+//! flush) both commit, and both roll back a wrong row count; a closed database refuses.
+
+use std::time::{Duration, Instant};
+
+use contextq_server::db::{Batch, BatchError, Bind, Write};
+use contextq_server::testing::TestDatabase;
+use contextq_server::{Backend, Db, DbOptions};
+use sqlx::Connection as _;
+
+async fn db(options: &DbOptions) -> (TestDatabase, Db) {
+    let database = TestDatabase::fresh(Backend::Sqlite).await;
+    let db = Db::connect(&database.url, options).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
+        .execute(db.pool())
+        .await
+        .unwrap();
+    (database, db)
+}
+
+/// Another connection on the same file (as another process would be), with no busy wait.
+async fn other(database: &TestDatabase) -> sqlx::SqliteConnection {
+    let mut conn = sqlx::SqliteConnection::connect(&database.url)
+        .await
+        .unwrap();
+    sqlx::raw_sql("PRAGMA busy_timeout = 0")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn
+}
+
+async fn begin(db: &Db) -> Result<Write, sqlx::Error> {
+    db.begin_with_read("", "SELECT COUNT(*) AS n FROM probe", vec![])
+        .await
+        .map(|(write, _)| write)
+}
+
+fn insert(id: i64, body: &str) -> Batch {
+    let mut batch = Batch::default();
+    batch.push(
+        "INSERT INTO probe (id, body) VALUES ($1, $2)",
+        vec![Bind::Int(id), Bind::Text(body.into())],
+        Some(1),
+    );
+    batch
+}
+
+async fn count(db: &Db) -> i64 {
+    db.read_one("SELECT COUNT(*) AS n FROM probe", vec![])
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get("n")
+        .unwrap()
+}
+
+fn ordered() -> DbOptions {
+    let mut options = DbOptions::default();
+    options.sync_commits = false;
+    options
+}
+
+#[tokio::test]
+async fn a_write_waits_for_another_connections_lock_off_the_runtime() {
+    let (database, db) = db(&DbOptions::default()).await;
+    let mut other = other(&database).await;
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let writer = db.clone();
+    let write = tokio::spawn(async move {
+        let write = begin(&writer).await?;
+        write
+            .commit(insert(1, "after the lock"))
+            .await
+            .map_err(|e| sqlx::Error::Protocol(e.to_string()))
+    });
+    // This (single-threaded) runtime keeps running while the write waits.
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the runtime was blocked"
+    );
+    assert!(!write.is_finished(), "the write did not wait for the lock");
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), write)
+        .await
+        .expect("the write went on once the lock was free")
+        .unwrap()
+        .unwrap();
+    assert_eq!(count(&db).await, 1);
+}
+
+#[tokio::test]
+async fn a_write_given_up_while_waiting_leaves_no_transaction_open() {
+    let (database, db) = db(&ordered()).await;
+    let mut other = other(&database).await;
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let gave_up = tokio::time::timeout(Duration::from_millis(200), begin(&db)).await;
+    assert!(gave_up.is_err(), "the write could not have begun");
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    // The abandoned job begins once the lock is free (its busy handler polls at most every
+    // 100 ms), finds nobody waiting, and rolls back: the lock is free again, and the other
+    // connection gets it without waiting.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    sqlx::raw_sql("BEGIN IMMEDIATE")
+        .execute(&mut other)
+        .await
+        .expect("the direct connection kept the write lock");
+    sqlx::raw_sql("ROLLBACK").execute(&mut other).await.unwrap();
+    let write = begin(&db).await.unwrap();
+    write.commit(insert(1, "next")).await.unwrap();
+    assert_eq!(count(&db).await, 1);
+}
+
+#[tokio::test]
+async fn a_read_while_a_write_is_open_sees_what_is_committed() {
+    for options in [DbOptions::default(), ordered()] {
+        let (_database, db) = db(&options).await;
+        let write = begin(&db).await.unwrap();
+        // Read elsewhere (the direct connection is in the write's transaction).
+        assert_eq!(count(&db).await, 0);
+        write.commit(insert(1, "one")).await.unwrap();
+        assert_eq!(count(&db).await, 1);
+        let row = db
+            .read_one("SELECT body FROM probe WHERE id = $1", vec![Bind::Int(1)])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.try_get::<String, _>("body").unwrap(), "one");
+        assert!(
+            db.read_one("SELECT body FROM probe WHERE id = $1", vec![Bind::Int(2)])
+                .await
+                .unwrap()
+                .is_none()
+        );
+    }
+}
+
+#[tokio::test]
+async fn commits_here_and_on_the_thread_commit_and_roll_back_alike() {
+    for options in [DbOptions::default(), ordered()] {
+        let (_database, db) = db(&options).await;
+        for id in 0..20 {
+            let write = begin(&db).await.unwrap();
+            write.commit(insert(id, "x")).await.unwrap();
+        }
+        assert_eq!(count(&db).await, 20);
+        let mut batch = insert(100, "kept?");
+        batch.push(
+            "UPDATE probe SET body = $1 WHERE id = $2",
+            vec![Bind::Text("y".into()), Bind::Int(999)],
+            Some(1),
+        );
+        let write = begin(&db).await.unwrap();
+        assert!(matches!(
+            write.commit(batch).await,
+            Err(BatchError::Mismatch(_))
+        ));
+        assert_eq!(count(&db).await, 20, "the wrong count committed nothing");
+        // A statement the database refuses (a duplicate key) rolls back the same way, with
+        // SQLite's code and message kept.
+        let write = begin(&db).await.unwrap();
+        match write.commit(insert(1, "dup")).await {
+            Err(BatchError::Database(sqlx::Error::Database(e))) => {
+                assert!(e.is_unique_violation(), "{e}");
+                assert!(e.message().contains("UNIQUE"), "{e}");
+            }
+            other => panic!("expected a unique violation, got {other:?}"),
+        }
+        assert_eq!(count(&db).await, 20);
+        // A write dropped before commit (a panic in between) is rolled back.
+        drop(begin(&db).await.unwrap());
+        let write = begin(&db).await.unwrap();
+        write.commit(insert(21, "after")).await.unwrap();
+        assert_eq!(count(&db).await, 21);
+    }
+}
+
+#[tokio::test]
+async fn a_parameter_without_a_value_is_an_error_not_null() {
+    let (_database, db) = db(&ordered()).await;
+    let write = begin(&db).await.unwrap();
+    let mut batch = Batch::default();
+    batch.push(
+        "INSERT INTO probe (id, body) VALUES ($1, $2)",
+        vec![Bind::Int(1)],
+        Some(1),
+    );
+    assert!(matches!(
+        write.commit(batch).await,
+        Err(BatchError::Database(_))
+    ));
+    assert_eq!(count(&db).await, 0);
+}
+
+#[tokio::test]
+async fn a_closed_database_refuses_writes_and_reads() {
+    let (_database, db) = db(&DbOptions::default()).await;
+    db.close().await;
+    assert!(begin(&db).await.is_err());
+    assert!(
+        db.read_one("SELECT 1 AS n", vec![]).await.is_err(),
+        "a read after close"
+    );
+}
