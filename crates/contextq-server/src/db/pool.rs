@@ -513,10 +513,11 @@ impl Db {
 /// A write transaction opened by its read (see [`Db::begin_with_read`]); finished by
 /// [`Write::commit`] with the batch of its changes, or by [`Write::abort`].
 ///
-/// A pooled connection inside a transaction begun by hand (on SQLite, with this process's
-/// writer slot). If it is dropped before commit or rollback (a panic), it is closed, not
-/// returned to the pool, so that the database rolls the transaction back and no other request
-/// ever runs inside it.
+/// On PostgreSQL a pooled connection inside a transaction begun by hand: if it is dropped
+/// before commit or rollback (a panic), it is closed, not returned to the pool, so that the
+/// database rolls the transaction back and no other request ever runs inside it. On SQLite the
+/// direct connection with this process's writer slot: dropped early, it rolls back before the
+/// slot is released.
 #[derive(Debug)]
 pub struct Write {
     conn: WriteConn,
