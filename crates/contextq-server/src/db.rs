@@ -20,12 +20,12 @@
 //! SQLite's code and message kept), which [`crate::store::Error`] wraps.
 //!
 //! # Contents
-//! - [`pool`](self::pool): [`Db`], [`DbOptions`], the writer slot, [`Write`], [`WriteTx`], [`Reader`].
-//! - [`backend`](self::backend): [`Backend`], URL forms, [`redact_url`], [`create_postgres_database`],
+//! - [`pool`]: [`Db`], [`DbOptions`], the writer slot, [`Write`], [`WriteTx`], [`Reader`].
+//! - [`backend`]: [`Backend`], URL forms, [`redact_url`], [`create_postgres_database`],
 //!   [`drop_postgres_database`].
-//! - [`migrate`](self::migrate): the list of migrations and their runner.
-//! - [`batch`](self::batch): [`Batch`], [`Bind`], [`inline`]: a write's statements.
-//! - [`row`](self::row): [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
+//! - `migrate`: the list of migrations and their runner.
+//! - [`batch`]: [`Batch`], [`Bind`], [`inline`]: a write's statements.
+//! - [`row`]: [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
 //!   read them.
 //! - `direct`: SQLite's direct connection (crate-private).
 

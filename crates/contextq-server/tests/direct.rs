@@ -2,7 +2,8 @@
 //! another connection's lock without blocking the runtime; a write given up while it waits
 //! leaves no transaction open; a read while a write is open sees only what is committed; a
 //! commit that runs here (no flush to disk) and one that runs on the connection's thread (a
-//! flush) both commit, and both roll back a wrong row count; a closed database refuses.
+//! flush) both commit, and both roll back a wrong row count; a closed database refuses; two
+//! `Db`s on one file (two processes) write alongside, each waiting for the other's lock.
 
 use std::time::{Duration, Instant};
 
@@ -212,4 +213,40 @@ async fn a_closed_database_refuses_writes_and_reads() {
         db.read_one("SELECT 1 AS n", vec![]).await.is_err(),
         "a read after close"
     );
+}
+
+/// Two `Db`s on one file (as two server processes would be), each with writers of its own
+/// running at once: every write lands once, whichever waited for the other's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_databases_on_one_file_write_alongside() {
+    let database = TestDatabase::fresh(Backend::Sqlite).await;
+    let first = Db::connect(&database.url, &ordered()).await.unwrap();
+    sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
+        .execute(first.pool())
+        .await
+        .unwrap();
+    let second = Db::connect(&database.url, &DbOptions::default())
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for (n, db) in [first.clone(), second.clone()].into_iter().enumerate() {
+        for w in 0..4i64 {
+            let db = db.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..25i64 {
+                    let id = (n as i64) * 1000 + w * 100 + i;
+                    let write = begin(&db).await.unwrap();
+                    write.commit(insert(id, "x")).await.unwrap();
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("the writes finished")
+            .unwrap();
+    }
+    assert_eq!(count(&first).await, 200);
+    assert_eq!(count(&second).await, 200);
 }

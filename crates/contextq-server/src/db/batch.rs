@@ -26,7 +26,7 @@ pub enum Bind {
     OptInt(Option<i64>),
 }
 
-/// The writes of one transaction, decided before any is made, committed by [`Write::commit`]:
+/// The writes of one transaction, decided before any is made, committed by [`super::Write::commit`]:
 /// one round trip on PostgreSQL (the statements become one statement of data-modifying CTEs,
 /// [`Batch::into_postgres`]), one step on SQLite's direct connection.
 /// Each statement uses its own `$1..$n`; each may say how many rows it must change, and the

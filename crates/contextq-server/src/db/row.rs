@@ -1,6 +1,6 @@
 //! [`Row`]: one row a write or a hot read got back, its values owned, the same type whichever
 //! driver read it (sqlx on PostgreSQL and on pooled SQLite connections, this process's direct
-//! SQLite connection, [`super::writer`]), so that the code deciding a write is written once.
+//! SQLite connection, module `direct`), so that the code deciding a write is written once.
 
 use std::sync::Arc;
 
