@@ -202,6 +202,12 @@ pub struct Tree {
     /// Each file and directory one or two levels beneath the prefix, ordered by path: the path
     /// after the prefix, a directory's ending with `/` and counting everything beneath it.
     pub entries: Vec<TreeEntry>,
+    /// With `file=<externalId>` (extension `tree-file`): the context at that external id, if
+    /// there is one within the tree's scope (`requireTag`, `workspace`) and the caller's
+    /// workspaces, and then instead of the tree (the other fields empty: a view shows the
+    /// file); absent otherwise, and the tree is as without `file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<Context>,
 }
 
 /// One entry of a [`Tree`].

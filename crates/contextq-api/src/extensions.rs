@@ -54,9 +54,14 @@ pub struct Extensions {
     /// external id in one request, within a tag and a workspace, `If-Match` optional (token
     /// `delete-by-external`).
     pub delete_by_external: bool,
+    /// `file=<externalId>` on `GET /api/contexts/tree`: the context at that external id, within
+    /// the tree's scope and the caller's workspaces, comes back beside the tree, so that a view
+    /// of a path that may be a file or a directory is one request (token `tree-file`; with
+    /// `tree`).
+    pub tree_file: bool,
 }
 
-const TOKENS: [&str; 16] = [
+const TOKENS: [&str; 17] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -73,6 +78,7 @@ const TOKENS: [&str; 16] = [
     "workspace-keys",
     "redaction",
     "delete-by-external",
+    "tree-file",
 ];
 
 impl Extensions {
@@ -94,9 +100,10 @@ impl Extensions {
         workspace_keys: true,
         redaction: true,
         delete_by_external: true,
+        tree_file: true,
     };
 
-    fn flags(&self) -> [bool; 16] {
+    fn flags(&self) -> [bool; 17] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -114,6 +121,7 @@ impl Extensions {
             self.workspace_keys,
             self.redaction,
             self.delete_by_external,
+            self.tree_file,
         ]
     }
 
@@ -137,6 +145,7 @@ impl Extensions {
             workspace_keys: has(TOKENS[13]),
             redaction: has(TOKENS[14]),
             delete_by_external: has(TOKENS[15]),
+            tree_file: has(TOKENS[16]),
         }
     }
 
@@ -161,7 +170,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

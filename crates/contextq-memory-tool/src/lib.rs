@@ -69,5 +69,7 @@ pub use handlers::{MemoryToolHandlers, ToolError};
 pub use path::{MemoryPath, PathError};
 pub use protocol::{Command, ToolDefinition, ToolResult};
 pub use retry::RetryConfig;
-pub use store::{Durability, Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version};
+pub use store::{
+    Durability, Entry, Listing, LocalStore, MemoryStore, PutMode, Store, Version, Viewed,
+};
 pub use tool::MemoryTool;

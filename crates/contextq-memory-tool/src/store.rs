@@ -36,6 +36,9 @@
 //!   one step (ContextQ's `delete-by-external` extension) implements it; `Ok(false)` says no
 //!   file is there. The default answers [`Error::NotSupported`] and the tool reads, then
 //!   deletes at the version read.
+//! - [`Store::view`] is what the tool's `view` reads: the file at the path, else the directory's
+//!   [`Store::outline`]. The default asks for one, then the other; a store that can ask for
+//!   both at once (ContextQ's `tree-file` extension) overrides it.
 //! - [`Store::remove_dir`] is called after every file beneath a directory was deleted; stores
 //!   with real directories remove it (and anything left in it), others do nothing.
 //! - [`Store::create_many`] is `put` with `Create` for many independent files, one result
@@ -105,6 +108,17 @@ pub struct Entry {
     pub version: Option<Version>,
     /// The backend's own identifier (ContextQ's row id), used in messages about partial failures.
     pub id: Option<String>,
+}
+
+/// What `view` finds at a path ([`Store::view`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Viewed {
+    /// The file there (a file wins over a directory of the same name).
+    File(Entry),
+    /// The directory there, as [`Store::outline`] gives it.
+    Directory(Listing),
+    /// Neither.
+    Missing,
 }
 
 /// How far a write goes before a store answers it (docs/stores.md, "Durability").
@@ -240,6 +254,14 @@ pub trait Store: Send + Sync + 'static {
         self.list(dir).await
     }
 
+    /// What `view` of `path` shows: the file there (not at the root), else the directory's
+    /// [`Store::outline`], else [`Viewed::Missing`]. Default: [`Store::get`], then
+    /// [`Store::outline`]. A store that can look for both at once overrides it, so that a view
+    /// of a directory is one step, not two.
+    async fn view(&self, path: &MemoryPath) -> Result<Viewed> {
+        view_by_steps(self, path).await
+    }
+
     /// At most `page.limit` files beneath `dir` whose path comes after `page.after` (all when
     /// `None`), in the order of their paths as text (`/memories/d-1/y` before `/memories/d/x`):
     /// a page of a walk that stays stable under concurrent writes (a file there for the whole
@@ -331,6 +353,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn outline(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
         (**self).outline(dir).await
     }
+    async fn view(&self, path: &MemoryPath) -> Result<Viewed> {
+        (**self).view(path).await
+    }
     async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
         (**self).list_after(dir, page).await
     }
@@ -374,6 +399,22 @@ pub struct Page<'a> {
     pub after: Option<&'a MemoryPath>,
     /// At most this many files.
     pub limit: usize,
+}
+
+/// [`Store::view`] in two steps: [`Store::get`] (not at the root), then [`Store::outline`].
+pub(crate) async fn view_by_steps<S: Store + ?Sized>(
+    store: &S,
+    path: &MemoryPath,
+) -> Result<Viewed> {
+    if !path.is_root()
+        && let Some(entry) = store.get(path).await?
+    {
+        return Ok(Viewed::File(entry));
+    }
+    Ok(match store.outline(path).await? {
+        Some(listing) => Viewed::Directory(listing),
+        None => Viewed::Missing,
+    })
 }
 
 /// [`Store::list_after`] from [`Store::list`]: every file beneath `dir`, sorted by path as text,

@@ -29,7 +29,7 @@ use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
 };
 use crate::render;
-use crate::store::{Edited, Entry, Listing, PutMode, Store, TextEdit, Version};
+use crate::store::{Edited, Entry, Listing, PutMode, Store, TextEdit, Version, Viewed};
 
 /// How long an edit (or delete, or rename) that keeps losing races to other writers keeps
 /// retrying before Claude is told the file kept changing: 10 seconds.
@@ -725,16 +725,16 @@ fn parse(raw: &str) -> Result<MemoryPath, ToolError> {
 impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
     async fn view(&self, c: ViewCommand) -> Outcome {
         let path = parse(&c.path)?;
-        if !path.is_root()
-            && let Some(entry) = self.store.get(&path).await?
-        {
-            let range = c.view_range.map(|[a, b]| (a, b));
-            return render::view_file(path.raw(), &entry.content, range, &self.answer_budget)
-                .map_err(ToolError::new);
-        }
-        match self.store.outline(&path).await? {
-            Some(listing) => Ok(render::view_listing(&path, &listing, &self.answer_budget)),
-            None => Err(ToolError::new(render::does_not_exist_valid(path.raw()))),
+        match self.store.view(&path).await? {
+            Viewed::File(entry) => {
+                let range = c.view_range.map(|[a, b]| (a, b));
+                render::view_file(path.raw(), &entry.content, range, &self.answer_budget)
+                    .map_err(ToolError::new)
+            }
+            Viewed::Directory(listing) => {
+                Ok(render::view_listing(&path, &listing, &self.answer_budget))
+            }
+            Viewed::Missing => Err(ToolError::new(render::does_not_exist_valid(path.raw()))),
         }
     }
 

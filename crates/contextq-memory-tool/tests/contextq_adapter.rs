@@ -150,11 +150,60 @@ async fn round_trips_per_command(b: Backend) {
         vec!["POST /api/contexts/by-external/mem-tool%3Aws%2Fa.md/edit"]
     );
     assert_eq!(expect("view root"), vec!["GET /api/contexts/tree"]);
+    // With the server's tree-file, a view asks for the file and the directory at once.
+    assert_eq!(expect("view directory"), vec!["GET /api/contexts/tree"]);
+    assert_eq!(expect("view file"), vec!["GET /api/contexts/tree"]);
+
+    // A file and a directory of the same name (ContextQ cannot refuse it, docs/stores.md): the
+    // view shows the file, with and without tree-file.
+    assert!(!run(&tool, create("/memories/n", "the file")).await.is_error);
+    assert!(
+        !run(&tool, create("/memories/n/x.md", "beneath"))
+            .await
+            .is_error
+    );
+    let file_view = "Here's the content of /memories/n with line numbers:\n     1\tthe file";
+    assert_eq!(run(&tool, view("/memories/n")).await.content, file_view);
+    assert!(
+        run(&tool, view("/memories/n/x.md"))
+            .await
+            .content
+            .contains("beneath")
+    );
+    assert!(
+        !run(&tool, json!({"command": "delete", "path": "/memories/n"}))
+            .await
+            .is_error
+    );
+    let r = run(&tool, view("/memories/n")).await;
+    assert!(r.content.contains("/memories/n/x.md"), "{}", r.content);
+    assert!(!run(&tool, create("/memories/n", "the file")).await.is_error);
+
+    // Without tree-file: the file first, then the directory.
+    let no_tree_file = Proxy::hiding(&server.url, &["tree-file"]).await;
+    let tool2 = contextq_memory_tool(options(&no_tree_file.url, &key).workspace("ws")).unwrap();
+    assert!(!run(&tool2, view("/memories")).await.is_error);
+    no_tree_file.take_log();
+    assert!(!run(&tool2, create("/memories/t/f.md", "f")).await.is_error);
+    no_tree_file.take_log();
+    assert!(!run(&tool2, view("/memories/t")).await.is_error);
     assert_eq!(
-        expect("view directory").len(),
-        2,
-        "{:?}",
-        expect("view directory")
+        no_tree_file.take_log(),
+        vec![
+            "GET /api/contexts/by-external/mem-tool%3Aws%2Ft",
+            "GET /api/contexts/tree"
+        ]
+    );
+    assert_eq!(run(&tool2, view("/memories/n")).await.content, file_view);
+    no_tree_file.take_log();
+    let r = run(&tool2, view("/memories/t/f.md")).await;
+    assert_eq!(
+        r.content,
+        "Here's the content of /memories/t/f.md with line numbers:\n     1\tf"
+    );
+    assert_eq!(
+        no_tree_file.take_log(),
+        vec!["GET /api/contexts/by-external/mem-tool%3Aws%2Ft%2Ff.md"]
     );
 
     eprintln!("round trips: {shape:#?}");
@@ -484,7 +533,12 @@ async fn retries_what_is_safe_and_honours_retry_after(b: Backend) {
     assert!(!run(&tool, create("/memories/a.md", "a\n")).await.is_error);
 
     // 5xx then success on a read.
-    proxy.fault(Method::GET, "/by-external/", Fault::Status(500, None), 2);
+    proxy.fault(
+        Method::GET,
+        "/api/contexts/tree",
+        Fault::Status(500, None),
+        2,
+    );
     let r = run(&tool, view("/memories/a.md")).await;
     assert!(!r.is_error, "{r:?}");
     // 503 on a conditional write: refused before doing anything, so retried.
@@ -496,7 +550,12 @@ async fn retries_what_is_safe_and_honours_retry_after(b: Backend) {
     .await;
     assert!(!r.is_error, "{r:?}");
     // 429 with Retry-After: 1 is waited out.
-    proxy.fault(Method::GET, "/by-external/", Fault::Status(429, Some(1)), 1);
+    proxy.fault(
+        Method::GET,
+        "/api/contexts/tree",
+        Fault::Status(429, Some(1)),
+        1,
+    );
     let started = Instant::now();
     let r = run(&tool, view("/memories/a.md")).await;
     assert!(!r.is_error, "{r:?}");
@@ -506,7 +565,7 @@ async fn retries_what_is_safe_and_honours_retry_after(b: Backend) {
         started.elapsed()
     );
     // A dropped connection on a read is retried.
-    proxy.fault(Method::GET, "/by-external/", Fault::Drop, 1);
+    proxy.fault(Method::GET, "/api/contexts/tree", Fault::Drop, 1);
     assert!(!run(&tool, view("/memories/a.md")).await.is_error);
     // Rate limited beyond the retries: Claude is told to retry later, nothing changed.
     proxy.fault(
@@ -525,7 +584,7 @@ async fn retries_what_is_safe_and_honours_retry_after(b: Backend) {
     let impatient = contextq_memory_tool(opts).unwrap();
     proxy.fault(
         Method::GET,
-        "/by-external/",
+        "/api/contexts/tree",
         Fault::Status(429, Some(30)),
         1,
     );
@@ -547,7 +606,12 @@ async fn timeouts_and_lost_answers_are_reported_or_reconciled(b: Backend) {
     opts.retry.max_retries = 0;
     let impatient = contextq_memory_tool(opts).unwrap();
     let gate = Gate::default();
-    proxy.fault(Method::GET, "/by-external/", Fault::Hold(gate.clone()), 1);
+    proxy.fault(
+        Method::GET,
+        "/api/contexts/tree",
+        Fault::Hold(gate.clone()),
+        1,
+    );
     let r = run(&impatient, view("/memories/a.md")).await;
     assert_eq!(
         (
@@ -973,15 +1037,15 @@ async fn views_through_the_tree_are_the_listing_byte_for_byte(b: Backend) {
             "{dir}: {tree:?}"
         );
     }
-    // One request for the directory (after the look for a file at its path).
+    // One request for the directory (the look for a file at its path in the same request,
+    // extension tree-file).
     let through = Proxy::start(&server.url).await;
     let tool = contextq_memory_tool(options(&through.url, &key).workspace("ws")).unwrap();
     run(&tool, view("/memories")).await;
     through.take_log();
     run(&tool, view("/memories/d")).await;
     let log = through.take_log();
-    assert_eq!(log.len(), 2, "{log:?}");
-    assert_eq!(log[1], "GET /api/contexts/tree", "{log:?}");
+    assert_eq!(log, ["GET /api/contexts/tree"], "{log:?}");
 }
 
 /// `Store::list_after` pages in the order of paths as text, from the server's `startAfter`

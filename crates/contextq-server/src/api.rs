@@ -492,6 +492,24 @@ async fn tree(
         &[("false", false), ("true", true)],
     )?;
     let depth = choice(&params, "depth", &[("2", 2), ("1", 1)])?;
+    // Extension `tree-file`: the context at `file`, within the same scope, instead of the tree
+    // when it is there (a `view` of a path that may be a file or a directory, in one request:
+    // the file wins, so the tree is not read).
+    if let Some(external_id) = nonempty("file") {
+        let file = contexts::get_by_external(&s.db, &caller.tenant_id, &external_id)
+            .await?
+            .filter(|c| {
+                caller.reaches(&c.workspace)
+                    && scope.tag.is_none_or(|t| c.tags.iter().any(|x| x == t))
+                    && scope.workspace.is_none_or(|w| c.workspace == w)
+            });
+        if file.is_some() {
+            return Ok(Json(Tree {
+                file,
+                ..Tree::default()
+            }));
+        }
+    }
     Ok(Json(
         prefix::tree(
             &s.db,

@@ -1624,6 +1624,70 @@ async fn tree_extension(b: Backend) {
     s.stop().await;
 }
 
+/// Extension `tree-file`: the context at `file` comes back instead of the tree, within the
+/// tree's tag and workspace and the key's workspaces; absent otherwise (the tree then as
+/// without `file`).
+async fn tree_file_extension(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    s.workspace(&t.tenant_id, "other").await;
+    let c = &t.client;
+    c.upsert("m:ws/notes", "a file named like a directory\n", &["m"])
+        .await;
+    c.upsert("m:ws/notes/inner.md", "22", &["m"]).await;
+    c.upsert("m:ws/untagged.md", "x", &["x"]).await;
+    let r = c
+        .get("/api/contexts/tree?prefix=m%3Aws%2Fnotes%2F&requireTag=m&workspace=ws&file=m%3Aws%2Fnotes")
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert!(common::has_extension(&r, "tree-file"));
+    // The file instead of the tree: a view shows the file.
+    assert_eq!(r.body["files"], 0, "{:?}", r.body);
+    assert_eq!(r.body["entries"], json!([]), "{:?}", r.body);
+    assert_eq!(r.body["file"]["externalId"], "m:ws/notes");
+    assert_eq!(
+        r.body["file"]["content"], "a file named like a directory\n",
+        "{:?}",
+        r.body
+    );
+    assert_eq!(r.body["file"]["version"], 1);
+    // No file there, none asked for, outside the tag, outside the workspace: no `file`, and the
+    // tree as without it.
+    let r = c
+        .get("/api/contexts/tree?prefix=m%3Aws%2Fnotes%2F&requireTag=m&workspace=ws")
+        .await;
+    assert_eq!(r.body["files"], 1, "{:?}", r.body);
+    assert_eq!(r.body["entries"][0]["path"], "inner.md", "{:?}", r.body);
+    for query in [
+        "prefix=m%3Aws%2Fnone%2F&requireTag=m&workspace=ws&file=m%3Aws%2Fnone",
+        "prefix=m%3Aws%2Fnotes%2F&requireTag=m&workspace=ws",
+        "prefix=m%3Aws%2F&requireTag=m&workspace=ws&file=m%3Aws%2Funtagged.md",
+        "prefix=m%3Aother%2F&requireTag=m&workspace=other&file=m%3Aws%2Fnotes",
+    ] {
+        let r = c.get(&format!("/api/contexts/tree?{query}")).await;
+        assert_eq!(r.status, StatusCode::OK, "{query}: {:?}", r.body);
+        assert!(r.body.get("file").is_none(), "{query}: {:?}", r.body);
+    }
+    // A key limited to workspace "other" does not see the file in "ws".
+    let key = contextq_server::admin::create_key_limited(
+        &s.db,
+        &t.tenant_id,
+        &[Scope::Read],
+        None,
+        Some(&["other".to_string()]),
+    )
+    .await
+    .unwrap();
+    let r = c
+        .with_key(&key.api_key)
+        .get("/api/contexts/tree?prefix=m%3Aws%2Fnotes%2F&requireTag=m&file=m%3Aws%2Fnotes")
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert!(r.body.get("file").is_none(), "{:?}", r.body);
+    assert_eq!(r.body["files"], 0, "{:?}", r.body);
+    s.stop().await;
+}
+
 /// Extension `diff`: two versions' line diff, computed by the server; a delete reads as empty;
 /// missing or bad versions are refused; another workspace's versions are not found.
 async fn diff_extension(b: Backend) {
@@ -1862,6 +1926,7 @@ contextq_server::database_tests!(
     by_prefix_extension,
     by_prefix_is_bounded,
     tree_extension,
+    tree_file_extension,
     diff_extension,
     a_read_only_server_refuses_every_write,
     text_edit_extension,

@@ -519,17 +519,22 @@ impl Client {
     /// `GET /api/contexts/tree?prefix=` (extension `tree`: send it only to a server that shows
     /// it): the contexts under `prefix` with `tag`, in `workspace`, two levels deep with sizes
     /// added up by the server; with `workspace_first`, only those whose first segment after
-    /// the prefix is their own workspace's slug.
+    /// the prefix is their own workspace's slug; with `file` (extension `tree-file`), the
+    /// context at that external id beside it ([`Tree::file`]).
     pub async fn tree(
         &self,
         prefix: &str,
         tag: Option<&str>,
         workspace: Option<&str>,
         workspace_first: bool,
+        file: Option<&str>,
     ) -> Result<Tree> {
         let mut path = format!("/api/contexts/tree?prefix={}", segment(prefix));
         if workspace_first {
             path.push_str("&workspaceFirst=true");
+        }
+        if let Some(f) = file {
+            path.push_str(&format!("&file={}", segment(f)));
         }
         if let Some(t) = tag {
             path.push_str(&format!("&requireTag={}", segment(t)));

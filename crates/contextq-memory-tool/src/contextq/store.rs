@@ -46,8 +46,10 @@ use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
 use crate::path::MemoryPath;
 use crate::store::{
-    DirMeta, Edited, Entry, FileMeta, Listing, Page, PutMode, Store, TextEdit, Version,
+    DirMeta, Edited, Entry, FileMeta, Listing, Page, PutMode, Store, TextEdit, Version, Viewed,
+    view_by_steps,
 };
+use contextq_api::Context;
 use contextq_api::limits::MAX_BULK_ITEMS;
 
 /// At most this much content in one bulk-upsert of [`Store::create_many`]: within
@@ -517,6 +519,66 @@ impl ContextQStore {
         })
     }
 
+    /// [`Store::outline`] of `dir` through the server's tree (extension `tree`), and, with
+    /// `file` (extension `tree-file`), the context the server found at that external id.
+    async fn tree_of(
+        &self,
+        dir: &MemoryPath,
+        file: Option<&str>,
+    ) -> Result<(Option<Listing>, Option<Context>)> {
+        let dir = dir.normalised_copy();
+        let (target, prefix, workspace, mut listing) = self.listing_of(&dir).await?;
+        let tree = match self
+            .client
+            .tree(
+                &prefix,
+                Some(&self.tag),
+                workspace.as_deref(),
+                target.is_none(),
+                file,
+            )
+            .await
+        {
+            Ok(tree) => tree,
+            Err(e) if refused(&e, ErrorCode::NotFound) => {
+                return Ok((dir.is_root().then(Listing::default), None));
+            }
+            Err(e) => return Err(e),
+        };
+        let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
+        if tree.files == 0 && !dir.is_root() && !workspace_level {
+            return Ok((None, tree.file));
+        }
+        listing.own_size = Some(tree.size_bytes);
+        for entry in tree.entries {
+            let is_dir = entry.path.ends_with('/');
+            let rel = entry.path.trim_end_matches('/');
+            let path = match &target {
+                None => MemoryPath::root().join(rel),
+                Some(_) => dir.join(rel),
+            };
+            let Ok(path) = path else {
+                continue; // not a valid memory path: never listed (its bytes still count above)
+            };
+            if is_dir {
+                // A workspace already listed gets its size.
+                listing.dirs.retain(|d| d.path != path);
+                listing.dirs.push(DirMeta {
+                    path,
+                    size: Some(entry.size_bytes),
+                });
+            } else {
+                listing.files.push(FileMeta {
+                    path,
+                    size: Some(entry.size_bytes),
+                    version: None,
+                    modified: Some(entry.updated_at),
+                });
+            }
+        }
+        Ok((Some(listing), tree.file))
+    }
+
     /// Where a listing of `dir` looks (its target, external-id prefix and workspace) and how it
     /// starts: at the root of per-workspace mode, every workspace as a directory.
     async fn listing_of(
@@ -844,56 +906,37 @@ impl Store for ContextQStore {
         if !self.extensions().await?.tree {
             return self.list(dir).await;
         }
-        let dir = dir.normalised_copy();
-        let (target, prefix, workspace, mut listing) = self.listing_of(&dir).await?;
-        let tree = match self
-            .client
-            .tree(
-                &prefix,
-                Some(&self.tag),
-                workspace.as_deref(),
-                target.is_none(),
-            )
-            .await
-        {
-            Ok(tree) => tree,
-            Err(e) if refused(&e, ErrorCode::NotFound) => {
-                return Ok(dir.is_root().then(Listing::default));
-            }
-            Err(e) => return Err(e),
+        Ok(self.tree_of(dir, None).await?.0)
+    }
+
+    async fn view(&self, path: &MemoryPath) -> Result<Viewed> {
+        let extensions = self.extensions().await?;
+        let file = match path.is_root() {
+            true => None,
+            false => self.external_id(path)?,
         };
-        let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
-        if tree.files == 0 && !dir.is_root() && !workspace_level {
-            return Ok(None);
-        }
-        listing.own_size = Some(tree.size_bytes);
-        for entry in tree.entries {
-            let is_dir = entry.path.ends_with('/');
-            let rel = entry.path.trim_end_matches('/');
-            let path = match &target {
-                None => MemoryPath::root().join(rel),
-                Some(_) => dir.join(rel),
-            };
-            let Ok(path) = path else {
-                continue; // not a valid memory path: never listed (its bytes still count above)
-            };
-            if is_dir {
-                // A workspace already listed gets its size.
-                listing.dirs.retain(|d| d.path != path);
-                listing.dirs.push(DirMeta {
-                    path,
-                    size: Some(entry.size_bytes),
-                });
-            } else {
-                listing.files.push(FileMeta {
-                    path,
-                    size: Some(entry.size_bytes),
-                    version: None,
-                    modified: Some(entry.updated_at),
-                });
+        let (true, true, Some(external_id)) = (extensions.tree, extensions.tree_file, file) else {
+            return view_by_steps(self, path).await;
+        };
+        // The file at the path and the directory beneath it, in one request.
+        let (listing, file) = self.tree_of(path, Some(&external_id)).await?;
+        match file {
+            Some(c) if self.owns(&external_id, &c.workspace, &c.tags) => {
+                self.remember(&external_id, &c.id);
+                return Ok(Viewed::File(Entry {
+                    version: extensions
+                        .conditional_requests
+                        .then(|| Version::of_row(&c.id, c.version as u64)),
+                    content: c.content,
+                    id: Some(c.id),
+                }));
             }
+            _ => self.forget(&external_id),
         }
-        Ok(Some(listing))
+        Ok(match listing {
+            Some(listing) => Viewed::Directory(listing),
+            None => Viewed::Missing,
+        })
     }
 
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
