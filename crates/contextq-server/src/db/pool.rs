@@ -35,6 +35,10 @@ pub struct Db {
     /// SQLite: the background checkpoint ([`DbOptions::checkpoint_interval`]), stopped when
     /// the last clone of this `Db` is dropped; `None` when SQLite checkpoints on its own.
     checkpointer: Option<std::sync::Arc<AbortOnDrop>>,
+    /// SQLite: held by whoever checkpoints in this process (the background checkpoint,
+    /// [`Db::truncate_wal`]): SQLite refuses a checkpoint while another runs, without waiting,
+    /// so a redaction's truncation would otherwise find the log busy now and then.
+    checkpointing: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// SQLite: this process's direct connection, which writes ([`Db::begin_with_read`]) and
     /// point reads ([`Db::read_one`]) use (module `direct`).
     direct: Option<std::sync::Arc<DirectConnection>>,
@@ -101,6 +105,7 @@ const CHECKPOINT_RESET_PAGES: i64 = 4000;
 async fn checkpoint_in_background(
     pool: AnyPool,
     writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>>,
+    checkpointing: std::sync::Arc<tokio::sync::Mutex<()>>,
     commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
     interval: Duration,
 ) {
@@ -121,6 +126,7 @@ async fn checkpoint_in_background(
         } else {
             None
         };
+        let _checkpointing = checkpointing.lock().await;
         // One row: busy, pages in the log, pages checkpointed.
         match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
             .fetch_one(&pool)
@@ -308,6 +314,7 @@ impl Db {
             .await
             .map_err(|e| Error::Connect(redact_url(&url), e))?;
         let commits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let checkpointing: std::sync::Arc<tokio::sync::Mutex<()>> = Default::default();
         let writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>> =
             Default::default();
         let checkpointer = match options.checkpoint_interval {
@@ -315,6 +322,7 @@ impl Db {
                 let task = tokio::spawn(checkpoint_in_background(
                     pool.clone(),
                     writer.clone(),
+                    checkpointing.clone(),
                     commits.clone(),
                     interval.max(Duration::from_millis(1)),
                 ));
@@ -332,6 +340,7 @@ impl Db {
             sync_commits: options.sync_commits,
             commits,
             checkpointer,
+            checkpointing,
             direct: None,
         };
         if backend == Backend::Sqlite {
@@ -411,8 +420,10 @@ impl Db {
         if self.backend != Backend::Sqlite {
             return Ok(None);
         }
-        // Holding the writer slot: no write of this process is between its statements.
+        // Holding the writer slot: no write of this process is between its statements; and
+        // the checkpoint lock: the background checkpoint is not running either.
         let mut slot = self.writer_slot().await?;
+        let _checkpointing = self.checkpointing.lock().await;
         let conn = slot.as_mut().expect("the slot holds a connection");
         let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .fetch_one(&mut *conn)
