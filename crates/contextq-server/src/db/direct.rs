@@ -9,7 +9,7 @@
 //! `synchronous = NORMAL` with checkpoints in the background). Whatever can wait (another
 //! process holding the write lock, a commit that flushes) runs on the connection's own thread,
 //! so an async runtime thread never blocks on a lock or a disk. Reads use it too when it is
-//! idle ([`DirectConnection::try_read`]): its page cache is the warmest, having made the writes.
+//! idle ([`DirectConnection::try_read_one`]): its page cache is the warmest, having made the writes.
 //!
 //! Who may use it: the holder of this process's writer slot ([`super::Db`]) for a write; a
 //! read only when no write is open on it. A job sent to the thread carries the writer slot, so
@@ -402,14 +402,14 @@ impl DirectConnection {
         }
     }
 
-    /// The rows of `sql` (one statement) with `binds`, read here if the connection is idle
-    /// (no write open on it, nobody else using it, no other process's lock in the way);
+    /// The first row of `sql` (one statement) with `binds`, read here if the connection is
+    /// idle (no write open on it, nobody else using it, no other process's lock in the way);
     /// `None` when it is not, for the caller to read elsewhere.
-    pub(crate) fn try_read(
+    pub(crate) fn try_read_one(
         &self,
         sql: &str,
         binds: &[Bind],
-    ) -> Option<Result<Vec<Row>, sqlx::Error>> {
+    ) -> Option<Result<Option<Row>, sqlx::Error>> {
         let guard = self.conn.try_lock().ok()?;
         let Some(conn) = guard.as_ref() else {
             return Some(Err(closed()));
@@ -417,9 +417,9 @@ impl DirectConnection {
         if !conn.is_autocommit() {
             return None;
         }
-        match query(conn, sql, binds, usize::MAX) {
+        match query(conn, sql, binds, 1) {
             Err(e) if is_busy(&e) => None,
-            other => Some(other.map_err(to_sqlx)),
+            other => Some(other.map(|mut rows| rows.pop()).map_err(to_sqlx)),
         }
     }
 

@@ -510,9 +510,9 @@ impl Db {
     /// idle (no hop to a worker thread; its cache is the warmest), on the pool otherwise.
     pub async fn read_one(&self, sql: &str, binds: Vec<Bind>) -> Result<Option<Row>, sqlx::Error> {
         if let Some(direct) = &self.direct
-            && let Some(rows) = direct.try_read(sql, &binds)
+            && let Some(row) = direct.try_read_one(sql, &binds)
         {
-            return Ok(rows?.into_iter().next());
+            return row;
         }
         let row = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())), binds)
             .fetch_optional(&mut *self.reader().await?)
