@@ -261,3 +261,42 @@ async fn two_databases_on_one_file_write_alongside() {
     assert_eq!(count(&first).await, 200);
     assert_eq!(count(&second).await, 200);
 }
+
+/// Rows written by hand into the file (an attacker with write access, a broken tool): text that
+/// is not UTF-8 and a number column holding text come back as decoding errors naming the
+/// column, read on the direct connection, never as a panic or as a wrong value.
+#[tokio::test]
+async fn a_row_written_by_hand_is_a_decoding_error_not_a_panic() {
+    let (_database, db) = db(&ordered()).await;
+    sqlx::raw_sql(
+        "INSERT INTO probe (id, body) VALUES (1, CAST(X'FF00FE' AS TEXT)); \
+         INSERT INTO probe (id, body) VALUES ('not a number', 'x')",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+    let row = db
+        .read_one(
+            "SELECT id, body FROM probe WHERE id = $1",
+            vec![Bind::Int(1)],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let e = row.try_get::<String, _>("body").unwrap_err();
+    assert!(matches!(e, sqlx::Error::ColumnDecode { .. }), "{e:?}");
+    assert!(e.to_string().contains("body"), "{e}");
+    let row = db
+        .read_one(
+            "SELECT id, body FROM probe WHERE body = $1",
+            vec![Bind::Text("x".into())],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let e = row.try_get::<i64, _>("id").unwrap_err();
+    assert!(
+        e.to_string().contains("expected an integer, found text"),
+        "{e}"
+    );
+}
