@@ -135,15 +135,32 @@ pub struct SignInTokens {
 }
 
 impl SignInTokens {
-    /// A new token for `api_key` (256 bits from the OS), valid once for [`TOKEN_TTL`].
+    /// Most tokens outstanding at once; issuing one more forgets the oldest.
+    pub const MAX_OUTSTANDING: usize = 1024;
+
+    /// A new token for `api_key` (256 bits from the OS), valid once for [`TOKEN_TTL`] (and
+    /// while fewer than [`SignInTokens::MAX_OUTSTANDING`] newer ones were issued).
     pub fn issue(&self, api_key: &str) -> String {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).expect("the OS random number generator is available");
         let token = hex::encode(bytes);
         let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_TTL);
+        if tokens.len() >= Self::MAX_OUTSTANDING
+            && let Some(oldest) = tokens
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(t, _)| t.clone())
+        {
+            tokens.remove(&oldest);
+        }
         tokens.insert(token.clone(), (api_key.to_string(), Instant::now()));
         token
+    }
+
+    /// Tokens outstanding (expired ones are dropped at the next issue).
+    pub fn outstanding(&self) -> usize {
+        self.tokens.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// The key of `token`, once: the token is gone afterwards (and when expired).
@@ -366,6 +383,17 @@ mod tests {
         write_signal(&path).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs");
         assert!(!std::fs::symlink_metadata(&path).unwrap().is_symlink());
+    }
+
+    #[test]
+    fn sign_in_tokens_are_bounded() {
+        let tokens = SignInTokens::default();
+        let first = tokens.issue("sk_live_x");
+        for _ in 0..10_000 {
+            tokens.issue("sk_live_x");
+        }
+        assert_eq!(tokens.outstanding(), SignInTokens::MAX_OUTSTANDING);
+        assert_eq!(tokens.redeem(&first), None, "the oldest was forgotten");
     }
 
     #[test]

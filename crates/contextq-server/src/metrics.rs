@@ -1,7 +1,8 @@
 //! What an operator watches (`GET /metrics`, Prometheus text 0.0.4): requests by route template,
 //! method and status, their durations, the database pool, and writes refused by reason. Labels
-//! are bounded: a route is its template (`/api/contexts/{id}`), never a path, and nothing is
-//! labelled by tenant or key. One registry per server ([`Metrics`] in the app state), so that
+//! come from closed sets, whatever a client sends: a route is its template
+//! (`/api/contexts/{id}`; [`UNMATCHED`] for any other path), a method one of HTTP's nine (else
+//! `other`), a status one the server answered, and nothing is labelled by tenant or key. One registry per server ([`Metrics`] in the app state), so that
 //! servers in one process (tests, the embedded store) never mix their figures.
 
 use std::sync::Arc;
@@ -52,7 +53,7 @@ pub struct Metrics {
 }
 
 /// The route of a request that matched none (its path is never a label).
-const UNMATCHED: &str = "unmatched";
+pub const UNMATCHED: &str = "unmatched";
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -94,9 +95,26 @@ impl Default for Metrics {
     }
 }
 
+/// A method as a label: one of HTTP's nine, else `other` (a client may send any token as its
+/// method, and each label value is kept for the life of the process).
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
 impl Metrics {
     fn record(&self, route: &str, method: &Method, status: StatusCode, seconds: f64) {
-        let method = method.as_str().to_string();
+        let method = method_label(method).to_string();
         self.requests
             .get_or_create(&RequestLabels {
                 route: route.to_string(),
@@ -191,4 +209,18 @@ pub(crate) fn answer(metrics: &Metrics, pool_size: u32, pool_idle: usize) -> Res
         text,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_outside_http_share_one_label() {
+        assert_eq!(method_label(&Method::PATCH), "PATCH");
+        for m in ["FOO1", "get", "PROPFIND", &"X".repeat(16_384)] {
+            let m = Method::from_bytes(m.as_bytes()).unwrap();
+            assert_eq!(method_label(&m), "other");
+        }
+    }
 }

@@ -234,11 +234,19 @@ impl TestServer {
 /// `--listen 127.0.0.1:0`) with its stdout piped and its log discarded, and returns it with the
 /// first line it prints: the URL it serves.
 pub fn spawn_serving(command: &mut std::process::Command) -> (std::process::Child, String) {
+    spawn_serving_logged(command, std::process::Stdio::null())
+}
+
+/// [`spawn_serving`], its log (stderr) going to `log`.
+pub fn spawn_serving_logged(
+    command: &mut std::process::Command,
+    log: std::process::Stdio,
+) -> (std::process::Child, String) {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let mut child = command
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("the server binary starts");
     let mut line = String::new();

@@ -11,8 +11,10 @@
 //! `contextq-memory serve`) can instead issue a one-time token ([`SignInTokens::issue`]) and print
 //! `http://HOST/ui/#token=...`: the token is in the URL fragment, which browsers never send to the
 //! server, and the page exchanges it once (`POST /ui/session`) for a **session key**: a new key of
-//! the same tenant and scopes, minted then, that expires after [`SESSION_TTL`] and is revoked by
-//! Sign out (`DELETE /ui/session`). The key the token stands for never leaves the server, so
+//! the same tenant, scopes and workspaces, minted then, that expires after [`SESSION_TTL`] or
+//! when the key it stands for does, whichever comes first, ends when that key is revoked or
+//! deleted, and is revoked by Sign out (`DELETE /ui/session`). A session key cannot ask for
+//! sign-in tokens, so it never renews itself. The key the token stands for never leaves the server, so
 //! whoever reads a sign-in link in a log holds, at most, one session for a few hours (and only
 //! if they redeem it first, within [`TOKEN_TTL`]). No key or token ever appears in a URL that
 //! reaches the server or its log.
@@ -129,17 +131,9 @@ async fn session(
                         "the key this sign-in link stands for was revoked or has expired",
                     )
                 })?;
-            let expires_at = (chrono::Utc::now()
-                + chrono::Duration::from_std(SESSION_TTL).expect("8 hours fit"))
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            // The session reaches what the key reaches, no more.
-            let spec = tenants::KeySpec {
-                expires_at: Some(&expires_at),
-                kind: tenants::KeyKind::UiSession,
-                workspaces: record.workspaces.as_deref(),
-                ..tenants::KeySpec::new(&record.tenant_id, &record.scopes)
-            };
-            let minted = tenants::create_key_with(&s.db, spec).await?;
+            // The session reaches what the key reaches, no more, and ends with it.
+            let (minted, expires_at) =
+                tenants::create_session_key(&s.db, &record, SESSION_TTL).await?;
             let mut response = Json(serde_json::json!({
                 "apiKey": minted.api_key,
                 "expiresAt": expires_at,
@@ -167,6 +161,13 @@ async fn new_token(
     caller: Caller,
 ) -> Result<Response, ApiError> {
     caller.require(contextq_api::Scope::Admin)?;
+    // A session renewing itself would outlive "at most one short session" for ever.
+    if caller.ui_session {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            "a sign-in session cannot make sign-in links: use the key it was minted from",
+        ));
+    }
     // The extractor checked this header; the token stands for the same key.
     let key = headers
         .get(header::AUTHORIZATION)

@@ -109,6 +109,63 @@ async fn ready_and_metrics(b: Backend) {
 
 contextq_server::database_tests!(ready_and_metrics);
 
+/// The metrics' series after `requests` hostile requests: every series (its line without the
+/// value) and the exposition's size.
+async fn series(url: &str) -> (std::collections::BTreeSet<String>, usize) {
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' ').map(|(s, _)| s.to_string()))
+        .collect();
+    (series, text.len())
+}
+
+/// Nothing a client sends becomes a label: thousands of requests with methods of every name (up
+/// to 16 KiB), paths that match nothing and keys that are no keys leave the same series, and
+/// the exposition grows only by the digits of its counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_leave_the_metrics_as_they_were() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let http = reqwest::Client::new();
+    let hostile = |i: usize| {
+        let method = match i % 3 {
+            0 => format!("FOO{i}"),
+            1 => format!("M{}", "X".repeat(1 + (i * 7919) % 16_000)),
+            _ => "PROPFIND".to_string(),
+        };
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        http.request(method, format!("{}/no/such/{i}/path", s.url))
+            .bearer_auth(format!("sk_live_{i:040}"))
+            .send()
+    };
+    for i in 0..30 {
+        let _ = hostile(i).await;
+    }
+    // The first scrape adds its own series.
+    series(&s.url).await;
+    let (before, size_before) = series(&s.url).await;
+    for i in 30..3_000 {
+        let _ = hostile(i).await;
+    }
+    let (after, size_after) = series(&s.url).await;
+    assert_eq!(before, after, "the series changed");
+    assert!(
+        size_after <= size_before + 100,
+        "{size_before} -> {size_after} bytes"
+    );
+    assert!(
+        after.iter().any(|l| l.contains(r#"method="other""#)),
+        "{after:?}"
+    );
+    s.stop().await;
+}
+
 /// A server of the binary, bootstrapped on a fresh SQLite file: (child, URL, key).
 fn serve(dir: &std::path::Path, extra: &[&str]) -> (std::process::Child, String, String) {
     let db = format!("sqlite:{}", dir.join("cq.db").display());

@@ -209,7 +209,128 @@ async fn an_expired_key_is_refused(b: Backend) {
     s.stop().await;
 }
 
+/// Redeems a sign-in token at `url`: the session key and its expiry.
+async fn redeem(url: &str, token: &str) -> (String, chrono::DateTime<chrono::Utc>) {
+    let r = reqwest::Client::new()
+        .post(format!("{url}/ui/session"))
+        .json(&serde_json::json!({ "token": token }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: serde_json::Value = r.json().await.unwrap();
+    let expires_at = chrono::DateTime::parse_from_rfc3339(body["expiresAt"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    (body["apiKey"].as_str().unwrap().to_string(), expires_at)
+}
+
+/// Polls `api` until `/api/workspaces` answers 401 (at most `within`); the last status.
+async fn refused_within(api: &common::Api, within: std::time::Duration) -> StatusCode {
+    let started = std::time::Instant::now();
+    loop {
+        let status = api.get("/api/workspaces").await.status;
+        if status == StatusCode::UNAUTHORIZED || started.elapsed() >= within {
+            return status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A sign-in session lives at most as long as the key it was minted from: it expires with it,
+/// ends when it is revoked or deleted, and cannot mint sign-in tokens (so never renews itself).
+async fn a_session_ends_with_its_key(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    // PostgreSQL: revocations reach the key cache by notification (milliseconds).
+    let window = match b {
+        Backend::Sqlite => std::time::Duration::ZERO,
+        Backend::Postgres => std::time::Duration::from_secs(2),
+    };
+
+    // Expiry: an admin key that expires in 3 s gives a session that expires with it.
+    let parent = contextq_server::admin::create_expiring_key(
+        &s.db,
+        &t.tenant_id,
+        ALL,
+        std::time::Duration::from_secs(3),
+    )
+    .await
+    .unwrap();
+    let (session, expires_at) = redeem(&s.url, &s.sign_in().issue(&parent.api_key)).await;
+    assert!(
+        expires_at <= chrono::Utc::now() + chrono::Duration::seconds(3),
+        "{expires_at}"
+    );
+    let as_session = t.client.with_key(&session);
+    assert_eq!(
+        as_session.get("/api/workspaces").await.status,
+        StatusCode::OK
+    );
+    // It cannot make a sign-in link: no session renews itself.
+    let r = as_session
+        .post("/ui/sign-in-tokens", serde_json::json!({}))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.message());
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    let r = as_session.get("/api/workspaces").await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(r.message().contains("expired"), "{}", r.message());
+
+    // Revocation and deletion of the parent end its sessions, at once on this server.
+    for delete in [false, true] {
+        let parent = contextq_server::admin::create_key(&s.db, &t.tenant_id, None, ALL)
+            .await
+            .unwrap();
+        let (session, _) = redeem(&s.url, &s.sign_in().issue(&parent.api_key)).await;
+        let (other, _) = redeem(&s.url, &s.sign_in().issue(&t.client.key)).await;
+        let as_session = t.client.with_key(&session);
+        assert_eq!(
+            as_session.get("/api/workspaces").await.status,
+            StatusCode::OK
+        );
+        if delete {
+            assert!(
+                contextq_server::store::tenants::delete_key(&s.db, &parent.key_id)
+                    .await
+                    .unwrap()
+            );
+        } else {
+            contextq_server::admin::revoke_key(&s.db, &parent.api_key)
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            refused_within(&as_session, window).await,
+            StatusCode::UNAUTHORIZED,
+            "delete: {delete}"
+        );
+        // A session of another key lives on.
+        assert_eq!(
+            t.client
+                .with_key(&other)
+                .get("/api/workspaces")
+                .await
+                .status,
+            StatusCode::OK
+        );
+    }
+    // The revoked parent's session is listed as revoked too.
+    let keys = contextq_server::store::tenants::list_keys(&s.db, &t.tenant_id)
+        .await
+        .unwrap();
+    let sessions: Vec<_> = keys.iter().filter(|k| k.kind == "ui-session").collect();
+    assert_eq!(sessions.len(), 4, "{keys:?}");
+    assert_eq!(
+        sessions.iter().filter(|k| k.revoked_at.is_some()).count(),
+        1,
+        "the revoked parent's session (the deleted one's is gone, the expired one's expired)"
+    );
+    s.stop().await;
+}
+
 contextq_server::database_tests!(
+    a_session_ends_with_its_key,
     an_expired_key_is_refused,
     the_page_is_served_with_a_strict_policy,
     sign_in_tokens_work_once

@@ -98,13 +98,34 @@ async fn a_key_reaches_only_its_workspaces(b: Backend) {
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {:?}", r.body);
         assert_eq!(full.get(&path).await.status, StatusCode::OK, "{path}");
     }
-    for path in [
-        format!("/api/contexts/{id_b}/versions"),
-        format!("/api/contexts/by-external/{}/versions", seg("m:b/y.md")),
+    // Another workspace's versions answer as an unknown id's do: the id's existence is not
+    // revealed (the message names the id asked for, as for any id).
+    let unknown_id = "ctx_0123456789abcdef";
+    for (path, unknown, id) in [
+        (
+            format!("/api/contexts/{id_b}/versions"),
+            format!("/api/contexts/{unknown_id}/versions"),
+            id_b.as_str(),
+        ),
+        (
+            format!("/api/contexts/by-external/{}/versions", seg("m:b/y.md")),
+            format!(
+                "/api/contexts/by-external/{}/versions",
+                seg("m:b/nothing.md")
+            ),
+            "m:b/y.md",
+        ),
     ] {
-        let r = c.get(&path).await;
-        assert_eq!(r.status, StatusCode::OK, "{path}");
-        assert_eq!(r.body["versions"], json!([]), "{path}");
+        let (r, u) = (c.get(&path).await, c.get(&unknown).await);
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{path}: {:?}", r.body);
+        assert_eq!(u.status, StatusCode::NOT_FOUND, "{unknown}");
+        let unknown_as_asked = u
+            .body
+            .to_string()
+            .replace(unknown_id, id)
+            .replace("m:b/nothing.md", id);
+        assert_eq!(r.body.to_string(), unknown_as_asked, "{path}");
+        assert_eq!(full.get(&path).await.status, StatusCode::OK, "{path}");
     }
     assert_eq!(
         c.get(&format!("/api/contexts/by-external/{}", seg("m:a/x.md")))

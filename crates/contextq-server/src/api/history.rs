@@ -48,10 +48,10 @@ async fn page(
     let before = nonempty(params, "cursor")
         .map(|c| history::decode_version_cursor(&c))
         .transpose()?;
-    let mut page = history::list(&s.db, &caller.tenant_id, &subject, limit, before).await?;
-    // A key limited to workspaces sees the versions written in them only (a page may then
-    // hold fewer than `limit`; its cursor still leads on).
-    page.versions.retain(|v| reached(caller, v));
+    // A key limited to workspaces sees the versions written in them only, and a context with
+    // none there is unknown to it, as one that never existed.
+    let within = caller.workspaces.as_deref();
+    let page = history::list(&s.db, &caller.tenant_id, &subject, within, limit, before).await?;
     Ok(Json(page))
 }
 

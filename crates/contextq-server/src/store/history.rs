@@ -397,12 +397,15 @@ async fn subject_filter(
     Ok(sql)
 }
 
-/// A page of `subject`'s versions, newest first: at most `limit`, below version `before`.
-/// A subject without any kept version is [`Error::ContextNotFound`].
+/// A page of `subject`'s versions, newest first: at most `limit`, below version `before`, only
+/// those written in the workspaces `within` (slugs) when given. A subject without any such kept
+/// version is [`Error::ContextNotFound`], so a key limited to workspaces cannot tell another
+/// workspace's context from one that never existed.
 pub async fn list(
     db: &Db,
     tenant_id: &str,
     subject: &Subject,
+    within: Option<&[String]>,
     limit: i64,
     before: Option<i64>,
 ) -> Result<VersionPage> {
@@ -414,6 +417,21 @@ pub async fn list(
         "WHERE v.tenant_id = $1"
     ));
     sql.push_str(&subject_filter(db, tenant_id, subject, &mut binds).await?);
+    if let Some(slugs) = within {
+        sql.push_str(" AND w.slug IN (");
+        for (i, slug) in slugs.iter().enumerate() {
+            binds.push(Bind::Text(slug.clone()));
+            sql.push_str(&format!(
+                "{}${}",
+                if i == 0 { "" } else { ", " },
+                binds.len()
+            ));
+        }
+        if slugs.is_empty() {
+            sql.push_str("NULL");
+        }
+        sql.push(')');
+    }
     if let Some(before) = before {
         binds.push(Bind::Int(before));
         sql.push_str(&format!(" AND v.version < ${}", binds.len()));

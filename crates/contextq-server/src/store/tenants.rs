@@ -226,6 +226,9 @@ pub struct KeySpec<'a> {
     pub kind: KeyKind,
     /// The workspaces (slugs) it reaches; `None`: every workspace of the tenant.
     pub workspaces: Option<&'a [String]>,
+    /// The key a [`KeyKind::UiSession`] was minted from (required for one, refused for any
+    /// other kind): the session works only while that key does.
+    pub parent_key_id: Option<&'a str>,
 }
 
 impl<'a> KeySpec<'a> {
@@ -239,6 +242,7 @@ impl<'a> KeySpec<'a> {
             expires_at: None,
             kind: KeyKind::Key,
             workspaces: None,
+            parent_key_id: None,
         }
     }
 }
@@ -256,8 +260,14 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
         expires_at,
         kind,
         workspaces,
+        parent_key_id,
     } = spec;
     require_tenant(conn, tenant_id).await?;
+    if (kind == KeyKind::UiSession) != parent_key_id.is_some() {
+        return Err(Error::Invalid(
+            "a sign-in session names the key it was minted from, and only a session does".into(),
+        ));
+    }
     if let Some(slugs) = workspaces {
         if slugs.is_empty() {
             return Err(Error::Invalid(
@@ -273,7 +283,7 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
     let key = generate_key();
     let id = new_id("key");
     sqlx::query(
-        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at, expires_at, kind, workspaces) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at, expires_at, kind, workspaces, parent_key_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(id.clone())
     .bind(tenant_id.to_string())
@@ -285,6 +295,7 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
     .bind(expires_at.map(str::to_string))
     .bind(kind.as_str())
     .bind(workspaces.map(|w| serde_json::to_string(w).unwrap_or_else(|_| "[]".into())))
+    .bind(parent_key_id.map(str::to_string))
     .execute(&mut *conn)
     .await?;
     Ok(NewKey {
@@ -293,24 +304,42 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
     })
 }
 
-/// Revokes a key by its id or its hash; returns whether an active key was revoked.
+/// Revokes a key by its id or its hash, with the sign-in sessions minted from it; returns
+/// whether an active key was revoked.
 pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -> Result<bool> {
     let mut tx = db.pool().begin().await?;
+    let at = now();
+    let (key_id, key_hash) = (key_id.unwrap_or(""), key_hash.unwrap_or(""));
+    // Sessions first: the parent is found whether or not it was already revoked.
+    sqlx::query(
+        "UPDATE api_keys SET revoked_at = $1 WHERE revoked_at IS NULL AND parent_key_id IN \
+         (SELECT id FROM api_keys WHERE id = $2 OR key_hash = $3)",
+    )
+    .bind(at.clone())
+    .bind(key_id.to_string())
+    .bind(key_hash.to_string())
+    .execute(&mut *tx)
+    .await?;
     let res = sqlx::query(
         "UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR key_hash = $3) AND revoked_at IS NULL",
     )
-    .bind(now())
-    .bind(key_id.unwrap_or("").to_string())
-    .bind(key_hash.unwrap_or("").to_string())
+    .bind(at)
+    .bind(key_id.to_string())
+    .bind(key_hash.to_string())
     .execute(&mut *tx)
     .await?;
     commit_revocation(db, tx).await?;
     Ok(res.rows_affected() > 0)
 }
 
-/// Deletes a key's row; returns whether one was deleted.
+/// Deletes a key's row and those of the sign-in sessions minted from it; returns whether the
+/// key's row was deleted.
 pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
     let mut tx = db.pool().begin().await?;
+    sqlx::query("DELETE FROM api_keys WHERE parent_key_id = $1")
+        .bind(key_id.to_string())
+        .execute(&mut *tx)
+        .await?;
     let gone = sqlx::query("DELETE FROM api_keys WHERE id = $1")
         .bind(key_id.to_string())
         .execute(&mut *tx)
@@ -341,10 +370,15 @@ async fn notify_revocation(db: &Db, tx: &mut sqlx::AnyConnection) -> Result<()> 
     Ok(())
 }
 
-/// The active key with this hash, if any.
+/// The active key with this hash, if any. A sign-in session is active only while the key it
+/// was minted from is (not revoked, not deleted) and expires no later than that key.
 pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
     let row = sqlx::query(
-        "SELECT id, tenant_id, scopes, expires_at, kind, workspaces, last_used_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL",
+        "SELECT k.id, k.tenant_id, k.scopes, k.expires_at, k.kind, k.workspaces, k.last_used_at, \
+         k.parent_key_id, p.id AS parent_id, p.revoked_at AS parent_revoked_at, \
+         p.expires_at AS parent_expires_at, p.tenant_id AS parent_tenant_id \
+         FROM api_keys k LEFT JOIN api_keys p ON p.id = k.parent_key_id \
+         WHERE k.key_hash = $1 AND k.revoked_at IS NULL",
     )
     .bind(key_hash.to_string())
     .fetch_optional(&mut *db.reader().await?)
@@ -352,18 +386,72 @@ pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
     let Some(row) = row else {
         return Ok(None);
     };
+    let ui_session = row.try_get::<String, _>("kind")? == KeyKind::UiSession.as_str();
+    let tenant_id: String = row.try_get("tenant_id")?;
+    let mut expires_at: Option<String> = row.try_get("expires_at")?;
+    if ui_session {
+        // A session whose parent is unknown (minted before parents were recorded), gone,
+        // revoked or of another tenant works no more.
+        let parent: Option<String> = row.try_get("parent_id")?;
+        let parent_revoked: Option<String> = row.try_get("parent_revoked_at")?;
+        let parent_tenant: Option<String> = row.try_get("parent_tenant_id")?;
+        if parent.is_none()
+            || parent_revoked.is_some()
+            || parent_tenant.as_deref() != Some(tenant_id.as_str())
+        {
+            return Ok(None);
+        }
+        expires_at = earliest(expires_at, row.try_get("parent_expires_at")?);
+    }
     let scopes: String = row.try_get("scopes")?;
     let scopes = Scope::parse_list(&scopes)
         .map_err(|e| Error::Corrupt(format!("a key's scopes {scopes:?}: {e}")))?;
     Ok(Some(KeyRecord {
         key_id: row.try_get("id")?,
-        tenant_id: row.try_get("tenant_id")?,
+        tenant_id,
         scopes,
-        expires_at: row.try_get("expires_at")?,
-        ui_session: row.try_get::<String, _>("kind")? == KeyKind::UiSession.as_str(),
+        expires_at,
+        ui_session,
         workspaces: workspaces_from(row.try_get("workspaces")?)?,
         last_used_at: row.try_get("last_used_at")?,
     }))
+}
+
+/// The earlier of two expiry times (RFC 3339 UTC as stored, which sort as text); `None` is never.
+fn earliest(a: Option<String>, b: Option<String>) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Mints an inspector sign-in session from `parent` (an active key): same tenant, scopes and
+/// workspaces, expiring after `ttl` or when `parent` does, whichever comes first, and ending
+/// when `parent` is revoked or deleted. Returns the key and its expiry.
+pub async fn create_session_key(
+    db: &Db,
+    parent: &KeyRecord,
+    ttl: std::time::Duration,
+) -> Result<(NewKey, String)> {
+    if parent.ui_session {
+        return Err(Error::Invalid(
+            "a sign-in session cannot mint another session".into(),
+        ));
+    }
+    let own = chrono::Duration::from_std(ttl)
+        .ok()
+        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
+        .ok_or_else(|| Error::Invalid(format!("a session of {ttl:?} is too long")))?
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let expires_at = earliest(Some(own), parent.expires_at.clone()).unwrap_or_default();
+    let spec = KeySpec {
+        expires_at: Some(&expires_at),
+        kind: KeyKind::UiSession,
+        workspaces: parent.workspaces.as_deref(),
+        parent_key_id: Some(&parent.key_id),
+        ..KeySpec::new(&parent.tenant_id, &parent.scopes)
+    };
+    Ok((create_key_with(db, spec).await?, expires_at))
 }
 
 /// A key's workspaces as stored (a JSON array of slugs; NULL: every workspace).
