@@ -21,6 +21,9 @@ use contextq_server::{
 };
 use serde::{Deserialize, Serialize};
 
+/// The server in this process, called without a socket.
+pub type Local = Arc<dyn LocalService>;
+
 /// The local tenant's credentials, as stored in `embedded.json`.
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -68,16 +71,16 @@ pub struct Embedded {
 impl Embedded {
     /// Opens (creating on first use) the data directory and serves it on `listen`.
     pub async fn start(data_dir: &Path, listen: &str, mode: Mode) -> Result<Embedded> {
-        Self::start_with(data_dir, listen, mode, |_| axum::Router::new()).await
+        Self::start_with(data_dir, listen, mode, |_, _| axum::Router::new()).await
     }
 
-    /// [`Embedded::start`], with the routes `extra` makes for the server's URL served beside
-    /// the API (`serve`'s MCP endpoint).
+    /// [`Embedded::start`], with the routes `extra` makes, for the server's URL and the server
+    /// itself in this process, served beside the API (`serve`'s MCP endpoint).
     pub async fn start_with(
         data_dir: &Path,
         listen: &str,
         mode: Mode,
-        extra: impl FnOnce(&str) -> axum::Router,
+        extra: impl FnOnce(&str, Local) -> axum::Router,
     ) -> Result<Embedded> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
@@ -112,7 +115,8 @@ impl Embedded {
             .await
             .map_err(|e| contextq_server::listen::bind_error(listen, e))?;
         let url = format!("http://{}", listener.local_addr()?);
-        let server = RunningServer::spawn_with(listener, state, extra(&url))?;
+        let local: Local = Arc::new(RouterService::new(router.clone()));
+        let server = RunningServer::spawn_with(listener, state, extra(&url, local))?;
         Ok(Embedded {
             url: server.url().to_string(),
             credentials,

@@ -151,6 +151,8 @@ enum Command {
         /// https://app.example.com:443). Without one, a request carrying Origin is refused.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
+        #[command(flatten)]
+        sessions: McpSessionArgs,
     },
     /// Write every memory file under DIR/memories/ (atomic, idempotent).
     Export {
@@ -266,18 +268,55 @@ enum Command {
         /// carrying Origin is refused.
         #[arg(long, value_name = "ORIGIN")]
         allowed_origin: Vec<String>,
+        #[cfg(feature = "mcp")]
+        #[command(flatten)]
+        sessions: McpSessionArgs,
     },
 }
 
-/// `serve`'s MCP endpoint at `/mcp` (feature `mcp`): each client's key is its memory's.
+/// How many MCP sessions over HTTP may live, and for how long unused (`serve`'s /mcp and
+/// `mcp --http`; docs/reliability.md).
+#[cfg(feature = "mcp")]
+#[derive(clap::Args, Debug, Clone, Copy)]
+struct McpSessionArgs {
+    /// Live MCP sessions one key may hold; one more closes the key's longest idle session, or
+    /// is refused (429) when all are in use.
+    #[arg(long, value_name = "N", default_value_t = mcp::sessions::SessionLimits::default().per_key, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    mcp_sessions_per_key: usize,
+    /// Live MCP sessions in all; when full, a key below its fair share still gets in.
+    #[arg(long, value_name = "N", default_value_t = mcp::sessions::SessionLimits::default().total, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    mcp_sessions: usize,
+    /// Seconds an MCP session may go without a request (and no stream open) before it ends.
+    #[arg(long, value_name = "SECS", default_value_t = mcp::sessions::SessionLimits::default().idle.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_session_idle_secs: u64,
+    /// Seconds a new MCP session has to send its first request after `initialize`.
+    #[arg(long, value_name = "SECS", default_value_t = mcp::sessions::SessionLimits::default().unconfirmed.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_session_confirm_secs: u64,
+}
+
+#[cfg(feature = "mcp")]
+impl McpSessionArgs {
+    fn limits(self) -> mcp::sessions::SessionLimits {
+        mcp::sessions::SessionLimits {
+            per_key: self.mcp_sessions_per_key,
+            total: self.mcp_sessions,
+            idle: std::time::Duration::from_secs(self.mcp_session_idle_secs),
+            unconfirmed: std::time::Duration::from_secs(self.mcp_session_confirm_secs),
+        }
+    }
+}
+
+/// `serve`'s MCP endpoint at `/mcp` (feature `mcp`): each client's key is its memory's, checked
+/// with the server in this process (no socket) on every request.
 #[cfg(feature = "mcp")]
 fn mcp_endpoint(
     settings: &stores::Settings,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
-) -> impl FnOnce(&str) -> axum::Router {
+    sessions: mcp::sessions::SessionLimits,
+) -> impl FnOnce(&str, embedded::Local) -> axum::Router {
     let settings = settings.clone();
-    move |url: &str| {
+    move |url: &str, local: embedded::Local| {
         let addr = url
             .trim_start_matches("http://")
             .parse()
@@ -287,8 +326,9 @@ fn mcp_endpoint(
             contextq_url: url.to_string(),
             allowed_hosts,
             allowed_origins,
+            sessions,
         };
-        mcp::http::router(url, addr, &options, settings)
+        mcp::http::router(url, Some(local), addr, &options, settings)
     }
 }
 
@@ -297,8 +337,8 @@ fn mcp_endpoint(
     _settings: &stores::Settings,
     _allowed_hosts: Vec<String>,
     _allowed_origins: Vec<String>,
-) -> impl FnOnce(&str) -> axum::Router {
-    |_: &str| axum::Router::new()
+) -> impl FnOnce(&str, embedded::Local) -> axum::Router {
+    |_: &str, _: embedded::Local| axum::Router::new()
 }
 
 fn main() -> ExitCode {
@@ -422,6 +462,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             allowed_host,
             allowed_origin,
+            sessions,
         } => {
             if !matches!(store, StoreChoice::ContextQ) {
                 anyhow::bail!(
@@ -450,8 +491,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 contextq_url: url,
                 allowed_hosts: allowed_host,
                 allowed_origins: allowed_origin,
+                sessions: sessions.limits(),
             };
-            let result = mcp::http::run(options, settings).await;
+            // The embedded store is called in this process, without a socket.
+            let local = embedded
+                .as_ref()
+                .and_then(|o| o.embedded.as_ref())
+                .map(|e| e.local_service());
+            let result = mcp::http::run(options, local, settings).await;
             if let Some(opened) = embedded {
                 opened.close().await;
             }
@@ -562,8 +609,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             read_only,
             allowed_host,
             allowed_origin,
+            #[cfg(feature = "mcp")]
+            sessions,
         } => {
             let settings = settings(Policy::default());
+            #[cfg(feature = "mcp")]
+            let mcp = mcp_endpoint(&settings, allowed_host, allowed_origin, sessions.limits());
+            #[cfg(not(feature = "mcp"))]
             let mcp = mcp_endpoint(&settings, allowed_host, allowed_origin);
             let mode = embedded::Mode {
                 read_only,

@@ -23,6 +23,7 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use crate::stores::Opened;
 
 pub mod http;
+pub mod sessions;
 
 /// URI scheme of memory files: `memory:///memories/notes.md`.
 pub const URI_PREFIX: &str = "memory://";

@@ -1,31 +1,49 @@
-//! `contextq-memory mcp --http ADDR`: MCP over streamable HTTP (rmcp's server, sessions and
+//! `contextq-memory mcp --http ADDR`: MCP over streamable HTTP (rmcp's server and
 //! protocol-version handling), at `/mcp`, in front of a ContextQ. Every request's
 //! `Authorization: Bearer <ContextQ key>` is the key its ContextQ calls use, so tenants and the
-//! workspaces a key reaches are the server's to enforce; no key, or one ContextQ refuses, is 401
-//! before any MCP is spoken. `Host` is checked against the allowed hosts and a present `Origin`
-//! against the allowed origins (DNS rebinding: a browser page cannot reach it).
+//! workspaces a key reaches are the server's to enforce.
+//!
+//! Before any MCP is spoken, each request is checked here, in this order:
+//! 1. the key: none, or one ContextQ refuses now (revoked, expired, unknown), is 401; ContextQ is
+//!    asked on every request, so a refused key never gets through on an earlier answer;
+//! 2. the session ([`sessions`]): a session belongs to the key that opened it; a request naming
+//!    a session its key did not open is answered as an unknown session (404); a new session
+//!    past the caps is 429 with `Retry-After`;
+//! 3. `Host` against the allowed hosts and a present `Origin` against the allowed origins (DNS
+//!    rebinding: a browser page cannot reach it), by rmcp.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, ErrorCode};
+use contextq_memory_tool::contextq::local::LocalService;
+use contextq_memory_tool::contextq::{Client, ContextQMemoryToolOptions, ErrorCode};
 use contextq_memory_tool::{MemoryTool, Store};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use futures::StreamExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use sha2::Digest;
 
+use super::sessions::{Gate, InUse, Owner, RETRY_AFTER_SECS, SessionLimits};
 use super::{Memory, MemoryMcp};
 use crate::stores::Settings;
 
-/// How long a key ContextQ accepted is used without asking again (a revoked key is refused by
-/// ContextQ on its next call anyway; this only spares the check).
-const CHECKED_FOR: Duration = Duration::from_secs(60);
+/// The header that names an MCP session.
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+
+/// How often a key holding sessions is asked about again when it makes no request, so that
+/// the sessions of a revoked or expired key end even while they only hold a stream open.
+pub const REVALIDATE_EVERY: Duration = Duration::from_secs(30);
+
+/// Most keys whose clients are kept built at once (a client per key, not a secret: the key is
+/// checked with ContextQ on every request anyway).
+const KEYS_KEPT: usize = 4096;
 
 /// Where to serve and for whom.
 #[derive(Debug, Clone)]
@@ -38,13 +56,25 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser origins accepted in `Origin` (none: any request carrying `Origin` is refused).
     pub allowed_origins: Vec<String>,
+    /// How many sessions may live, and for how long idle.
+    pub sessions: SessionLimits,
+}
+
+/// A key's memory and the client that asks ContextQ about the key.
+struct Known {
+    memory: Memory,
+    client: Client,
+    used: Instant,
+    checked: Instant,
 }
 
 /// The memories of the keys seen lately, by the SHA-256 of the key (never the key itself).
 struct Keys {
     url: String,
     settings: Settings,
-    seen: Mutex<HashMap<String, (Instant, Memory)>>,
+    /// The ContextQ in this process (`serve`'s own), called without a socket.
+    local: Option<Arc<dyn LocalService>>,
+    seen: Mutex<HashMap<Owner, Known>>,
 }
 
 /// Why a key gets no memory.
@@ -55,14 +85,64 @@ enum Refusal {
     Unreachable(String),
 }
 
+fn owner_of(key: &str) -> Owner {
+    sha2::Sha256::digest(key.as_bytes()).into()
+}
+
+/// Whether ContextQ accepts the key `client` carries now: one request with it.
+async fn check(client: &Client) -> Result<(), Refusal> {
+    match client.list_workspaces().await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match e.contextq_code() {
+            Some(ErrorCode::Unauthorized) => {
+                // ContextQ's reason (expired, revoked, unknown) says what to change.
+                Refusal::Unauthorized(format!("ContextQ refused this key ({e})"))
+            }
+            _ => Refusal::Unreachable(e.tool_message()),
+        }),
+    }
+}
+
 impl Keys {
-    async fn memory(&self, key: &str) -> Result<Memory, Refusal> {
-        let hash = hex::encode(sha2::Sha256::digest(key.as_bytes()));
-        if let Some((at, memory)) = self.seen.lock().expect("not poisoned").get(&hash)
-            && at.elapsed() < CHECKED_FOR
-        {
-            return Ok(memory.clone());
+    /// The memory of `key`, once ContextQ has accepted the key for this request.
+    async fn memory(&self, key: &str) -> Result<(Owner, Memory), Refusal> {
+        let owner = owner_of(key);
+        let known = self
+            .seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&owner)
+            .map(|k| (k.memory.clone(), k.client.clone()));
+        let (memory, client) = match known {
+            Some(known) => known,
+            None => self.build(key)?,
+        };
+        let checked = check(&client).await;
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(refusal) = checked {
+            seen.remove(&owner);
+            return Err(refusal);
         }
+        let now = Instant::now();
+        if !seen.contains_key(&owner) && seen.len() >= KEYS_KEPT {
+            // The least recently used goes: it is built again on its next request.
+            if let Some(oldest) = seen.iter().min_by_key(|(_, k)| k.used).map(|(o, _)| *o) {
+                seen.remove(&oldest);
+            }
+        }
+        seen.insert(
+            owner,
+            Known {
+                memory: memory.clone(),
+                client,
+                used: now,
+                checked: now,
+            },
+        );
+        Ok((owner, memory))
+    }
+
+    fn build(&self, key: &str) -> Result<(Memory, Client), Refusal> {
         let options = ContextQMemoryToolOptions::new(key)
             .base_url(&self.url)
             .read_only(self.settings.read_only)
@@ -72,18 +152,14 @@ impl Keys {
             Some(ws) => options.workspace(ws),
             None => options,
         };
+        let options = match &self.local {
+            Some(local) => options.local_service(local.clone()),
+            None => options,
+        };
         let store = options
             .store()
             .map_err(|e| Refusal::Unauthorized(e.tool_message()))?;
-        // One call with the key: ContextQ says whether it stands.
-        if let Err(e) = store.client().list_workspaces().await {
-            return Err(match e.contextq_code() {
-                Some(ErrorCode::Unauthorized) => {
-                    Refusal::Unauthorized("ContextQ refused this key".into())
-                }
-                _ => Refusal::Unreachable(e.tool_message()),
-            });
-        }
+        let client = store.client().clone();
         let store: Arc<dyn Store> = Arc::new(store);
         let tool = MemoryTool::new(store.clone())
             .edit_budget(options.edit_budget)
@@ -94,16 +170,107 @@ impl Keys {
             tool: Arc::new(tool),
             store,
         };
-        self.seen
-            .lock()
-            .expect("not poisoned")
-            .insert(hash, (Instant::now(), memory.clone()));
-        Ok(memory)
+        Ok((memory, client))
+    }
+
+    /// Asks ContextQ again about the keys among `owners` not checked for
+    /// [`REVALIDATE_EVERY`]; the owners it refuses now (or no longer known here).
+    async fn refused_among(&self, owners: Vec<Owner>) -> Vec<Owner> {
+        let mut refused = Vec::new();
+        for owner in owners {
+            let client = {
+                let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+                match seen.get(&owner) {
+                    None => {
+                        refused.push(owner);
+                        continue;
+                    }
+                    Some(k) if k.checked.elapsed() < REVALIDATE_EVERY => continue,
+                    Some(k) => k.client.clone(),
+                }
+            };
+            match check(&client).await {
+                Ok(()) => {
+                    if let Some(k) = self
+                        .seen
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_mut(&owner)
+                    {
+                        k.checked = Instant::now();
+                    }
+                }
+                Err(Refusal::Unauthorized(_)) => {
+                    self.seen
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&owner);
+                    refused.push(owner);
+                }
+                // ContextQ unreachable: the sessions wait for its next answer.
+                Err(Refusal::Unreachable(_)) => {}
+            }
+        }
+        refused
     }
 }
 
-/// Before MCP: the request's key, its memory put in the request for the handler.
-async fn authorize(State(keys): State<Arc<Keys>>, mut request: Request, next: Next) -> Response {
+/// What the checks in front of MCP share.
+struct Front {
+    keys: Keys,
+    gate: Gate,
+    sweeping: AtomicBool,
+}
+
+impl Front {
+    /// Starts, once, the task that ends expired sessions and those of keys refused since.
+    fn sweep(self: &Arc<Self>) {
+        if self.sweeping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let weak: Weak<Front> = Arc::downgrade(self);
+        let every = self.gate.sweep_interval();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(front) = weak.upgrade() else { return };
+                front.gate.close(front.gate.expired()).await;
+                for owner in front.keys.refused_among(front.gate.owners()).await {
+                    front.gate.close(front.gate.end_all_of(&owner)).await;
+                }
+            }
+        });
+    }
+}
+
+fn error_response(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({"error": {"code": status.as_u16(), "message": message}})),
+    )
+        .into_response()
+}
+
+/// A session that is not there for this key: the answer rmcp gives an unknown session, so
+/// another key's session cannot be told from one that never existed.
+fn unknown_session() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+}
+
+/// The answer's body, holding its session in use until the body ends (a stream: until it is
+/// closed).
+fn holding(response: Response, in_use: InUse) -> Response {
+    let (parts, body) = response.into_parts();
+    let stream = body.into_data_stream().map(move |chunk| {
+        let _ = &in_use;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(stream))
+}
+
+/// Before MCP: the key, then the session (module docs).
+async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: Next) -> Response {
+    front.sweep();
     let key = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -111,39 +278,101 @@ async fn authorize(State(keys): State<Arc<Keys>>, mut request: Request, next: Ne
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .filter(|k| contextq_api::valid_key_format(k));
-    let refusal = match key {
-        None => Refusal::Unauthorized(
+    let Some(key) = key else {
+        return unauthorized(
             "send Authorization: Bearer <ContextQ key> (sk_live_ followed by 40 hex)".into(),
-        ),
-        Some(key) => match keys.memory(key).await {
-            Ok(memory) => {
-                request.extensions_mut().insert(memory);
-                return next.run(request).await;
+        );
+    };
+    let owner = match front.keys.memory(key).await {
+        Ok((owner, memory)) => {
+            request.extensions_mut().insert(memory);
+            owner
+        }
+        Err(Refusal::Unauthorized(message)) => {
+            // The key's sessions end with it.
+            let owner = owner_of(key);
+            front.gate.close(front.gate.end_all_of(&owner)).await;
+            return unauthorized(message);
+        }
+        Err(Refusal::Unreachable(message)) => {
+            return error_response(StatusCode::BAD_GATEWAY, message);
+        }
+    };
+    let session = request
+        .headers()
+        .get(&SESSION_HEADER)
+        .map(|v| v.to_str().map(str::to_string));
+    match session {
+        Some(Ok(external)) => {
+            let Some((internal, in_use)) = front.gate.enter(&external, &owner) else {
+                return unknown_session();
+            };
+            let Ok(internal_value) = HeaderValue::from_str(&internal) else {
+                return unknown_session();
+            };
+            request.headers_mut().insert(SESSION_HEADER, internal_value);
+            let deleting = request.method() == Method::DELETE;
+            let mut response = next.run(request).await;
+            if deleting
+                && response.status().is_success()
+                && let Some(id) = front.gate.end(&external, &owner)
+            {
+                front.gate.close(vec![id]).await;
             }
-            Err(refusal) => refusal,
-        },
-    };
-    let (status, message) = match refusal {
-        Refusal::Unauthorized(m) => (StatusCode::UNAUTHORIZED, m),
-        Refusal::Unreachable(m) => (StatusCode::BAD_GATEWAY, m),
-    };
-    let mut response = (
-        status,
-        axum::Json(serde_json::json!({"error": {"code": status.as_u16(), "message": message}})),
-    )
-        .into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            // rmcp's id never leaves this process.
+            if response.headers().contains_key(&SESSION_HEADER)
+                && let Ok(v) = HeaderValue::from_str(&external)
+            {
+                response.headers_mut().insert(SESSION_HEADER, v);
+            }
+            holding(response, in_use)
+        }
+        Some(Err(_)) => unknown_session(),
+        None if request.method() == Method::POST => {
+            let (opening, evicted) = match front.gate.open(&owner) {
+                Ok(place) => place,
+                Err(refused) => {
+                    let limits = front.gate.limits();
+                    let mut response =
+                        error_response(StatusCode::TOO_MANY_REQUESTS, refused.message(&limits));
+                    response
+                        .headers_mut()
+                        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+                    return response;
+                }
+            };
+            front.gate.close(evicted).await;
+            let mut response = next.run(request).await;
+            let opened = response
+                .headers()
+                .get(&SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(|internal| opening.opened(internal.to_string().into()));
+            if let Some(external) = opened
+                && let Ok(v) = HeaderValue::from_str(&external)
+            {
+                response.headers_mut().insert(SESSION_HEADER, v);
+            }
+            response
+        }
+        None => next.run(request).await,
     }
+}
+
+fn unauthorized(message: String) -> Response {
+    let mut response = error_response(StatusCode::UNAUTHORIZED, message);
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     response
 }
 
-/// The `/mcp` endpoint in front of the ContextQ at `contextq_url`, for a server whose address is
-/// `addr` (a loopback `Host` and `addr` are always allowed, with `options.allowed_hosts`).
+/// The `/mcp` endpoint in front of the ContextQ at `contextq_url` (or `local`, the same server
+/// in this process), for a server whose address is `addr` (a loopback `Host` and `addr` are
+/// always allowed, with `options.allowed_hosts`).
 pub fn router(
     contextq_url: &str,
+    local: Option<Arc<dyn LocalService>>,
     addr: std::net::SocketAddr,
     options: &HttpOptions,
     settings: Settings,
@@ -160,27 +389,38 @@ pub fn router(
         .with_allowed_origins(options.allowed_origins.clone())
         .enforce_origin_validation();
     let describe = format!("ContextQ: {contextq_url} (each client's own key)");
+    let gate = Gate::new(options.sessions);
     let service = StreamableHttpService::new(
         move || Ok(MemoryMcp::per_request(describe.clone())),
-        Arc::new(LocalSessionManager::default()),
+        gate.manager(),
         config,
     );
-    let keys = Arc::new(Keys {
-        url: contextq_url.to_string(),
-        settings,
-        seen: Mutex::new(HashMap::new()),
+    let front = Arc::new(Front {
+        keys: Keys {
+            url: contextq_url.to_string(),
+            settings,
+            local,
+            seen: Mutex::new(HashMap::new()),
+        },
+        gate,
+        sweeping: AtomicBool::new(false),
     });
     axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(keys, authorize))
+        .layer(axum::middleware::from_fn_with_state(front, guard))
 }
 
-/// Serves MCP at `/mcp` until SIGTERM or Ctrl-C; prints `http://ADDR/mcp` on stdout once
-/// listening.
-pub async fn run(options: HttpOptions, settings: Settings) -> Result<()> {
+/// Serves MCP at `/mcp` until SIGTERM or Ctrl-C, within the server's connection limits, in
+/// front of `options.contextq_url` (or `local`, that server in this process); prints
+/// `http://ADDR/mcp` on stdout once listening.
+pub async fn run(
+    options: HttpOptions,
+    local: Option<Arc<dyn LocalService>>,
+    settings: Settings,
+) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&options.listen).await?;
     let addr = listener.local_addr()?;
-    let app = router(&options.contextq_url, addr, &options, settings);
+    let app = router(&options.contextq_url, local, addr, &options, settings);
     println!("http://{addr}/mcp");
     use std::io::Write;
     std::io::stdout().flush()?;
@@ -188,8 +428,12 @@ pub async fn run(options: HttpOptions, settings: Settings) -> Result<()> {
         "contextq-memory mcp: MCP over HTTP at http://{addr}/mcp, in front of {}",
         options.contextq_url
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(contextq_server::listen::stop_signal())
-        .await?;
+    contextq_server::listen::serve_connections(
+        listener,
+        app,
+        contextq_server::ConnectionLimits::default().for_this_process(),
+        contextq_server::listen::stop_signal(),
+    )
+    .await?;
     Ok(())
 }
