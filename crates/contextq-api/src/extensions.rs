@@ -59,9 +59,13 @@ pub struct Extensions {
     /// of a path that may be a file or a directory is one request (token `tree-file`; with
     /// `tree`).
     pub tree_file: bool,
+    /// `Idempotency-Key` on every write: the server records each keyed write's outcome in the
+    /// write's own transaction and answers a repeat of the same request with that outcome,
+    /// whatever happened since (token `idempotency`).
+    pub idempotency: bool,
 }
 
-const TOKENS: [&str; 17] = [
+const TOKENS: [&str; 18] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -79,6 +83,7 @@ const TOKENS: [&str; 17] = [
     "redaction",
     "delete-by-external",
     "tree-file",
+    "idempotency",
 ];
 
 impl Extensions {
@@ -101,9 +106,10 @@ impl Extensions {
         redaction: true,
         delete_by_external: true,
         tree_file: true,
+        idempotency: true,
     };
 
-    fn flags(&self) -> [bool; 17] {
+    fn flags(&self) -> [bool; 18] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -122,6 +128,7 @@ impl Extensions {
             self.redaction,
             self.delete_by_external,
             self.tree_file,
+            self.idempotency,
         ]
     }
 
@@ -146,6 +153,7 @@ impl Extensions {
             redaction: has(TOKENS[14]),
             delete_by_external: has(TOKENS[15]),
             tree_file: has(TOKENS[16]),
+            idempotency: has(TOKENS[17]),
         }
     }
 
@@ -170,7 +178,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -2,8 +2,9 @@
 //!
 //! Each non-empty input line is one tool input (`{"command": "view", "path": "/memories"}`);
 //! each produces exactly one output line `{"content": "...", "is_error": bool}`, in order. A line
-//! that is not JSON produces an error result and the next line is still run. Scripts depend on
-//! this interface: it stays stable.
+//! that is not JSON produces an error result and the next line is still run. Each answer is
+//! written as soon as no further input is waiting, so `exec` works as a co-process (one command
+//! in, its answer out). Scripts depend on this interface: it stays stable.
 
 use anyhow::Result;
 use contextq_memory_tool::{MemoryToolHandlers, ToolResult};
@@ -42,8 +43,10 @@ pub async fn run(tool: &dyn MemoryToolHandlers, timing: bool) -> Result<()> {
         let mut text = serde_json::to_string(&result)?;
         text.push('\n');
         out.write_all(text.as_bytes()).await?;
-        // Flush per line only for a reader waiting on each answer; a file or pipe gets it at the end.
-        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        // Answers go out as soon as no further input is already waiting: a program that sends
+        // one command and waits for its answer gets it at once, whatever stdout is, and a batch
+        // piped in is still written in large chunks.
+        if lines.get_ref().buffer().is_empty() {
             out.flush().await?;
         }
     }

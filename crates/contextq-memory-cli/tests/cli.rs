@@ -433,3 +433,49 @@ fn serve(data: &std::path::Path, extra: &[&str]) -> (std::process::Child, String
             .args(extra),
     )
 }
+
+/// `exec` as a co-process: one command in through a pipe, its answer out through a pipe at
+/// once, with stdin still open (before, a piped stdout was written only at end of input).
+#[test]
+fn exec_answers_each_command_at_once_through_pipes() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let data = tempfile::tempdir().unwrap();
+    let mut child = common::embedded(data.path())
+        .arg("exec")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                return;
+            }
+        }
+    });
+    for (command, expected) in [
+        (
+            r#"{"command": "create", "path": "/memories/co.md", "file_text": "x"}"#,
+            "File created successfully at: /memories/co.md",
+        ),
+        (
+            r#"{"command": "delete", "path": "/memories/co.md"}"#,
+            "Successfully deleted /memories/co.md",
+        ),
+    ] {
+        writeln!(stdin, "{command}").unwrap();
+        stdin.flush().unwrap();
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("an answer while stdin is still open");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(common::text(&v), expected);
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -5,12 +5,16 @@
 //! Whether a failure may be retried depends on what the request does ([`Idempotency`]), which
 //! each request states explicitly:
 //!
-//! | failure | `Safe` (reads, plain upserts, `PUT` without `If-Match`, Messages API calls) | `Unsafe` (conditional writes, create-only, `DELETE`) |
+//! | failure | `Safe` (reads, plain upserts, `PUT` without `If-Match`, Messages API calls) and `Keyed` (a write with an `Idempotency-Key` to a server that records outcomes) | `Unsafe` (conditional writes, create-only, `DELETE`, without a key) |
 //! |---|---|---|
 //! | connection refused (never sent) | retry | retry |
 //! | 429, 503, 529 (refused before doing anything) | retry | retry |
 //! | timeout, dropped connection, truncated body, 500, 502, 504 | retry | **no**: the outcome is unknown, the caller reconciles by reading back |
 //! | other statuses | no | no |
+//!
+//! After an attempt that may have been applied, a later refusal of a `Safe` write says nothing
+//! of it (the outcome stays unknown); a `Keyed` write's later answer other than 429, 503 or
+//! 529 *is* its outcome (the server answered the repeat with what the first run did).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -64,6 +68,10 @@ pub enum Idempotency {
     Safe,
     /// Repeating it after an unknown outcome could apply it twice or misreport it.
     Unsafe,
+    /// A write sent with an `Idempotency-Key` to a server that records outcomes (extension
+    /// `idempotency`): every attempt carries the same key, so a repeat is answered with what the
+    /// first applied attempt did, and an answer to it is the write's outcome.
+    Keyed,
 }
 
 /// What went wrong with one attempt, for the retry decision.
@@ -211,7 +219,10 @@ where
             Err(failed) => failed,
         };
         let give_up = |failed: Attempt, maybe_applied: Option<Error>| {
-            if RetryConfig::may_have_applied(failed.failure) {
+            let answered = matches!(failed.failure, Failure::Status(s) if s < 500 && s != 429);
+            if RetryConfig::may_have_applied(failed.failure)
+                || (kind == Idempotency::Keyed && answered)
+            {
                 failed.error
             } else {
                 maybe_applied.unwrap_or(failed.error)
@@ -381,5 +392,16 @@ mod tests {
             r.unwrap_err().to_string().contains("404"),
             "the later answer"
         );
+        // A keyed write: the server answered the repeat with the first run's outcome, so a
+        // refusal after a lost answer is the outcome; a 503 still says nothing of it.
+        let (n, r) = lost_then(&config, Idempotency::Keyed, Failure::Status(404)).await;
+        assert_eq!(n, 2);
+        assert!(r.unwrap_err().to_string().contains("404"));
+        let (n, r) = lost_then(&config, Idempotency::Keyed, Failure::Status(503)).await;
+        assert_eq!(n, 4);
+        assert!(r.unwrap_err().to_string().contains("Lost"));
+        // A Safe write's 404 after a lost answer is not its outcome.
+        let (_, r) = lost_then(&config, Idempotency::Safe, Failure::Status(404)).await;
+        assert!(r.unwrap_err().to_string().contains("Lost"));
     }
 }

@@ -78,10 +78,14 @@ struct Setup {
 
 impl Setup {
     /// A tenant with workspace `ws`, a proxy, and a tool through it with one retry. The proxy
-    /// hides the `rename`, `by-prefix` and `delete-by-external` extensions: these are the
-    /// multi-step moves and deletes of a server without them.
+    /// hides the `rename`, `by-prefix`, `delete-by-external` and `idempotency` extensions: these
+    /// are the multi-step moves and deletes of a server without them, settled by reading back.
     async fn new(b: Backend) -> Setup {
-        Self::hiding(b, &["rename", "by-prefix", "delete-by-external"]).await
+        Self::hiding(
+            b,
+            &["rename", "by-prefix", "delete-by-external", "idempotency"],
+        )
+        .await
     }
 
     /// [`Setup::new`] with the proxy hiding `hidden` only (`&[]`: the server's one-request
@@ -261,28 +265,42 @@ async fn a_directory_delete_whose_first_delete_is_unsettled_stops_and_says_what_
     assert_eq!(s.content("d/z.md").await.as_deref(), Some("z"));
 }
 
-/// With the `rename` extension a file rename is one request; when its answer is lost the tool
-/// reads both paths back: moved, it says so; unsettled, it says so and changes nothing more.
-async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
-    let s = Setup::hiding(b, &[]).await;
+/// With the `rename` extension a file rename is one request. With recorded outcomes
+/// (`idempotency`), an answer lost is asked for again with the same key: applied once, said
+/// so; lost every time, unknown. Without them, an answer lost is unknown: a read-back cannot
+/// tell this rename from another writer's, nor "not applied" from "applied late".
+async fn a_server_rename_whose_answer_is_lost(b: Backend, keyed: bool) {
+    let s = Setup::hiding(b, if keyed { &[] } else { &["idempotency"] }).await;
     let (tool, proxy) = (&s.tool, &s.proxy);
     s.create("/memories/a.md", "a").await;
     let stored = |rel: &'static str| s.content(rel);
 
-    // Applied, answer lost: read back as moved.
+    // Applied, answer lost once.
     proxy.fault(Method::POST, "/rename", Fault::ForwardThenDrop, 1);
-    assert_eq!(
-        handle(tool, rename("/memories/a.md", "/memories/b.md")).await,
-        Ok("Successfully renamed /memories/a.md to /memories/b.md".to_string())
-    );
+    let r = handle(tool, rename("/memories/a.md", "/memories/b.md")).await;
+    proxy.clear_faults();
+    if keyed {
+        assert_eq!(
+            r,
+            Ok("Successfully renamed /memories/a.md to /memories/b.md".to_string())
+        );
+    } else {
+        let e = r.unwrap_err();
+        assert_unknown(
+            &e,
+            "rename of /memories/a.md to /memories/b.md",
+            &["/memories/a.md", "/memories/b.md"],
+        );
+    }
     assert_eq!(
         (stored("a.md").await, stored("b.md").await),
-        (None, Some("a".into()))
+        (None, Some("a".into())),
+        "applied once"
     );
 
-    // Applied, answer lost, and the read-back fails too: unknown, never "failed".
-    proxy.fault(Method::POST, "/rename", Fault::ForwardThenDrop, 1);
-    proxy.fault(Method::GET, "/by-external/", Fault::Status(500, None), 10);
+    // Applied, every answer lost (the first, the retry and the client's asking again):
+    // unknown, never "failed".
+    proxy.fault(Method::POST, "/rename", Fault::ForwardThenDrop, 3);
     let e = handle(tool, rename("/memories/b.md", "/memories/c.md"))
         .await
         .unwrap_err();
@@ -304,8 +322,8 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
     );
     assert_eq!(stored("c.md").await.as_deref(), Some("a"), "it was applied");
 
-    // Not applied (dropped before the server): read back as unchanged; the error says so.
-    proxy.fault(Method::POST, "/rename", Fault::Drop, 2);
+    // Never reached the server: unknown to the tool too, and nothing changed.
+    proxy.fault(Method::POST, "/rename", Fault::Drop, 3);
     let e = handle(tool, rename("/memories/c.md", "/memories/d.md"))
         .await
         .unwrap_err();
@@ -319,53 +337,108 @@ async fn a_server_rename_whose_answer_is_lost_is_read_back(b: Backend) {
     assert_eq!(stored("d.md").await, None);
 }
 
-/// With the `delete-by-external` extension a file's delete is one request; when its answer is
-/// lost the tool reads the path back against the row it knew there: gone, deleted; that row
-/// still there, deleted again at the version read; unsettled, unknown.
-async fn a_server_delete_whose_answer_is_lost_is_read_back(b: Backend) {
-    let s = Setup::hiding(b, &[]).await;
+async fn a_server_rename_whose_answer_is_lost_is_asked_again(b: Backend) {
+    a_server_rename_whose_answer_is_lost(b, true).await
+}
+
+async fn a_server_rename_whose_answer_is_lost_without_outcomes_is_unknown(b: Backend) {
+    a_server_rename_whose_answer_is_lost(b, false).await
+}
+
+/// With the `delete-by-external` extension a file's delete is one request. Keyed, an answer
+/// lost is asked for again: deleted once, said so; a delete that found nothing stays "does not
+/// exist" though another writer created the file before the repeat. Without recorded outcomes,
+/// the row known at the path and still there is deleted again at the version read; gone may be
+/// another writer's delete, and is unknown (never "Successfully deleted" for a delete that
+/// found nothing).
+async fn a_server_delete_whose_answer_is_lost(b: Backend, keyed: bool) {
+    let s = Setup::hiding(b, if keyed { &[] } else { &["idempotency"] }).await;
     let (tool, proxy) = (&s.tool, &s.proxy);
     for f in ["a", "b", "c"] {
         s.create(&format!("/memories/{f}.md"), f).await;
     }
     let by_external = "/api/contexts/by-external/";
 
-    // Applied, answer lost: read back as deleted.
+    // Applied, answer lost once.
     proxy.fault(Method::DELETE, by_external, Fault::ForwardThenDrop, 1);
-    assert_eq!(
-        handle(tool, delete("/memories/a.md")).await,
-        Ok("Successfully deleted /memories/a.md".to_string())
-    );
+    let r = handle(tool, delete("/memories/a.md")).await;
+    proxy.clear_faults();
+    if keyed {
+        assert_eq!(r, Ok("Successfully deleted /memories/a.md".to_string()));
+    } else {
+        assert_unknown(
+            &r.unwrap_err(),
+            "delete of /memories/a.md",
+            &["/memories/a.md"],
+        );
+    }
     assert_eq!(s.content("a.md").await, None);
 
-    // Not applied (dropped before the server): the same row read back, deleted again at the
-    // version read.
+    // Not applied (dropped before the server): asked again (keyed) or deleted again at the
+    // version read back.
     proxy.fault(Method::DELETE, by_external, Fault::Drop, 1);
     assert_eq!(
         handle(tool, delete("/memories/b.md")).await,
         Ok("Successfully deleted /memories/b.md".to_string())
     );
     assert_eq!(s.content("b.md").await, None);
-    // Dropped twice: the second attempt's outcome is unknown too, and so is the delete's.
+    // Dropped every time (keyed: the first, its retry and the client's asking again, then the
+    // same three for the delete again at the version read back; without: the first and the
+    // delete again): unknown.
     s.create("/memories/b.md", "b").await;
     assert!(
         handle(tool, json!({"command": "view", "path": "/memories/b.md"}))
             .await
             .is_ok()
     );
-    proxy.fault(Method::DELETE, by_external, Fault::Drop, 2);
+    let every = if keyed { 6 } else { 2 };
+    proxy.fault(Method::DELETE, by_external, Fault::Drop, every);
     let e = handle(tool, delete("/memories/b.md")).await.unwrap_err();
     proxy.clear_faults();
     assert_unknown(&e, "delete of /memories/b.md", &["/memories/b.md"]);
     assert_eq!(s.content("b.md").await.as_deref(), Some("b"));
 
-    // Applied, answer lost, and the read-back fails too: unknown, never "failed".
-    proxy.fault(Method::DELETE, by_external, Fault::ForwardThenDrop, 1);
-    proxy.fault(Method::GET, by_external, Fault::Status(500, None), 10);
+    // Applied, every answer lost (the first, the retry and the client's asking again):
+    // unknown, never "failed".
+    proxy.fault(Method::DELETE, by_external, Fault::ForwardThenDrop, 3);
     let e = handle(tool, delete("/memories/c.md")).await.unwrap_err();
     proxy.clear_faults();
     assert_unknown(&e, "delete of /memories/c.md", &["/memories/c.md"]);
     assert_eq!(s.content("c.md").await, None, "it was applied");
+
+    // A delete that found nothing (404), its answer lost, and another writer creating the
+    // file before the tool asks again: keyed, the delete's own outcome ("does not exist") and
+    // the new file stays; without, unknown (never "Successfully deleted").
+    let gate = Gate::default();
+    proxy.fault(Method::DELETE, by_external, Fault::ForwardThenDrop, 1);
+    proxy.fault(Method::DELETE, by_external, Fault::Hold(gate.clone()), 1);
+    let pending = {
+        let tool = tool.clone();
+        tokio::spawn(async move { handle(&tool, delete("/memories/e.md")).await })
+    };
+    if keyed {
+        gate.arrived().await;
+    }
+    let other = contextq_memory_tool(options(&s.server.url, &s.key).workspace("ws")).unwrap();
+    handle(&other, create("/memories/e.md", "theirs"))
+        .await
+        .unwrap();
+    gate.open();
+    let r = pending.await.unwrap();
+    proxy.clear_faults();
+    if keyed {
+        assert_eq!(
+            r.unwrap_err().message(),
+            "The path /memories/e.md does not exist"
+        );
+    } else {
+        assert_unknown(
+            &r.unwrap_err(),
+            "delete of /memories/e.md",
+            &["/memories/e.md"],
+        );
+    }
+    assert_eq!(s.content("e.md").await.as_deref(), Some("theirs"));
 
     // A directory's path: no file there, so the server deletes the directory whole.
     s.create("/memories/d/x.md", "x").await;
@@ -376,23 +449,40 @@ async fn a_server_delete_whose_answer_is_lost_is_read_back(b: Backend) {
     assert_eq!(s.content("d/x.md").await, None);
 }
 
-/// With the `by-prefix` extension a directory's rename and delete are one request each; when
-/// the answer is lost the tool looks at both places: done, it says so; not applied, nothing
-/// moved (all or nothing), and the error says so.
-async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
-    let s = Setup::hiding(b, &[]).await;
+async fn a_server_delete_whose_answer_is_lost_is_asked_again(b: Backend) {
+    a_server_delete_whose_answer_is_lost(b, true).await
+}
+
+async fn a_server_delete_whose_answer_is_lost_without_outcomes_is_unknown(b: Backend) {
+    a_server_delete_whose_answer_is_lost(b, false).await
+}
+
+/// With the `by-prefix` extension a directory's rename and delete are one request each: keyed,
+/// an answer lost is asked for again; without, unknown.
+async fn a_server_directory_move_whose_answer_is_lost(b: Backend, keyed: bool) {
+    let s = Setup::hiding(b, if keyed { &[] } else { &["idempotency"] }).await;
     let (tool, proxy) = (&s.tool, &s.proxy);
     for f in ["x", "y"] {
         s.create(&format!("/memories/d/{f}.md"), f).await;
     }
     let stored = |rel: &'static str| s.content(rel);
 
-    // Applied, answer lost: read back as moved.
+    // Applied, answer lost once.
     proxy.fault(Method::POST, "/by-prefix/rename", Fault::ForwardThenDrop, 1);
-    assert_eq!(
-        handle(tool, rename("/memories/d", "/memories/e")).await,
-        Ok("Successfully renamed /memories/d to /memories/e".to_string())
-    );
+    let r = handle(tool, rename("/memories/d", "/memories/e")).await;
+    proxy.clear_faults();
+    if keyed {
+        assert_eq!(
+            r,
+            Ok("Successfully renamed /memories/d to /memories/e".to_string())
+        );
+    } else {
+        assert_unknown(
+            &r.unwrap_err(),
+            "rename of /memories/d to /memories/e",
+            &["/memories/d", "/memories/e"],
+        );
+    }
     assert_eq!(
         (
             stored("d/x.md").await,
@@ -402,9 +492,8 @@ async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
         (None, Some("x".into()), Some("y".into()))
     );
 
-    // Applied, answer lost, and the listings that would settle it fail: unknown at both places.
-    proxy.fault(Method::POST, "/by-prefix/rename", Fault::ForwardThenDrop, 1);
-    proxy.fault(Method::GET, "/api/contexts", Fault::Status(500, None), 20);
+    // Applied, every answer lost: unknown at both places.
+    proxy.fault(Method::POST, "/by-prefix/rename", Fault::ForwardThenDrop, 3);
     let e = handle(tool, rename("/memories/e", "/memories/g"))
         .await
         .unwrap_err();
@@ -424,8 +513,8 @@ async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
         Ok("Successfully renamed /memories/g to /memories/e".to_string())
     );
 
-    // Not applied (dropped before the server): nothing moved, and the error says so.
-    proxy.fault(Method::POST, "/by-prefix/rename", Fault::Drop, 2);
+    // Never reached the server: nothing moved.
+    proxy.fault(Method::POST, "/by-prefix/rename", Fault::Drop, 3);
     let e = handle(tool, rename("/memories/e", "/memories/f"))
         .await
         .unwrap_err();
@@ -438,16 +527,27 @@ async fn a_server_directory_move_whose_answer_is_lost_is_read_back(b: Backend) {
     );
     assert_eq!(stored("f/x.md").await, None);
 
-    // A delete whose answer is lost: read back as deleted.
+    // A delete whose answer is lost once.
     proxy.fault(Method::POST, "/by-prefix/delete", Fault::ForwardThenDrop, 1);
-    assert_eq!(
-        handle(tool, delete("/memories/e")).await,
-        Ok("Successfully deleted /memories/e".to_string())
-    );
+    let r = handle(tool, delete("/memories/e")).await;
+    proxy.clear_faults();
+    if keyed {
+        assert_eq!(r, Ok("Successfully deleted /memories/e".to_string()));
+    } else {
+        assert_unknown(&r.unwrap_err(), "delete of /memories/e", &["/memories/e"]);
+    }
     assert_eq!(
         (stored("e/x.md").await, stored("e/y.md").await),
         (None, None)
     );
+}
+
+async fn a_server_directory_move_whose_answer_is_lost_is_asked_again(b: Backend) {
+    a_server_directory_move_whose_answer_is_lost(b, true).await
+}
+
+async fn a_server_directory_move_whose_answer_is_lost_without_outcomes_is_unknown(b: Backend) {
+    a_server_directory_move_whose_answer_is_lost(b, false).await
 }
 
 async fn writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed(b: Backend) {
@@ -803,9 +903,12 @@ async fn a_rename_restarts_when_the_source_changes_under_it(b: Backend) {
 }
 
 contextq_server::database_tests!(
-    a_server_delete_whose_answer_is_lost_is_read_back,
-    a_server_rename_whose_answer_is_lost_is_read_back,
-    a_server_directory_move_whose_answer_is_lost_is_read_back,
+    a_server_delete_whose_answer_is_lost_is_asked_again,
+    a_server_delete_whose_answer_is_lost_without_outcomes_is_unknown,
+    a_server_rename_whose_answer_is_lost_is_asked_again,
+    a_server_rename_whose_answer_is_lost_without_outcomes_is_unknown,
+    a_server_directory_move_whose_answer_is_lost_is_asked_again,
+    a_server_directory_move_whose_answer_is_lost_without_outcomes_is_unknown,
     a_file_rename_whose_source_delete_is_unsettled_keeps_the_copy,
     a_file_delete_whose_outcome_is_unsettled_says_so,
     a_directory_rename_whose_source_delete_is_unsettled_keeps_every_copy,

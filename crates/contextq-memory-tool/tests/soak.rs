@@ -327,7 +327,281 @@ async fn soak_with_faults_on_a_plain_contextq_loses_nothing(b: Backend) {
     soak(b, true).await;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Linearizability: concurrent clients on shared files through lossy proxies, each file's
+// history checked against a register with create, delete, view and a whole-content
+// str_replace (Wing and Gong's search, memoised on the set of operations placed and the state).
+
+/// What an operation asked.
+#[derive(Debug, Clone)]
+enum Kind {
+    Create(String),
+    Delete,
+    View,
+    /// A `str_replace` of the whole content `old` by `new` (tokens are unique, so `old`
+    /// appears once exactly when it is the content).
+    Replace(String, String),
+}
+
+/// What it was told.
+#[derive(Debug, Clone, PartialEq)]
+enum Told {
+    Done,
+    Exists,
+    Absent,
+    Mismatch,
+    Saw(Option<String>),
+    /// "Did not confirm", or any failure that does not say it changed nothing: it may have
+    /// taken effect at any point after it began, or never.
+    Unknown,
+}
+
+#[derive(Debug, Clone)]
+struct Op {
+    /// Which client ran it (shown in a failure's report).
+    #[allow(dead_code)]
+    client: usize,
+    kind: Kind,
+    told: Told,
+    begin: u64,
+    /// `u64::MAX` for an unknown outcome (it may take effect any time after `begin`).
+    end: u64,
+}
+
+/// The state after `op` at `state`, if what it was told fits (an unknown outcome fits when it
+/// took effect).
+fn apply(state: &Option<String>, op: &Op) -> Option<Option<String>> {
+    use Told::*;
+    match (&op.kind, &op.told, state) {
+        (Kind::Create(v), Done | Unknown, None) => Some(Some(v.clone())),
+        (Kind::Create(_), Exists, Some(_)) => Some(state.clone()),
+        (Kind::Delete, Done | Unknown, Some(_)) => Some(None),
+        (Kind::Delete, Absent, None) => Some(None),
+        (Kind::View, Saw(seen), _) if seen == state => Some(state.clone()),
+        (Kind::Replace(old, new), Done | Unknown, Some(s)) if s == old => Some(Some(new.clone())),
+        (Kind::Replace(old, _), Mismatch, Some(s)) if s != old => Some(state.clone()),
+        (Kind::Replace(..), Absent, None) => Some(None),
+        _ => None,
+    }
+}
+
+/// Whether `ops` (one file's, the file absent at first) have a linearization: every operation
+/// with a known outcome placed once, after every operation that ended before it began, each
+/// fitting the state it is placed at; unknown ones placed or left out. `Err` names how far the
+/// search got, or says it gave up after `budget` states.
+fn linearizable(ops: &[Op], budget: usize) -> Result<(), String> {
+    let n = ops.len();
+    let words = n.div_ceil(64).max(1);
+    let known: Vec<usize> = (0..n).filter(|&i| ops[i].told != Told::Unknown).collect();
+    let mut seen: std::collections::HashSet<(Vec<u64>, Option<String>)> = Default::default();
+    // Depth-first, known operations tried before unknown ones.
+    let mut stack = vec![(vec![0u64; words], None::<String>, 0usize)];
+    let mut deepest = 0;
+    while let Some((placed, state, depth)) = stack.pop() {
+        let is_placed = |i: usize| placed[i / 64] >> (i % 64) & 1 == 1;
+        if known.iter().all(|&i| is_placed(i)) {
+            return Ok(());
+        }
+        deepest = deepest.max(depth);
+        if seen.len() > budget {
+            return Err(format!(
+                "gave up after {budget} states (deepest {deepest} of {n})"
+            ));
+        }
+        if !seen.insert((placed.clone(), state.clone())) {
+            continue;
+        }
+        // The earliest end among known operations not placed yet: nothing that began after it
+        // may come before it.
+        let horizon = known
+            .iter()
+            .filter(|&&i| !is_placed(i))
+            .map(|&i| ops[i].end)
+            .min()
+            .unwrap_or(u64::MAX);
+        let mut next: Vec<usize> = (0..n)
+            .filter(|&i| !is_placed(i) && ops[i].begin < horizon)
+            .collect();
+        next.sort_by_key(|&i| std::cmp::Reverse((ops[i].told != Told::Unknown, ops[i].begin)));
+        for i in next {
+            if let Some(after) = apply(&state, &ops[i]) {
+                let mut p = placed.clone();
+                p[i / 64] |= 1 << (i % 64);
+                stack.push((p, after, depth + 1));
+            }
+        }
+    }
+    Err(format!(
+        "no linearization (deepest {deepest} of {} known)",
+        known.len()
+    ))
+}
+
+/// What the tool's answer to `kind` says.
+fn told(kind: &Kind, result: &Result<String, ToolError>) -> Told {
+    match (kind, result) {
+        (Kind::Create(_), Ok(_)) | (Kind::Delete, Ok(_)) | (Kind::Replace(..), Ok(_)) => Told::Done,
+        (Kind::View, Ok(text)) => Told::Saw(Some(content_of_view(text))),
+        (_, Err(e)) => {
+            let m = e.message();
+            if m.contains("did not confirm") {
+                Told::Unknown
+            } else if m.contains("does not exist") {
+                match kind {
+                    Kind::View => Told::Saw(None),
+                    _ => Told::Absent,
+                }
+            } else if m.contains("already exists") {
+                Told::Exists
+            } else if m.contains("did not appear verbatim") {
+                Told::Mismatch
+            } else {
+                // Refused before doing anything (429 past the budget, a 5xx never processed):
+                // the message says nothing changed, but an unknown outcome is the weaker claim.
+                Told::Unknown
+            }
+        }
+    }
+}
+
+/// `clients` tools, each behind its own proxy injecting `chaos` percent of faults, run random
+/// commands on `files` shared files for `secs`; each file's history must be linearizable.
+/// Returns (operations, unknown outcomes, faults injected).
+async fn lossy_history(b: Backend, keyed: bool, secs: u64) -> (usize, usize, usize) {
+    const CLIENTS: usize = 6;
+    const FILES: usize = 3;
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let hidden: &[&str] = if keyed { &[] } else { &["idempotency"] };
+    let started = Instant::now();
+    let clock = move || started.elapsed().as_nanos() as u64;
+    let mut proxies = Vec::new();
+    let mut tasks = Vec::new();
+    for client in 0..CLIENTS {
+        let proxy = Proxy::hiding(&server.url, hidden).await;
+        proxy.chaos(15);
+        let tool = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
+        proxies.push(proxy);
+        tasks.push(tokio::spawn(async move {
+            let mut ops = Vec::new();
+            // The content this client last saw at each file (what its str_replace replaces).
+            let mut last: Vec<Option<String>> = vec![None; FILES];
+            let mut n = 0;
+            while started.elapsed() < Duration::from_secs(secs) {
+                n += 1;
+                let file = fastrand::usize(0..FILES);
+                let path = format!("/memories/f{file}.md");
+                let token = format!("[c{client}-{n:05}]");
+                let kind = match fastrand::u32(0..10) {
+                    0..=2 => Kind::Create(token.clone()),
+                    3..=4 => Kind::Delete,
+                    5..=7 => Kind::View,
+                    _ => match &last[file] {
+                        Some(old) => Kind::Replace(old.clone(), token.clone()),
+                        None => Kind::View,
+                    },
+                };
+                let input = match &kind {
+                    Kind::Create(v) => json!({"command": "create", "path": path, "file_text": v}),
+                    Kind::Delete => json!({"command": "delete", "path": path}),
+                    Kind::View => json!({"command": "view", "path": path}),
+                    Kind::Replace(old, new) => json!({"command": "str_replace", "path": path, "old_str": old, "new_str": new}),
+                };
+                let begin = clock();
+                let command = Command::from_value(&input).unwrap();
+                let result = tool.handle(command).await;
+                let end = clock();
+                let told = told(&kind, &result);
+                if let Told::Saw(seen) = &told {
+                    last[file] = seen.clone();
+                }
+                let end = if told == Told::Unknown { u64::MAX } else { end };
+                ops.push((file, Op { client, kind, told, begin, end }));
+            }
+            ops
+        }));
+    }
+    let mut per_file: Vec<Vec<Op>> = vec![Vec::new(); FILES];
+    for t in tasks {
+        for (file, op) in t.await.unwrap() {
+            per_file[file].push(op);
+        }
+    }
+    let faults: usize = proxies
+        .iter()
+        .map(|p| p.chaos_counts().values().sum::<usize>())
+        .sum();
+    let (mut total, mut unknown) = (0, 0);
+    for (file, ops) in per_file.iter_mut().enumerate() {
+        ops.sort_by_key(|o| o.begin);
+        total += ops.len();
+        unknown += ops.iter().filter(|o| o.told == Told::Unknown).count();
+        if let Err(why) = linearizable(ops, 2_000_000) {
+            let lines: Vec<String> = ops.iter().map(|o| format!("{o:?}")).collect();
+            panic!("file f{file}: {why}\n{}", lines.join("\n"));
+        }
+    }
+    (total, unknown, faults)
+}
+
+#[test]
+fn the_checker_refuses_what_no_order_explains() {
+    let op = |kind, told, begin, end| Op {
+        client: 0,
+        kind,
+        told,
+        begin,
+        end,
+    };
+    let create = |v: &str| Kind::Create(v.to_string());
+    // Two deletes both told "done" after one create: impossible.
+    let twice = [
+        op(create("a"), Told::Done, 0, 1),
+        op(Kind::Delete, Told::Done, 2, 5),
+        op(Kind::Delete, Told::Done, 3, 6),
+    ];
+    assert!(linearizable(&twice, 1000).is_err());
+    // One of them unknown: fine (it may have found nothing).
+    let mut one = twice.clone();
+    one[2].told = Told::Unknown;
+    one[2].end = u64::MAX;
+    assert!(linearizable(&one, 1000).is_ok());
+    // A create re-applied after a delete that ended before the repeat began, seen by a view
+    // after both: the resurrection the lossy network showed.
+    let resurrected = [
+        op(create("a"), Told::Done, 0, 10),
+        op(Kind::Delete, Told::Done, 1, 2),
+        op(Kind::View, Told::Saw(Some("a".into())), 11, 12),
+    ];
+    assert!(linearizable(&resurrected, 1000).is_err());
+    // The same with the view overlapping the create: its answer may come after the delete.
+    assert!(linearizable(&resurrected[..2], 1000).is_ok());
+    // A delete told "done" for a file absent throughout.
+    let nothing = [op(Kind::Delete, Told::Done, 0, 1)];
+    assert!(linearizable(&nothing, 1000).is_err());
+}
+
+async fn concurrent_clients_through_lossy_proxies_are_linearizable(b: Backend) {
+    let secs = std::env::var("LINEARIZABLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    for keyed in [true, false] {
+        let (ops, unknown, faults) = lossy_history(b, keyed, secs).await;
+        eprintln!(
+            "linearizable ({b:?}, {}): {ops} operations of 6 clients on 3 files in {secs} s, {faults} faults injected, {unknown} outcomes unknown",
+            if keyed {
+                "recorded outcomes"
+            } else {
+                "without them"
+            }
+        );
+        assert!(ops > 50, "{ops}");
+    }
+}
+
 contextq_server::database_tests!(
+    concurrent_clients_through_lossy_proxies_are_linearizable,
     soak_with_faults_loses_nothing,
     soak_with_faults_on_a_plain_contextq_loses_nothing,
 );

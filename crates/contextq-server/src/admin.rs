@@ -107,6 +107,7 @@ pub async fn create_workspace(
     let actor = Actor {
         tenant_id,
         key_id: None,
+        keyed: None,
     };
     workspaces::create(db, actor, slug, name).await
 }

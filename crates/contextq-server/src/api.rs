@@ -18,33 +18,35 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use contextq_api::bodies::{
     BulkUpsert, BulkUpsertResults, ContextPage, CreateWorkspace, DeletePrefix, EditContext,
-    EditedContext, EditedSummary, IDEMPOTENCY_KEY_HEADER, MAX_SNIPPET_LINES, PrefixChanges,
-    RenameContext, RenamePrefix, RenamedContext, Tree, UpdateContext, WorkspaceList,
+    EditedContext, EditedSummary, MAX_SNIPPET_LINES, PrefixChanges, RenameContext, RenamePrefix,
+    RenamedContext, Tree, UpdateContext, WorkspaceList,
 };
 use contextq_api::{Context, ErrorCode, Extensions, Scope};
 
 use crate::auth::KeyCache;
 use crate::db::Db;
 use crate::listen::ConnectionLimits;
-use crate::store::{contexts, prefix, workspaces};
+use crate::store::{self, contexts, prefix, workspaces};
 
 mod drain;
 pub(crate) use drain::drain_unread_bodies;
 pub mod error;
 pub mod extract;
 mod history;
+mod keyed;
 
 pub use error::ApiError;
 pub use extract::BodyBudget;
 pub use extract::Caller;
 use extract::{Admin, JsonBody, Writer, if_match};
+use keyed::{KeyedRequest, answer_as};
 
 /// Server settings, with documented defaults; built from `Default` with its setters.
 #[derive(Debug, Clone)]
@@ -565,34 +567,89 @@ async fn get_context(
 async fn bulk_upsert(
     State(s): State<AppState>,
     Writer(caller): Writer,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
     JsonBody(body, _room): JsonBody<BulkUpsert>,
 ) -> Result<Json<BulkUpsertResults>, ApiError> {
     for item in &body.contexts {
         caller.write_in(&item.workspace)?;
     }
-    let results = contexts::bulk_upsert(&s.db, caller.actor(), &body.contexts).await?;
+    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let answer = answer_as(|results: &Vec<contextq_api::UpsertResult>| {
+        keyed::ok(&serde_json::json!({ "results": results }))
+    });
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
+    let results =
+        contexts::bulk_upsert(&s.db, caller.actor_keyed(keyed.as_ref()), &body.contexts).await?;
     Ok(Json(BulkUpsertResults { results }))
+}
+
+/// What a keyed write records of a context it answers: the context without its content, with
+/// its `ETag` (a replay puts the content back).
+fn context_recorded(context: &Context) -> store::outcome::Recorded {
+    let mut body = serde_json::to_value(context.summary()).unwrap_or_default();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("sizeBytes");
+    }
+    store::outcome::Recorded {
+        etag: Some(context.version),
+        ..keyed::ok(&body)
+    }
+}
+
+/// A replayed context answer with `content` put back where [`context_recorded`] left it out.
+fn with_content(mut e: ApiError, content: impl FnOnce() -> Option<String>) -> ApiError {
+    if let Some(recorded) = e.replay.as_mut()
+        && recorded.status == 200
+        && let Some(o) = recorded.body.as_object_mut()
+    {
+        match content() {
+            Some(c) => {
+                o.insert("content".into(), serde_json::Value::String(c));
+            }
+            None => return gone_content(),
+        }
+    }
+    e
+}
+
+/// A replay whose content is no longer kept (its version pruned or redacted).
+fn gone_content() -> ApiError {
+    ApiError::new(
+        ErrorCode::Conflict,
+        "this Idempotency-Key's request was applied, but the content it wrote is no longer kept \
+         (pruned or redacted), so its answer cannot be repeated: read the context",
+    )
 }
 
 async fn update_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     JsonBody(body, _room): JsonBody<UpdateContext>,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
     write_to_row(&s, &caller, &id).await?;
+    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let answer = answer_as(context_recorded);
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
+    let content = body.content.clone();
     let context = contexts::update(
         &s.db,
-        caller.actor(),
+        caller.actor_keyed(keyed.as_ref()),
         &id,
         &body.content,
         body.title,
         body.tags,
         expected,
     )
-    .await?;
+    .await
+    // A repeat wrote this same content (the digest says so).
+    .map_err(|e| with_content(e.into(), || Some(content)))?;
     Ok(with_etag(context))
 }
 
@@ -600,25 +657,13 @@ async fn edit_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(external_id): Path<String>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     JsonBody(body, _room): JsonBody<EditContext>,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
-    let key = headers
-        .get(IDEMPOTENCY_KEY_HEADER)
-        .map(|v| {
-            v.to_str()
-                .ok()
-                .filter(|k| !k.is_empty() && k.len() <= 128)
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    ApiError::new(
-                        ErrorCode::BadRequest,
-                        "Idempotency-Key must be 1 to 128 visible ASCII characters",
-                    )
-                })
-        })
-        .transpose()?;
+    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     if body.snippet_lines.is_some_and(|n| n > MAX_SNIPPET_LINES) {
         return Err(ApiError::new(
@@ -626,9 +671,18 @@ async fn edit_context(
             format!("snippetLines is at most {MAX_SNIPPET_LINES}; nothing was changed"),
         ));
     }
+    // Recorded without content (nor the snippet, which is content): a replay rebuilds both
+    // from the version the edit wrote.
+    let answer = answer_as(|e: &EditedContext| {
+        let mut recorded = context_recorded(&e.context);
+        recorded.body =
+            serde_json::json!({"context": recorded.body, "changedLine": e.changed_line});
+        recorded
+    });
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
     let edited = contexts::edit(
         &s.db,
-        caller.actor(),
+        caller.actor_keyed(keyed.as_ref()),
         &external_id,
         &body.edit,
         contexts::Scope {
@@ -636,9 +690,20 @@ async fn edit_context(
             workspace: body.workspace.as_deref(),
         },
         expected,
-        key.as_deref(),
     )
-    .await?;
+    .await;
+    let edited = match edited {
+        Ok(edited) => edited,
+        Err(e) => {
+            let e = ApiError::from(e);
+            return match &e.replay {
+                Some(recorded) if recorded.status == 200 => {
+                    replayed_edit(&s, &caller, recorded, body.snippet_lines).await
+                }
+                _ => Err(e),
+            };
+        }
+    };
     let version = edited.context.version;
     let response = match body.snippet_lines {
         Some(n) => Json::<EditedSummary>(edited.summary(n)).into_response(),
@@ -647,12 +712,63 @@ async fn edit_context(
     Ok(tagged(response, version))
 }
 
+/// The answer to a repeat of a keyed text edit: the edit as it was applied, its content read
+/// from the version it wrote, marked `replayed`.
+async fn replayed_edit(
+    s: &AppState,
+    caller: &Caller,
+    recorded: &store::outcome::Recorded,
+    snippet_lines: Option<usize>,
+) -> Result<Response, ApiError> {
+    let corrupt = |m: String| ApiError::from(store::Error::Corrupt(m));
+    let mut context = recorded.body["context"].clone();
+    let changed_line = recorded.body["changedLine"].as_u64().map(|n| n as usize);
+    let (id, version) = (
+        context["id"].as_str().unwrap_or_default().to_string(),
+        context["version"].as_i64().unwrap_or_default(),
+    );
+    let content = store::history::content_of(&s.db, &caller.tenant_id, &id, version).await?;
+    let response = match (content, snippet_lines) {
+        (Some(content), n) => {
+            context["content"] = serde_json::Value::String(content);
+            let context: Context = serde_json::from_value(context)
+                .map_err(|e| corrupt(format!("a recorded edit: {e}")))?;
+            let edited = EditedContext {
+                context,
+                changed_line,
+                replayed: true,
+            };
+            match n {
+                Some(n) => Json::<EditedSummary>(edited.summary(n)).into_response(),
+                None => Json::<EditedContext>(edited).into_response(),
+            }
+        }
+        // The snippet is gone with the content; the summary still says what was applied.
+        (None, Some(_)) => Json(serde_json::json!({
+            "context": context,
+            "changedLine": changed_line,
+            "replayed": true,
+        }))
+        .into_response(),
+        (None, None) => return Err(gone_content()),
+    };
+    let mut response = tagged(response, version);
+    response
+        .headers_mut()
+        .insert(error::REPLAYED_HEADER, HeaderValue::from_static("true"));
+    Ok(response)
+}
+
 async fn rename_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(external_id): Path<String>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
     JsonBody(body, _room): JsonBody<RenameContext>,
 ) -> Result<Response, ApiError> {
+    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     let rename = contexts::Rename {
         from: &external_id,
@@ -663,7 +779,14 @@ async fn rename_context(
         tag: body.require_tag.as_deref(),
         workspace: body.workspace.as_deref(),
     };
-    let c = contexts::rename(&s.db, caller.actor(), rename, scope).await?;
+    let answer = answer_as(|c: &Context| store::outcome::Recorded {
+        etag: Some(c.version),
+        ..keyed::ok(&RenamedContext {
+            context: c.summary(),
+        })
+    });
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
+    let c = contexts::rename(&s.db, caller.actor_keyed(keyed.as_ref()), rename, scope).await?;
     let version = c.version;
     let context = c.summary();
     Ok(tagged(
@@ -675,22 +798,33 @@ async fn rename_context(
 async fn delete_prefix(
     State(s): State<AppState>,
     Writer(caller): Writer,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
     JsonBody(body, _room): JsonBody<DeletePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
+    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     let scope = contexts::Scope {
         tag: body.require_tag.as_deref(),
         workspace: body.workspace.as_deref(),
     };
-    let changes = prefix::delete_prefix(&s.db, caller.actor(), &body.prefix, scope).await?;
+    let answer = answer_as(|c: &PrefixChanges| keyed::ok(c));
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
+    let actor = caller.actor_keyed(keyed.as_ref());
+    let changes = prefix::delete_prefix(&s.db, actor, &body.prefix, scope).await?;
     Ok(Json(changes))
 }
 
 async fn rename_prefix(
     State(s): State<AppState>,
     Writer(caller): Writer,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
     JsonBody(body, _room): JsonBody<RenamePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
+    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     let retitle = match (body.title_from.as_deref(), body.title_to.as_deref()) {
         (Some(from), Some(to)) => Some(prefix::Retitle { from, to }),
@@ -706,9 +840,11 @@ async fn rename_prefix(
         tag: body.require_tag.as_deref(),
         workspace: body.workspace.as_deref(),
     };
+    let answer = answer_as(|c: &PrefixChanges| keyed::ok(c));
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
     let changes = prefix::rename_prefix(
         &s.db,
-        caller.actor(),
+        caller.actor_keyed(keyed.as_ref()),
         prefix::Move {
             from: &body.from,
             to: &body.to,
@@ -754,9 +890,12 @@ async fn delete_by_external(
     Writer(caller): Writer,
     Path(external_id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
+    let request = KeyedRequest::of(&headers, &method, &uri, &())?;
     let (tag, workspace) = (
         nonempty(&params, "requireTag"),
         nonempty(&params, "workspace"),
@@ -766,7 +905,10 @@ async fn delete_by_external(
         tag: tag.as_deref(),
         workspace: workspace.as_deref(),
     };
-    contexts::delete_by_external(&s.db, caller.actor(), &external_id, scope, expected).await?;
+    let answer = answer_as(|_: &()| keyed::no_content());
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
+    let actor = caller.actor_keyed(keyed.as_ref());
+    contexts::delete_by_external(&s.db, actor, &external_id, scope, expected).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -774,10 +916,15 @@ async fn delete_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(id): Path<String>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let expected = if_match(&headers)?;
+    let request = KeyedRequest::of(&headers, &method, &uri, &())?;
     write_to_row(&s, &caller, &id).await?;
-    contexts::delete(&s.db, caller.actor(), &id, expected).await?;
+    let answer = answer_as(|_: &()| keyed::no_content());
+    let keyed = request.as_ref().map(|r| r.keyed(&answer));
+    contexts::delete(&s.db, caller.actor_keyed(keyed.as_ref()), &id, expected).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

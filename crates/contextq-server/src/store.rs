@@ -19,6 +19,7 @@
 //! - [`activity`]: a tenant's own audit rows, read (`GET /api/audit`).
 //! - [`prefix`]: a directory (every context under an external-id prefix) deleted or moved.
 //! - [`history`]: versions of contexts (written by every change to one) and their reads.
+//! - [`outcome`]: outcomes of keyed writes, recorded by the write and replayed to a repeat.
 //! - [`tenants`]: tenants, users and API keys (operator commands and authentication).
 
 use crate::audit::{Head, Record};
@@ -28,6 +29,7 @@ pub use crate::db::{new_id, now};
 pub mod activity;
 pub mod contexts;
 pub mod history;
+pub mod outcome;
 pub mod prefix;
 pub mod redact;
 pub mod tenants;
@@ -184,6 +186,10 @@ pub enum Error {
     /// The database failed (the detail goes to the log, never to a client).
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// A repeat of a keyed write: the outcome its first run recorded, to be answered as it is
+    /// (extension `idempotency`; nothing was applied again).
+    #[error("the outcome recorded for this Idempotency-Key (status {})", .0.status)]
+    Replayed(outcome::Recorded),
     /// A stored value the server cannot read (a damaged database).
     #[error("stored data is damaged: {0}")]
     Corrupt(String),
@@ -199,6 +205,9 @@ pub struct Actor<'a> {
     pub tenant_id: &'a str,
     /// The API key, if the change came through the API (`None`: an operator command).
     pub key_id: Option<&'a str>,
+    /// The request's `Idempotency-Key`, when it sent one: the write records its outcome, and
+    /// a repeat gets that outcome ([`outcome`]).
+    pub keyed: Option<&'a outcome::Keyed<'a>>,
 }
 
 impl<'a> Actor<'a> {
@@ -262,39 +271,75 @@ enum Outcome<T> {
 /// returns, the audit rows and the head's move, and `COMMIT`, in one query. A refusal from `decide` rolls back; a batch
 /// statement that changed an unexpected number of rows rolls everything back
 /// ([`Error::ChangedConcurrently`] on `entity`).
-async fn write<T>(
+///
+/// A keyed write (`actor.keyed`) reads its key's earlier outcome in the same statement: a
+/// repeat is [`Error::Replayed`] with nothing applied; otherwise its outcome, success or
+/// refusal, is recorded in the same transaction ([`outcome`]).
+async fn write<T: 'static>(
     db: &Db,
-    tenant_id: &str,
+    actor: Actor<'_>,
     entity: &str,
     read: (String, Vec<Bind>),
     decide: impl FnOnce(Head, &Row) -> Result<Outcome<T>>,
 ) -> Result<T> {
-    let (sql, binds) = read;
+    let tenant_id = actor.tenant_id;
+    let keyed = actor.keyed;
+    let (sql, binds) = match keyed {
+        Some(k) => outcome::with_prior(read, k.key),
+        None => read,
+    };
     let nul = || Error::Invalid("a value contains NUL (U+0000), which is not allowed".into());
     if has_nul(&binds) {
         return Err(nul());
     }
     let (tx, row) = db.begin_with_read(LOCK_HEAD, &sql, binds).await?;
+    let max_n = match (keyed, &row) {
+        (Some(k), Some(row)) => match outcome::Prior::from_row(row).and_then(|p| p.replay(k)) {
+            Ok(max_n) => Some(max_n),
+            Err(e) => {
+                tx.abort().await;
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
     let decided = match row {
         None => Err(no_head(tenant_id)),
         Some(row) => head_from(&row, tenant_id, db.audit_key()).and_then(|head| decide(head, &row)),
     };
+    // What the key records, with the batch it goes into.
+    let keep = |batch: &mut Batch, recorded: Option<outcome::Recorded>| {
+        if let (Some(k), Some(max_n), Some(recorded)) = (keyed, max_n, recorded) {
+            outcome::record(batch, tenant_id, k, &recorded, max_n);
+        }
+    };
     let (head, mut batch, out) = match decided {
         Ok(Outcome::Write(head, batch, out)) => (head, batch, out),
         Ok(Outcome::Unchanged(out)) => {
-            tx.abort().await;
-            return Ok(out);
+            let mut batch = Batch::default();
+            keep(&mut batch, keyed.and_then(|k| (k.answer)(&out)));
+            return finish(tx, batch, entity, out).await;
         }
         Err(e) => {
-            tx.abort().await;
-            return Err(e);
+            let mut batch = Batch::default();
+            keep(&mut batch, keyed.and_then(|k| (k.refusal)(&e)));
+            return match finish(tx, batch, entity, ()).await {
+                Ok(()) => Err(e),
+                Err(failed) => Err(failed),
+            };
         }
     };
     if batch.has_nul() {
         tx.abort().await;
         return Err(nul());
     }
+    keep(&mut batch, keyed.and_then(|k| (k.answer)(&out)));
     head.write(&mut batch, db.backend());
+    finish(tx, batch, entity, out).await
+}
+
+/// Commits `batch` (nothing to commit: ends the transaction) and answers `out`.
+async fn finish<T>(tx: crate::db::pool::Write, batch: Batch, entity: &str, out: T) -> Result<T> {
     if batch.is_empty() {
         tx.abort().await;
         return Ok(out);

@@ -1058,7 +1058,7 @@ async fn text_edit_extension(b: Backend) {
     assert_eq!(r.body["context"]["version"], 2, "{:?}", r.body);
     let two_hours_ago = (chrono::Utc::now() - chrono::Duration::hours(2))
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    sqlx::query("UPDATE idempotency_keys SET created_at = $1 WHERE key = 'k2'")
+    sqlx::query("UPDATE write_outcomes SET created_at = $1 WHERE key = 'k2'")
         .bind(two_hours_ago)
         .execute(s.db.pool())
         .await

@@ -42,6 +42,7 @@ async fn postgres_writes_take_two_round_trips() {
     let actor = Actor {
         tenant_id: &tenant,
         key_id: None,
+        keyed: None,
     };
     let many: Vec<ContextInput> = (0..100).map(|i| item(&format!("m{i}"), "x")).collect();
     contexts::bulk_upsert(&db, actor, &many[..50])
@@ -92,11 +93,27 @@ async fn postgres_writes_take_two_round_trips() {
             Some(1)
         )
     );
+    let answer = |_: &dyn std::any::Any| {
+        Some(contextq_server::store::outcome::Recorded {
+            status: 200,
+            body: serde_json::json!({}),
+            etag: None,
+        })
+    };
+    let keyed = contextq_server::store::outcome::Keyed {
+        key: "key-1",
+        request_sha256: "sha",
+        answer: &answer,
+        refusal: &|_| None,
+    };
     count!(
         "text edit (str_replace, with Idempotency-Key)",
         contexts::edit(
             &db,
-            actor,
+            Actor {
+                keyed: Some(&keyed),
+                ..actor
+            },
             "one",
             &TextEdit::StrReplace {
                 old_str: "two".into(),
@@ -107,7 +124,6 @@ async fn postgres_writes_take_two_round_trips() {
                 workspace: Some("ws"),
             },
             None,
-            Some("key-1"),
         )
     );
     count!(
@@ -178,6 +194,7 @@ async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
             let actor = Actor {
                 tenant_id: &tenant,
                 key_id: None,
+                keyed: None,
             };
             contexts::bulk_upsert(&db, actor, &[item(ext, "x")])
                 .await

@@ -75,6 +75,11 @@ struct Learnt {
     etag_seen: std::sync::atomic::AtomicBool,
 }
 
+/// Whether a failed request may still have been applied by the server.
+fn may_have_applied(e: &Error) -> bool {
+    matches!(e, Error::ContextQ(c) if c.may_have_applied())
+}
+
 /// The typed ContextQ client.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -236,6 +241,20 @@ impl Client {
         Ok(self.known_extensions().unwrap_or_default())
     }
 
+    /// A fresh `Idempotency-Key` for one write, when the server records outcomes (extension
+    /// `idempotency`), and how the retry engine may repeat the write: with the key, `Keyed` (a
+    /// repeat is answered with what the first applied attempt did); without, `otherwise`.
+    async fn write_key(&self, otherwise: Idempotency) -> Result<(Option<String>, Idempotency)> {
+        Ok(if self.extensions().await?.idempotency {
+            (
+                Some(format!("mt-{:032x}", fastrand::u128(..))),
+                Idempotency::Keyed,
+            )
+        } else {
+            (None, otherwise)
+        })
+    }
+
     fn learn(&self, headers: &reqwest::header::HeaderMap, etag: Option<i64>) {
         if self.learnt.advertised.get().is_none() {
             let advertised = headers
@@ -288,7 +307,7 @@ impl Client {
     ) -> Result<Reply> {
         let url = format!("{}{}", self.base_url, path);
         let what = format!("{method} {path}");
-        retry::run(&self.retry, "ContextQ", &what, kind, || async {
+        let attempt = || async {
             let answer = match &self.local {
                 Some(service) => {
                     let request =
@@ -313,8 +332,22 @@ impl Client {
                 error: api_error(&answer, path),
                 retry_after: answer.retry_after(),
             })
-        })
-        .await
+        };
+        let done = retry::run(&self.retry, "ContextQ", &what, kind, attempt).await;
+        match done {
+            // A keyed write whose outcome is unknown (its answers lost, or no retry left): asked
+            // once more with its key, whatever the retry budget, as a read-back would be: the
+            // server answers with what the write did. An answer (other than "busy") settles it;
+            // none leaves it unknown.
+            Err(e) if kind == Idempotency::Keyed && may_have_applied(&e) => match attempt().await {
+                Ok(reply) => Ok(reply),
+                Err(a) if matches!(a.failure, Failure::Status(s) if s < 500 && s != 429) => {
+                    Err(a.error)
+                }
+                Err(_) => Err(e),
+            },
+            other => other,
+        }
     }
 
     /// One attempt over HTTP.
@@ -621,8 +654,8 @@ impl Client {
             .transpose()
     }
 
-    /// `POST /api/contexts/bulk-upsert` (all or nothing). Retried on an unknown outcome only
-    /// when no item is create-only.
+    /// `POST /api/contexts/bulk-upsert` (all or nothing). Retried on an unknown outcome when
+    /// keyed (extension `idempotency`), else only when no item is create-only.
     pub async fn bulk_upsert(&self, items: &[ContextInput]) -> Result<Vec<UpsertResult>> {
         let path = "/api/contexts/bulk-upsert";
         let body = self.encode(
@@ -636,8 +669,9 @@ impl Client {
         } else {
             Idempotency::Safe
         };
+        let (key, kind) = self.write_key(kind).await?;
         let a = self
-            .request(Method::POST, path, Some(&body), None, kind)
+            .request_with(Method::POST, path, Some(&body), None, key.as_deref(), kind)
             .await?;
         Ok(self.decode::<BulkUpsertResults>(path, &a.body)?.results)
     }
@@ -665,8 +699,16 @@ impl Client {
         } else {
             Idempotency::Safe
         };
+        let (key, kind) = self.write_key(kind).await?;
         let a = self
-            .request(Method::PUT, &path, Some(&body), if_match, kind)
+            .request_with(
+                Method::PUT,
+                &path,
+                Some(&body),
+                if_match,
+                key.as_deref(),
+                kind,
+            )
             .await?;
         Ok(Fetched {
             context: self.decode(&path, &a.body)?,
@@ -713,6 +755,13 @@ impl Client {
     ) -> Result<T> {
         let path = format!("/api/contexts/by-external/{}/edit", segment(external_id));
         let body = self.encode(&path, &body)?;
+        // Recorded outcomes make a repeat's answer the edit's outcome; the text edit's own keys
+        // (before `idempotency`) only make it safe to repeat.
+        let kind = if self.extensions().await?.idempotency {
+            Idempotency::Keyed
+        } else {
+            Idempotency::Safe
+        };
         let a = self
             .request_with(
                 Method::POST,
@@ -720,7 +769,7 @@ impl Client {
                 Some(&body),
                 if_match,
                 Some(idempotency_key),
-                Idempotency::Safe,
+                kind,
             )
             .await?;
         self.decode(&path, &a.body)
@@ -737,21 +786,21 @@ impl Client {
     }
 
     /// `POST /api/contexts/by-external/:externalId/rename` (extension `rename`: send it only to
-    /// a server that shows it). Not repeated after an unknown outcome: the caller reads back.
+    /// a server that shows it). Keyed when the server records outcomes (repeated, its answer the outcome); else not repeated after an unknown outcome: the caller reads back.
     pub async fn rename(&self, external_id: &str, body: &RenameContext) -> Result<RenamedContext> {
         let path = format!("/api/contexts/by-external/{}/rename", segment(external_id));
         self.post_unsafe(&path, body).await
     }
 
     /// `POST /api/contexts/by-prefix/delete` (extension `by-prefix`): a directory deleted in
-    /// one transaction. Not repeated after an unknown outcome: the caller reads back.
+    /// one transaction. Keyed when the server records outcomes (repeated, its answer the outcome); else not repeated after an unknown outcome: the caller reads back.
     pub async fn delete_prefix(&self, body: &DeletePrefix) -> Result<PrefixChanges> {
         self.post_unsafe("/api/contexts/by-prefix/delete", body)
             .await
     }
 
     /// `POST /api/contexts/by-prefix/rename` (extension `by-prefix`): a directory moved in one
-    /// transaction. Not repeated after an unknown outcome: the caller reads back.
+    /// transaction. Keyed when the server records outcomes (repeated, its answer the outcome); else not repeated after an unknown outcome: the caller reads back.
     pub async fn rename_prefix(&self, body: &RenamePrefix) -> Result<PrefixChanges> {
         self.post_unsafe("/api/contexts/by-prefix/rename", body)
             .await
@@ -763,8 +812,9 @@ impl Client {
         body: &B,
     ) -> Result<T> {
         let body = self.encode(path, body)?;
+        let (key, kind) = self.write_key(Idempotency::Unsafe).await?;
         let a = self
-            .request(Method::POST, path, Some(&body), None, Idempotency::Unsafe)
+            .request_with(Method::POST, path, Some(&body), None, key.as_deref(), kind)
             .await?;
         self.decode(path, &a.body)
     }
@@ -772,7 +822,8 @@ impl Client {
     /// `DELETE /api/contexts/:id`, with `If-Match` when given.
     pub async fn delete(&self, id: &str, if_match: Option<i64>) -> Result<()> {
         let path = format!("/api/contexts/{}", segment(id));
-        self.request(Method::DELETE, &path, None, if_match, Idempotency::Unsafe)
+        let (key, kind) = self.write_key(Idempotency::Unsafe).await?;
+        self.request_with(Method::DELETE, &path, None, if_match, key.as_deref(), kind)
             .await?;
         Ok(())
     }
@@ -780,7 +831,7 @@ impl Client {
     /// `DELETE /api/contexts/by-external/:externalId?requireTag=&workspace=` (extension
     /// `delete-by-external`): the context there deleted in one request, if it carries `tag` and
     /// lives in `workspace` (else 404, nothing changed), and, with `if_match`, is at that
-    /// version (else 412). Not repeated after an unknown outcome: the caller reads back.
+    /// version (else 412). Keyed when the server records outcomes (repeated, its answer the outcome); else not repeated after an unknown outcome: the caller reads back.
     pub async fn delete_by_external(
         &self,
         external_id: &str,
@@ -796,7 +847,8 @@ impl Client {
                 sep = '&';
             }
         }
-        self.request(Method::DELETE, &path, None, if_match, Idempotency::Unsafe)
+        let (key, kind) = self.write_key(Idempotency::Unsafe).await?;
+        self.request_with(Method::DELETE, &path, None, if_match, key.as_deref(), kind)
             .await?;
         Ok(())
     }
@@ -813,8 +865,9 @@ impl Client {
         }
         let path = "/api/redactions";
         let body = self.encode(path, body)?;
+        let (key, kind) = self.write_key(Idempotency::Safe).await?;
         let a = self
-            .request(Method::POST, path, Some(&body), None, Idempotency::Safe)
+            .request_with(Method::POST, path, Some(&body), None, key.as_deref(), kind)
             .await?;
         self.decode(path, &a.body)
     }

@@ -398,8 +398,40 @@ impl ContextQStore {
         out: &mut [Option<Result<Option<Version>>>],
     ) {
         let inputs: Vec<ContextInput> = chunk.iter().map(|(_, input)| input.clone()).collect();
-        let Ok(results) = self.client.bulk_upsert(&inputs).await else {
-            return;
+        let results = match self.client.bulk_upsert(&inputs).await {
+            Ok(results) => results,
+            // Perhaps applied: a file of this request sent again on its own would find itself
+            // there and be refused, so each is settled here (keyed, the client already asked
+            // again with the key): a row holding our content (at version 1 for a create-only
+            // write) is ours; anything else unknown.
+            Err(e) if is_ambiguous(&e) => {
+                for (i, input) in &chunk {
+                    let path = self
+                        .path_of(&input.external_id)
+                        .unwrap_or_else(MemoryPath::root);
+                    let back = self.client.get_by_external(&input.external_id).await.ok();
+                    out[*i] = Some(match back {
+                        Some(Some(f))
+                            if f.context.content == input.content
+                                && (!conditional || f.context.version == 1) =>
+                        {
+                            self.remember(&input.external_id, &f.context.id);
+                            Ok(conditional.then(|| Version::of_row(&f.context.id, 1)))
+                        }
+                        _ => Err(unknown(
+                            &path,
+                            "write",
+                            Error::ContextQ(ContextQError::Protocol {
+                                url: self.client.base_url().to_string(),
+                                message: e.to_string(),
+                            }),
+                        )),
+                    });
+                }
+                return;
+            }
+            // Refused: nothing of it was applied; each file goes on its own.
+            Err(_) => return,
         };
         let answers_what_was_sent = results.len() == chunk.len()
             && chunk
@@ -463,13 +495,9 @@ impl ContextQStore {
                 path: to.normalized(),
             }),
             Err(e) if directory_refusal(&e) => Err(directory_refused(e, from, "rename")),
-            // Read back: the source empty and the destination there, moved; the source there
-            // and the destination empty, not applied (all or nothing); else unknown.
-            Err(e) if is_ambiguous(&e) => match (self.list(from).await, self.list(to).await) {
-                (Ok(None), Ok(Some(_))) => Ok(()),
-                (Ok(Some(_)), Ok(None)) => Err(e),
-                _ => Err(unknown(from, "rename", e)),
-            },
+            // No answer: unknown. A read-back cannot tell this move from another writer's, nor
+            // "not applied" from "applied late"; keyed, the engine already asked again.
+            Err(e) if is_ambiguous(&e) => Err(unknown(from, "rename", e)),
             Err(e) => Err(e),
         }
     }
@@ -620,50 +648,38 @@ impl ContextQStore {
             let input = self.input(target, external_id, path, content, false);
             return match self.upsert(target, input).await {
                 Ok(_) => Ok(None), // no versions without conditional requests
+                // Read back: our content there is ours; nothing there may still be applied late.
                 Err(e) if is_ambiguous(&e) => {
                     match self.client.get_by_external(external_id).await {
                         Ok(Some(f)) if f.context.content == content => Ok(None),
-                        Ok(None) => Err(e), // read back: not applied
-                        Ok(Some(_)) | Err(_) => Err(unknown(path, "write", e)),
+                        _ => Err(unknown(path, "write", e)),
                     }
                 }
                 Err(e) => Err(e),
             };
         }
         let input = self.input(target, external_id, path, content, true);
-        // An attempt whose answer was lost and that read back as "not applied" may still commit
-        // after the read-back (a request the server got late): a refusal of the repeat is then
-        // read back too, and a row with our content at version 1 is ours.
-        let mut lost: Option<Error> = None;
-        for attempt in 0..2 {
-            let e = match self.upsert(target, input.clone()).await {
-                Ok((id, v)) => return Ok(Some(Version::of_row(&id, v as u64))),
-                Err(e) if refused(&e, ErrorCode::Conflict) && lost.is_none() => {
-                    // Exists, or refused for another reason (archived workspace, ...).
-                    return match self.client.get_by_external(external_id).await? {
-                        Some(_) => Err(exists()),
-                        None => Err(e),
-                    };
+        match self.upsert(target, input).await {
+            Ok((id, v)) => Ok(Some(Version::of_row(&id, v as u64))),
+            // Exists, or refused for another reason (archived workspace, ...).
+            Err(e) if refused(&e, ErrorCode::Conflict) => {
+                match self.client.get_by_external(external_id).await? {
+                    Some(_) => Err(exists()),
+                    None => Err(e),
                 }
-                Err(e) if refused(&e, ErrorCode::Conflict) => e,
-                Err(e) if is_ambiguous(&e) => e,
-                Err(e) => return Err(e),
-            };
-            // Unknown outcome: read back.
-            match self.client.get_by_external(external_id).await {
+            }
+            // Keyed, the client already asked again with the key. Read back: our content at
+            // version 1 is ours. Nothing there says nothing: not applied, or applied and deleted
+            // since (a second try could resurrect it), or applied late.
+            Err(e) if is_ambiguous(&e) => match self.client.get_by_external(external_id).await {
                 Ok(Some(f)) if f.context.content == content && f.context.version == 1 => {
                     self.remember(external_id, &f.context.id);
-                    return Ok(Some(Version::of_row(&f.context.id, 1)));
+                    Ok(Some(Version::of_row(&f.context.id, 1)))
                 }
-                // Not applied: once more.
-                Ok(None) if attempt == 0 => lost = Some(e),
-                // Not applied, unless the lost attempt still commits.
-                Ok(None) => return Err(lost.map_or(e, |l| unknown(path, "write", l))),
-                // Another row is there: ours may have been applied and changed since.
-                Ok(Some(_)) | Err(_) => return Err(unknown(path, "write", lost.unwrap_or(e))),
-            }
+                _ => Err(unknown(path, "write", e)),
+            },
+            Err(e) => Err(e),
         }
-        unreachable!("the loop returns on its second attempt")
     }
 
     /// `PUT` with `If-Match: expected` to the row `expected` was read from (a version comes only
@@ -684,8 +700,8 @@ impl ContextQStore {
             return Err(precondition());
         };
         let expected = expected.number() as i64;
-        // As for create: an attempt read back as "not applied" may commit late, so after one a
-        // 412 is read back, and the row at `expected + 1` with our content is our write.
+        // An attempt read back as "not applied" may commit late, so after one a 412 is read
+        // back, and the row at `expected + 1` with our content is our write.
         let mut lost = false;
         for attempt in 0..2 {
             match self
@@ -1103,23 +1119,10 @@ impl Store for ContextQStore {
             Err(e) if refused(&e, ErrorCode::Conflict) => Err(Error::AlreadyExists {
                 path: to.normalized(),
             }),
+            // No answer: unknown (as for a directory).
             Err(e) if is_ambiguous(&e) => {
-                // Read back: moved (the new id holds the row the old one had), or not.
-                let before = self.ids().get(&old_id).cloned();
-                match (
-                    self.client.get_by_external(&new_id).await,
-                    self.client.get_by_external(&old_id).await,
-                ) {
-                    (Ok(Some(now)), Ok(None))
-                        if before.as_deref().is_none_or(|id| id == now.context.id) =>
-                    {
-                        self.forget(&old_id);
-                        self.remember(&new_id, &now.context.id);
-                        Ok(())
-                    }
-                    (Ok(None), Ok(Some(_))) => Err(e),
-                    _ => Err(unknown(from, "rename", e)),
-                }
+                self.forget(&old_id);
+                Err(unknown(from, "rename", e))
             }
             Err(e) => Err(e),
         }
@@ -1146,12 +1149,9 @@ impl Store for ContextQStore {
         match self.client.delete_prefix(&body).await {
             Ok(done) => self.note(&done),
             Err(e) if directory_refusal(&e) => Err(directory_refused(e, dir, "delete_dir")),
-            // Read back: nothing left beneath it, deleted; else not applied (all or nothing).
-            Err(e) if is_ambiguous(&e) => match self.list(dir).await {
-                Ok(None) => Ok(()),
-                Ok(Some(_)) => Err(e),
-                Err(_) => Err(unknown(dir, "delete", e)),
-            },
+            // No answer: unknown. Nothing left beneath it may be another writer's delete, and
+            // something left may still be deleted late; keyed, the engine already asked again.
+            Err(e) if is_ambiguous(&e) => Err(unknown(dir, "delete", e)),
             Err(e) => Err(e),
         }
     }
@@ -1190,13 +1190,12 @@ impl Store for ContextQStore {
             Err(e) if is_ambiguous(&e) => e,
             Err(e) => return Err(e),
         };
+        // (Keyed, the client already asked again with the key.) The row known at the path
+        // still there is deleted again at the version read (a conditional repeat cannot delete
+        // anything else); gone, or gone by then, may be another writer's delete: unknown.
         let deleted = match self.client.get_by_external(&external_id).await {
-            Ok(None) => known.is_some(),
             Ok(Some(now)) if known.as_deref() == Some(now.context.id.as_str()) => {
-                match delete(Some(now.context.version)).await {
-                    Ok(()) => true,
-                    Err(again) => refused(&again, ErrorCode::NotFound),
-                }
+                delete(Some(now.context.version)).await.is_ok()
             }
             _ => false,
         };
@@ -1241,31 +1240,38 @@ impl Store for ContextQStore {
         // A version comes only from a server's `ETag`, so If-Match is only sent to one that has
         // conditional requests.
         let if_match = expected.as_ref().map(|v| v.number() as i64);
-        let mut attempt = 0;
+        let mut lost: Option<Error> = None;
         let result = loop {
-            attempt += 1;
             break match self.client.delete(&id, if_match).await {
-                Err(e) if refused(&e, ErrorCode::PreconditionFailed) => Err(Error::Precondition {
-                    path: path.normalized(),
-                }),
-                // After a lost attempt that read back as not applied: it committed late.
-                Err(e) if refused(&e, ErrorCode::NotFound) && attempt > 1 => Ok(()),
+                Err(e) if refused(&e, ErrorCode::PreconditionFailed) && lost.is_none() => {
+                    Err(Error::Precondition {
+                        path: path.normalized(),
+                    })
+                }
+                // After a lost attempt: ours committed late, or another writer's delete (or
+                // change) came first. Not known.
+                Err(e)
+                    if lost.is_some()
+                        && (refused(&e, ErrorCode::NotFound)
+                            || refused(&e, ErrorCode::PreconditionFailed)) =>
+                {
+                    Err(unknown(path, "delete", lost.take().unwrap_or(e)))
+                }
                 Err(e) if refused(&e, ErrorCode::NotFound) && expected.is_some() => {
                     Err(self.row_gone(&external_id, path).await?)
                 }
                 Err(e) if refused(&e, ErrorCode::NotFound) => Err(not_found()),
-                // Unknown outcome: read back. Gone: done. Still there (ids are never reused): not
-                // applied, and trying once more is safe when it is unchanged. A read-back that
-                // fails too settles nothing: the outcome stays unknown.
+                // (Keyed, the client already asked again with the key.) The row still there and
+                // unchanged (ids are never reused) is deleted once more, conditionally where it
+                // was; gone may be another writer's delete.
                 Err(e) if is_ambiguous(&e) => match self.client.get(&id).await {
-                    Ok(None) => Ok(()),
                     Ok(Some(f))
-                        if attempt == 1 && if_match.is_none_or(|v| f.context.version == v) =>
+                        if lost.is_none() && if_match.is_none_or(|v| f.context.version == v) =>
                     {
+                        lost = Some(e);
                         continue;
                     }
-                    Ok(Some(_)) => Err(e),
-                    Err(_) => Err(unknown(path, "delete", e)),
+                    _ => Err(unknown(path, "delete", lost.take().unwrap_or(e))),
                 },
                 other => other,
             };

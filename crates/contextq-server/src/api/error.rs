@@ -22,6 +22,9 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// For `edit_failed`: why the text edit cannot apply.
     pub edit: Option<contextq_api::EditFailure>,
+    /// A repeat of a keyed write: the answer its first run recorded, sent as it is instead of
+    /// this error (extension `idempotency`).
+    pub replay: Option<Box<store::outcome::Recorded>>,
 }
 
 impl ApiError {
@@ -32,6 +35,7 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             edit: None,
+            replay: None,
         }
     }
 
@@ -46,41 +50,68 @@ impl ApiError {
     }
 }
 
+/// The contract's code of a data-layer refusal; `None` for a failure of the server (a database
+/// error, damaged data) and for a replay, which are not refusals of the request.
+fn code_of(e: &store::Error) -> Option<ErrorCode> {
+    use store::Error as E;
+    Some(match e {
+        E::WorkspaceNotFound { .. }
+        | E::ContextNotFound { .. }
+        | E::VersionNotFound { .. }
+        | E::TenantNotFound { .. } => ErrorCode::NotFound,
+        E::TenantExists { .. }
+        | E::WorkspaceExists { .. }
+        | E::WorkspaceArchived { .. }
+        | E::WorkspaceNotEmpty { .. }
+        | E::ExternalIdExists { .. }
+        | E::ExternalIdInOtherWorkspace { .. }
+        | E::LiveContent { .. }
+        | E::Redacted { .. } => ErrorCode::Conflict,
+        E::VersionMismatch { .. } | E::ChangedConcurrently { .. } => ErrorCode::PreconditionFailed,
+        E::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+        E::EditFailed(_) => ErrorCode::EditFailed,
+        E::TooLarge { .. } | E::TooMany { .. } => ErrorCode::PayloadTooLarge,
+        E::Invalid(_) => ErrorCode::ValidationFailed,
+        E::BadParameter(_) => ErrorCode::BadRequest,
+        E::Database(_) | E::Corrupt(_) | E::Replayed(_) => return None,
+    })
+}
+
+impl ApiError {
+    /// The answer to a data-layer refusal, without consuming it; `None` as for [`code_of`].
+    pub fn of(e: &store::Error) -> Option<ApiError> {
+        let code = code_of(e)?;
+        let mut error = ApiError::new(code, e.to_string());
+        if let store::Error::EditFailed(failure) = e {
+            error.edit = Some(failure.clone());
+        }
+        Some(error)
+    }
+
+    /// What a keyed write records of this refusal: its status and envelope.
+    pub fn recorded(&self) -> store::outcome::Recorded {
+        let mut body = ErrorEnvelope::new(self.code, self.message.clone());
+        body.error.edit = self.edit.clone();
+        store::outcome::Recorded {
+            status: self.code.status(),
+            body: serde_json::to_value(body).unwrap_or_default(),
+            etag: None,
+        }
+    }
+}
+
 impl From<store::Error> for ApiError {
     fn from(e: store::Error) -> Self {
-        use store::Error as E;
-        let code = match &e {
-            E::WorkspaceNotFound { .. }
-            | E::ContextNotFound { .. }
-            | E::VersionNotFound { .. }
-            | E::TenantNotFound { .. } => ErrorCode::NotFound,
-            E::TenantExists { .. }
-            | E::WorkspaceExists { .. }
-            | E::WorkspaceArchived { .. }
-            | E::WorkspaceNotEmpty { .. }
-            | E::ExternalIdExists { .. }
-            | E::ExternalIdInOtherWorkspace { .. }
-            | E::LiveContent { .. }
-            | E::Redacted { .. } => ErrorCode::Conflict,
-            E::VersionMismatch { .. } | E::ChangedConcurrently { .. } => {
-                ErrorCode::PreconditionFailed
-            }
-            E::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
-            E::EditFailed(failure) => {
-                return ApiError {
-                    edit: Some(failure.clone()),
-                    ..ApiError::new(ErrorCode::EditFailed, e.to_string())
-                };
-            }
-            E::TooLarge { .. } | E::TooMany { .. } => ErrorCode::PayloadTooLarge,
-            E::Invalid(_) => ErrorCode::ValidationFailed,
-            E::BadParameter(_) => ErrorCode::BadRequest,
-            E::Database(_) | E::Corrupt(_) => {
+        match e {
+            store::Error::Replayed(recorded) => ApiError {
+                replay: Some(Box::new(recorded)),
+                ..ApiError::internal()
+            },
+            e => ApiError::of(&e).unwrap_or_else(|| {
                 tracing::error!(error = %e, "request failed");
-                return ApiError::internal();
-            }
-        };
-        ApiError::new(code, e.to_string())
+                ApiError::internal()
+            }),
+        }
     }
 }
 
@@ -92,6 +123,9 @@ impl From<sqlx::Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if let Some(recorded) = self.replay {
+            return replayed(*recorded);
+        }
         let status = self.status();
         let mut body = ErrorEnvelope::new(self.code, self.message);
         body.error.edit = self.edit;
@@ -103,4 +137,29 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// The header that marks a replayed answer (extension `idempotency`).
+pub const REPLAYED_HEADER: &str = "idempotency-replayed";
+
+/// A recorded answer, sent again: its status, body and `ETag`, marked as a replay.
+pub fn replayed(recorded: store::outcome::Recorded) -> Response {
+    let status = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::OK);
+    let mut response = if recorded.body.is_null() {
+        status.into_response()
+    } else {
+        (status, axum::Json(recorded.body)).into_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert(
+        REPLAYED_HEADER,
+        axum::http::HeaderValue::from_static("true"),
+    );
+    if let Some(v) = recorded
+        .etag
+        .and_then(|v| axum::http::HeaderValue::from_str(&format!("\"{v}\"")).ok())
+    {
+        headers.insert(axum::http::header::ETAG, v);
+    }
+    response
 }

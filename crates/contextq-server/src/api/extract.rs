@@ -89,6 +89,18 @@ impl Caller {
         crate::store::Actor {
             tenant_id: &self.tenant_id,
             key_id: Some(&self.key_id),
+            keyed: None,
+        }
+    }
+
+    /// [`Caller::actor`] for a request sent with an `Idempotency-Key` (when `keyed`).
+    pub fn actor_keyed<'a>(
+        &'a self,
+        keyed: Option<&'a crate::store::outcome::Keyed<'a>>,
+    ) -> crate::store::Actor<'a> {
+        crate::store::Actor {
+            keyed,
+            ..self.actor()
         }
     }
 }

@@ -246,10 +246,14 @@ pub(super) async fn audit(
 pub(super) async fn redact(
     State(s): State<AppState>,
     Admin(caller): Admin,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
     JsonBody(body, _room): JsonBody<RedactRequest>,
 ) -> Result<Json<Redaction>, ApiError> {
     use crate::store::redact::{Request, Target, Within};
     caller.require_every_workspace("a redaction")?;
+    let keyed_request = super::keyed::KeyedRequest::of(&headers, &method, &uri, &body)?;
     let bad = |m: &str| {
         Err(ApiError::new(
             ErrorCode::BadRequest,
@@ -285,7 +289,10 @@ pub(super) async fn redact(
         after_seq: body.after_seq,
         dry_run: body.dry_run,
     };
+    let answer = super::keyed::answer_as(|r: &Redaction| super::keyed::ok(r));
+    let keyed = keyed_request.as_ref().map(|r| r.keyed(&answer));
+    let actor = caller.actor_keyed(keyed.as_ref());
     Ok(Json(
-        crate::store::redact::redact(&s.db, caller.actor(), request).await?,
+        crate::store::redact::redact(&s.db, actor, request).await?,
     ))
 }

@@ -106,6 +106,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(8, "keys limited to workspaces, last use of keys", common "0008_key_workspaces.sql"),
     migration!(9, "redacted versions", common "0009_redaction.sql"),
     migration!(10, "inspector sessions bound to their key", common "0010_session_parents.sql"),
+    migration!(11, "outcomes of keyed writes", common "0011_write_outcomes.sql"),
 ];
 
 /// The schema version this server migrates to (its last migration).

@@ -442,7 +442,7 @@ pub async fn bulk_upsert(
     binds.extend(slugs.iter().map(|s| Bind::Text(s.to_string())));
     binds.extend(items.iter().map(|i| Bind::Text(i.external_id.clone())));
 
-    write(db, actor.tenant_id, &items[0].external_id, (sql, binds), |mut head, row| {
+    write(db, actor, &items[0].external_id, (sql, binds), |mut head, row| {
     let plan: String = row.try_get("plan")?;
     let plan: Plan = plan
         .parse()
@@ -660,11 +660,9 @@ pub async fn bulk_upsert(
 }
 
 /// A context with the state of its workspace (archived?), as a write by id (or external id)
-/// reads it under the head lock (`None`: no such context), and an idempotency key's earlier
-/// outcome (version, changed line).
+/// reads it under the head lock (`None`: no such context).
 struct Locked {
     context: Option<(Context, bool)>,
-    replay: Option<Replay>,
     /// The context's workspace id.
     workspace_id: Option<String>,
     /// The context's external id's kept versions.
@@ -674,60 +672,17 @@ struct Locked {
     plan: Plan,
 }
 
-/// An idempotency key's earlier outcome and what it was bound to.
-struct Replay {
-    version: i64,
-    changed_line: Option<i64>,
-    /// The external id the key edited and the digest of its request ([`request_digest`]).
-    external_id: String,
-    request_sha256: String,
-    created_at: String,
-}
-
-/// How long an `Idempotency-Key` is kept (and replays): one hour.
-fn idempotency_cutoff() -> String {
-    (chrono::Utc::now() - chrono::Duration::hours(1))
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-}
-
-/// The digest an `Idempotency-Key` is bound to: every part of the edit request that decides
-/// what it does (external id, edit, tag and workspace conditions, `If-Match`).
-fn request_digest(
-    external_id: &str,
-    edit: &TextEdit,
-    scope: Scope<'_>,
-    if_match: Option<i64>,
-) -> String {
-    let request = serde_json::json!({
-        "externalId": external_id,
-        "edit": edit,
-        "requireTag": scope.tag,
-        "workspace": scope.workspace,
-        "ifMatch": if_match,
-    });
-    super::history::sha256_hex(&request.to_string())
-}
-
-/// The read of a write on one context (under the head lock): the head, the context (by `c.id` or
-/// `c.external_id`, per `key_column`), and an idempotency key's earlier outcome.
-fn lock_context(
-    db: &Db,
-    tenant_id: &str,
-    key_column: &str,
-    key: &str,
-    idempotency_key: Option<&str>,
-) -> (String, Vec<Bind>) {
+/// The read of a write on one context (under the head lock): the head and the context (by
+/// `c.id` or `c.external_id`, per `key_column`).
+fn lock_context(db: &Db, tenant_id: &str, key_column: &str, key: &str) -> (String, Vec<Bind>) {
     let sql = format!(
         concat!(
             "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, h.mac AS head_mac, w.archived AS ws_archived, ",
             "{}, t.plan AS plan, c.workspace_id AS workspace_id, {}, ",
-            "k.version AS replay_version, k.changed_line AS replay_line, k.external_id AS replay_external_id, ",
-            "k.request_sha256 AS replay_sha256, k.created_at AS replay_at, ",
             summary_columns!(),
             ", c.content FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id ",
             "LEFT JOIN contexts c ON c.tenant_id = h.tenant_id AND {} = $2 ",
             "LEFT JOIN workspaces w ON w.id = c.workspace_id ",
-            "LEFT JOIN idempotency_keys k ON k.tenant_id = h.tenant_id AND k.key = $3 ",
             "WHERE h.tenant_id = $1"
         ),
         usage_columns(db, 1, "COALESCE(c.external_id, '')"),
@@ -737,7 +692,6 @@ fn lock_context(
     let binds = vec![
         Bind::Text(tenant_id.to_string()),
         Bind::Text(key.to_string()),
-        Bind::Text(idempotency_key.unwrap_or("").to_string()),
     ];
     (sql, binds)
 }
@@ -752,26 +706,9 @@ impl Locked {
             )),
             None => None,
         };
-        let replay = match row.try_get::<Option<i64>, _>("replay_version")? {
-            Some(version) => Some(Replay {
-                version,
-                changed_line: row.try_get("replay_line")?,
-                external_id: row
-                    .try_get::<Option<String>, _>("replay_external_id")?
-                    .unwrap_or_default(),
-                request_sha256: row
-                    .try_get::<Option<String>, _>("replay_sha256")?
-                    .unwrap_or_default(),
-                created_at: row
-                    .try_get::<Option<String>, _>("replay_at")?
-                    .unwrap_or_default(),
-            }),
-            None => None,
-        };
         let plan: String = row.try_get("plan")?;
         Ok(Locked {
             context,
-            replay,
             workspace_id: row.try_get("workspace_id")?,
             kept: kept_from(row)?,
             usage: Usage::from_row(row)?,
@@ -931,8 +868,8 @@ pub async fn update(
     if let Some(tags) = &tags {
         check_tags(tags)?;
     }
-    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
-    write(db, actor.tenant_id, id, read, |mut head, row| {
+    let read = lock_context(db, actor.tenant_id, "c.id", id);
+    write(db, actor, id, read, |mut head, row| {
         let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         let new = Context {
             content: content.to_string(),
@@ -969,8 +906,8 @@ pub async fn update(
 
 /// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): applies `edit`
 /// under the lock, so concurrent edits never conflict. The context must be within `scope` (else
-/// it is "not found"), and be at `if_match` when given. With an `idempotency_key` already applied (within the last hour), nothing is applied
-/// again: the answer is that first outcome, with the context as it is now.
+/// it is "not found"), and be at `if_match` when given. Sent with an `Idempotency-Key`
+/// (`actor.keyed`), a repeat is answered with the first outcome ([`super::outcome`]).
 pub async fn edit(
     db: &Db,
     actor: Actor<'_>,
@@ -978,44 +915,14 @@ pub async fn edit(
     edit: &TextEdit,
     scope: Scope<'_>,
     if_match: Option<i64>,
-    idempotency_key: Option<&str>,
 ) -> Result<EditedContext> {
-    let read = lock_context(
-        db,
-        actor.tenant_id,
-        "c.external_id",
-        external_id,
-        idempotency_key,
-    );
-    let digest = request_digest(external_id, edit, scope, if_match);
-    write(db, actor.tenant_id, external_id, read, |mut head, row| {
+    let read = lock_context(db, actor.tenant_id, "c.external_id", external_id);
+    write(db, actor, external_id, read, |mut head, row| {
         let locked = Locked::from_row(row)?;
         let versions = locked.versions(db, actor);
         let workspace_id = locked.workspace_id.clone();
-        let Locked {
-            context, replay, ..
-        } = locked;
+        let Locked { context, .. } = locked;
         let context = context.filter(|(c, _)| scope.admits(c));
-        // An expired key never replays (the batch below deletes it before storing this one).
-        let cutoff = idempotency_cutoff();
-        if let Some(replay) = replay.filter(|r| r.created_at >= cutoff) {
-            if replay.external_id != external_id || replay.request_sha256 != digest {
-                return Err(Error::Invalid(format!(
-                    "Idempotency-Key {:?} was used within the last hour for another request \
-                     (another external id or another edit); send a new key with each edit",
-                    idempotency_key.unwrap_or_default()
-                )));
-            }
-            let (current, _) = context.ok_or_else(|| Error::ContextNotFound {
-                id: external_id.to_string(),
-            })?;
-            tracing::debug!(version = replay.version, "replayed an idempotent edit");
-            return Ok(Outcome::Unchanged(EditedContext {
-                context: current,
-                changed_line: replay.changed_line.map(|l| l as usize),
-                replayed: true,
-            }));
-        }
         let old = writable(context, external_id, if_match)?;
         let applied = contextq_api::edit::apply(&old.content, edit).map_err(Error::EditFailed)?;
         check_content(&applied.content)?;
@@ -1027,36 +934,6 @@ pub async fn edit(
         };
         let mut batch = Batch::default();
         rewrite(&mut batch, actor.tenant_id, &old, &new);
-        if let Some(key) = idempotency_key {
-            batch.push(
-                // This key, if it was there, has expired: the upsert below replaces it (one
-                // statement on PostgreSQL may not change a row twice).
-                "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND created_at < $2 AND key <> $3",
-                vec![
-                    Bind::Text(actor.tenant_id.to_string()),
-                    Bind::Text(cutoff),
-                    Bind::Text(key.to_string()),
-                ],
-                None,
-            );
-            batch.push(
-                "INSERT INTO idempotency_keys (tenant_id, key, context_id, version, changed_line, created_at, external_id, request_sha256) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-                 ON CONFLICT (tenant_id, key) DO UPDATE SET context_id = excluded.context_id, version = excluded.version, \
-                 changed_line = excluded.changed_line, created_at = excluded.created_at, external_id = excluded.external_id, \
-                 request_sha256 = excluded.request_sha256",
-                vec![
-                    Bind::Text(actor.tenant_id.to_string()),
-                    Bind::Text(key.to_string()),
-                    Bind::Text(old.id.clone()),
-                    Bind::Int(new.version),
-                    Bind::OptInt(applied.changed_line.map(|l| l as i64)),
-                    Bind::Text(new.updated_at.clone()),
-                    Bind::Text(external_id.to_string()),
-                    Bind::Text(digest.clone()),
-                ],
-                Some(1),
-            );
-        }
         let seq = head.append(actor.record(
             "context.update",
             "context",
@@ -1064,7 +941,15 @@ pub async fn edit(
             serde_json::json!({"externalId": old.external_id, "version": new.version}),
         ));
         let workspace_id = present(workspace_id)?;
-        record_version(&mut batch, &mut head, versions, Action::Update, &workspace_id, &new, seq);
+        record_version(
+            &mut batch,
+            &mut head,
+            versions,
+            Action::Update,
+            &workspace_id,
+            &new,
+            seq,
+        );
         Ok(Outcome::Write(
             head,
             batch,
@@ -1107,7 +992,7 @@ pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) 
         });
     }
     check_title("title", title)?;
-    let (sql, mut binds) = lock_context(db, actor.tenant_id, "c.external_id", from, None);
+    let (sql, mut binds) = lock_context(db, actor.tenant_id, "c.external_id", from);
     // The destination, read under the same lock: taken by a context, or a directory, and its
     // kept versions (numbers go on from an earlier life of the same id).
     let n = binds.len();
@@ -1127,7 +1012,7 @@ pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) 
         Bind::Text(format!("{to}/")),
         Bind::Text(format!("{to}/\u{10FFFF}")),
     ]);
-    write(db, actor.tenant_id, from, (sql, binds), |mut head, row| {
+    write(db, actor, from, (sql, binds), |mut head, row| {
         let locked = Locked::from_row(row)?;
         let mut versions = locked.versions(db, actor);
         let workspace_id = locked.workspace_id.clone();
@@ -1243,8 +1128,8 @@ pub(super) fn delete_row<'a>(
 
 /// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
-    let read = lock_context(db, actor.tenant_id, "c.id", id, None);
-    write(db, actor.tenant_id, id, read, |head, row| {
+    let read = lock_context(db, actor.tenant_id, "c.id", id);
+    write(db, actor, id, read, |head, row| {
         let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         Ok(deletion(head, actor, old, &workspace_id, versions))
     })
@@ -1262,8 +1147,8 @@ pub async fn delete_by_external(
     scope: Scope<'_>,
     if_match: Option<i64>,
 ) -> Result<()> {
-    let read = lock_context(db, actor.tenant_id, "c.external_id", external_id, None);
-    write(db, actor.tenant_id, external_id, read, |head, row| {
+    let read = lock_context(db, actor.tenant_id, "c.external_id", external_id);
+    write(db, actor, external_id, read, |head, row| {
         let locked = Locked::from_row(row)?;
         let versions = locked.versions(db, actor);
         let workspace_id = locked.workspace_id.clone();

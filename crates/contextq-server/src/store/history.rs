@@ -498,6 +498,33 @@ pub async fn get(db: &Db, tenant_id: &str, subject: &Subject, version: i64) -> R
     }
 }
 
+/// The content the context `context_id` had at its own version `context_version`, as kept in
+/// its versions (`None`: that version was pruned, or its content redacted). A replay of a keyed
+/// write rebuilds its answer's content from here ([`super::outcome`]), so that no outcome record
+/// holds a file's content.
+pub async fn content_of(
+    db: &Db,
+    tenant_id: &str,
+    context_id: &str,
+    context_version: i64,
+) -> Result<Option<String>> {
+    let row = db
+        .read_one(
+            "SELECT v.content FROM context_versions v WHERE v.tenant_id = $1 AND v.context_id = $2 \
+             AND v.context_version = $3 AND v.action <> 'delete'",
+            vec![
+                Bind::Text(tenant_id.to_string()),
+                Bind::Text(context_id.to_string()),
+                Bind::Int(context_version),
+            ],
+        )
+        .await?;
+    Ok(match row {
+        Some(row) => row.try_get("content")?,
+        None => None,
+    })
+}
+
 /// `GET /api/history`: what external ids were at a point in time.
 #[derive(Debug, Clone)]
 pub struct AtQuery {

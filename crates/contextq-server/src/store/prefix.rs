@@ -252,7 +252,7 @@ pub async fn delete_prefix(
 ) -> Result<PrefixChanges> {
     check_prefix("prefix", prefix)?;
     let read = read_prefix(db, actor, prefix, None);
-    write(db, actor.tenant_id, prefix, read, |mut head, row| {
+    write(db, actor, prefix, read, |mut head, row| {
         let (rows, mut versions) = rows_in(db, actor, row, prefix, scope)?;
         let at = now();
         let mut batch = Batch::default();
@@ -299,7 +299,7 @@ pub async fn rename_prefix(
         )));
     }
     let read = read_prefix(db, actor, from, Some(to));
-    write(db, actor.tenant_id, from, read, |mut head, row| {
+    write(db, actor, from, read, |mut head, row| {
         let taken: i64 = row.try_get("to_taken")?;
         if taken > 0 {
             return Err(Error::ExternalIdExists {

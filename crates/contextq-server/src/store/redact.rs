@@ -99,7 +99,7 @@ pub async fn redact(db: &Db, actor: Actor<'_>, request: Request<'_>) -> Result<R
         Target::Version { external_id, .. } => external_id,
         Target::Matching { .. } => "redaction",
     };
-    let out = write(db, actor.tenant_id, entity, (sql, binds), |mut head, row| {
+    let out = write(db, actor, entity, (sql, binds), |mut head, row| {
         let rows: String = row.try_get("rows")?;
         let mut found: Vec<Found> = decode(&rows, "context_versions")?;
         // By `seq` whatever order the aggregate kept: `afterSeq` pages on the last one.

@@ -598,7 +598,7 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
         "DELETE FROM workspaces WHERE tenant_id = $1",
         "DELETE FROM api_keys WHERE tenant_id = $1",
         "DELETE FROM users WHERE tenant_id = $1",
-        "DELETE FROM idempotency_keys WHERE tenant_id = $1",
+        "DELETE FROM write_outcomes WHERE tenant_id = $1",
         "DELETE FROM audit_heads WHERE tenant_id = $1",
     ] {
         sqlx::query(sql)

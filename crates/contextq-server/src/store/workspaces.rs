@@ -127,7 +127,7 @@ fn insert(
 pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result<Workspace> {
     check(slug, name)?;
     let read = lock_workspace(actor.tenant_id, slug);
-    write(db, actor.tenant_id, slug, read, |mut head, row| {
+    write(db, actor, slug, read, |mut head, row| {
         if locked(row)?.is_some() {
             return Err(Error::WorkspaceExists {
                 slug: slug.to_string(),
@@ -163,6 +163,7 @@ pub(crate) async fn create_first(
     let actor = Actor {
         tenant_id,
         key_id: None,
+        keyed: None,
     };
     let mut batch = Batch::default();
     let ws = insert(actor, slug, slug, &mut head, &mut batch);
@@ -206,7 +207,7 @@ fn change(
 /// Archives a workspace: it becomes read-only.
 pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace> {
     let read = lock_workspace(actor.tenant_id, slug);
-    write(db, actor.tenant_id, slug, read, |mut head, row| {
+    write(db, actor, slug, read, |mut head, row| {
         let (mut ws, _) = locked(row)?.ok_or_else(|| Error::WorkspaceNotFound {
             slug: slug.to_string(),
         })?;
@@ -229,7 +230,7 @@ pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace>
 /// Deletes an empty workspace (refused while it holds contexts).
 pub async fn delete(db: &Db, actor: Actor<'_>, slug: &str) -> Result<()> {
     let read = lock_workspace(actor.tenant_id, slug);
-    write(db, actor.tenant_id, slug, read, |mut head, row| {
+    write(db, actor, slug, read, |mut head, row| {
         let (ws, contexts) = locked(row)?.ok_or_else(|| Error::WorkspaceNotFound {
             slug: slug.to_string(),
         })?;

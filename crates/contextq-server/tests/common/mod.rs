@@ -117,10 +117,25 @@ impl Api {
         body: Option<Value>,
         if_match: Option<i64>,
     ) -> Reply {
+        self.keyed(method, path, body, if_match, None).await
+    }
+
+    /// [`Api::send`] with an `Idempotency-Key` when given.
+    pub async fn keyed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        if_match: Option<i64>,
+        key: Option<&str>,
+    ) -> Reply {
         let mut req = self
             .http
             .request(method, format!("{}{}", self.base, path))
             .bearer_auth(&self.key);
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }
