@@ -12,12 +12,15 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Runs stdin to EOF through `tool`; with `timing`, reports on stderr, as one JSON line, the
 /// loop's duration and, per command name, how many ran and the seconds they took
-/// (`{"commands", "seconds", "by_command": {"view": {"count", "seconds"}, ...}}`).
-pub async fn run(tool: &dyn MemoryToolHandlers, timing: bool) -> Result<()> {
+/// (`{"commands", "seconds", "by_command": {"view": {"count", "seconds"}, ...}}`). Returns how
+/// many commands failed because of the store (unreachable, a refused key, a write it did not
+/// confirm), not because of what was asked: the caller exits non-zero for them.
+pub async fn run(tool: &dyn MemoryToolHandlers, timing: bool) -> Result<usize> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut out = tokio::io::BufWriter::new(tokio::io::stdout());
     let started = std::time::Instant::now();
     let mut commands = 0usize;
+    let mut store_failures = 0usize;
     let mut by_command: std::collections::BTreeMap<String, (usize, f64)> = Default::default();
     while let Some(line) = lines.next_line().await? {
         if line.trim().is_empty() {
@@ -28,7 +31,19 @@ pub async fn run(tool: &dyn MemoryToolHandlers, timing: bool) -> Result<()> {
         let (name, result) = match serde_json::from_str::<serde_json::Value>(&line) {
             Ok(input) => {
                 let name = input["command"].as_str().unwrap_or("(none)").to_string();
-                (name, tool.execute(input).await)
+                let result = match contextq_memory_tool::Command::from_value(&input) {
+                    Ok(command) => match tool.handle(command).await {
+                        Ok(text) => ToolResult::ok(text),
+                        Err(e) => {
+                            if e.store_failed() {
+                                store_failures += 1;
+                            }
+                            ToolResult::error(e.message())
+                        }
+                    },
+                    Err(message) => ToolResult::error(message),
+                };
+                (name, result)
             }
             Err(e) => (
                 "(not JSON)".to_string(),
@@ -64,5 +79,5 @@ pub async fn run(tool: &dyn MemoryToolHandlers, timing: bool) -> Result<()> {
             serde_json::json!({"commands": commands, "seconds": seconds, "by_command": by_command})
         );
     }
-    Ok(())
+    Ok(store_failures)
 }

@@ -343,7 +343,12 @@ fn mcp_endpoint(
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    contextq_server::logs::init("warn,sqlx=error", cli.logs.log_format);
+    // JSON logs are for a collector: the request log (one line per request) is on by default.
+    let default_filter = match cli.logs.log_format {
+        contextq_server::logs::LogFormat::Json => "warn,contextq::request=info,sqlx=error",
+        contextq_server::logs::LogFormat::Text => "warn,sqlx=error",
+    };
+    contextq_server::logs::init(default_filter, cli.logs.log_format);
     // `serve` answers other processes: every core. Every other command is one client running
     // one command at a time (the embedded server in the same process): one thread, so a request
     // and its answer never hop between worker threads (measured: the 5,000-command trace runs
@@ -413,7 +418,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let opened = stores::open(&store, &settings(policy)).await?;
             let result = exec::run(opened.tool.as_ref(), timing).await;
             opened.close().await;
-            result?;
+            let failed = result?;
+            if failed > 0 {
+                eprintln!(
+                    "contextq-memory exec: {failed} command(s) failed because of the memory store (see their results); exit code 1"
+                );
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Command::Demo { policy } => {
             let opened = stores::open(&StoreChoice::ContextQ, &settings(policy)).await?;

@@ -165,9 +165,18 @@ fn embedded_default_persists_and_is_shared() {
     assert!(!r[0]["content"].as_str().unwrap().contains("a.md"));
 }
 
+/// `demo` runs on a fresh data directory and again, writes only beneath a directory of its own
+/// (said before it writes) and deletes only that: a file the user keeps in `/memories/demo`
+/// survives it.
 #[test]
 fn demo_runs_on_a_fresh_data_dir_and_again() {
     let data = tempfile::tempdir().unwrap();
+    let mine = r#"{"command": "create", "path": "/memories/demo/mine.md", "file_text": "keep me"}"#;
+    let (r, _, _) = exec(data.path(), &[], mine);
+    assert_eq!(
+        common::text(&r[0]),
+        "File created successfully at: /memories/demo/mine.md"
+    );
     for _ in 0..2 {
         let out = Command::new(BIN)
             .arg("demo")
@@ -182,15 +191,44 @@ fn demo_runs_on_a_fresh_data_dir_and_again() {
             "{stdout}\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(stdout.contains("Successfully renamed /memories/demo/preferences.md to /memories/demo/user/preferences.md"));
+        let dir = stdout
+            .split("It writes only beneath ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .expect("the demo says where it writes")
+            .to_string();
+        assert!(dir.starts_with("/memories/demo/run-"), "{dir}");
+        let said = stdout.find("It writes only beneath").unwrap();
+        assert!(said < stdout.find("> {").unwrap(), "said before it writes");
+        assert!(stdout.contains(&format!(
+            "Successfully renamed {dir}/preferences.md to {dir}/user/preferences.md"
+        )));
+        let run = dir.trim_start_matches("/memories/");
         assert!(
-            stdout.contains("mem-tool:default/demo/user/preferences.md"),
+            stdout.contains(&format!("mem-tool:default/{run}/user/preferences.md")),
             "{stdout}"
         );
-        assert!(!stdout.contains("mem-tool:default/demo/scratch.md"));
+        assert!(!stdout.contains(&format!("mem-tool:default/{run}/scratch.md")));
+        assert!(
+            stdout.contains(&format!("Cleaned up: deleted {dir}")),
+            "{stdout}"
+        );
         assert!(stdout.contains("contextq-memory chat"));
         assert!(!stdout.contains("Error:"), "{stdout}");
     }
+    let view = r#"{"command": "view", "path": "/memories/demo/mine.md"}"#;
+    let (r, _, _) = exec(data.path(), &[], view);
+    assert!(common::text(&r[0]).contains("keep me"), "{:?}", r[0]);
+    let (listing, _, _) = exec(
+        data.path(),
+        &[],
+        r#"{"command": "view", "path": "/memories/demo"}"#,
+    );
+    assert!(
+        !common::text(&listing[0]).contains("run-"),
+        "{:?}",
+        listing[0]
+    );
 }
 
 #[test]
@@ -478,4 +516,37 @@ fn exec_answers_each_command_at_once_through_pipes() {
     }
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// `exec` exits 1 when a command failed because of the store (here: nothing listens at
+/// CONTEXT_API_URL, and a key the server refuses), and 0 when only Claude's input was refused.
+#[test]
+fn exec_exits_non_zero_when_the_store_fails() {
+    let data = tempfile::tempdir().unwrap();
+    let (results, _, ok) = exec(
+        data.path(),
+        &[],
+        r#"{"command": "view", "path": "/memories/none.md"}"#,
+    );
+    assert!(common::text(&results[0]).contains("does not exist"));
+    assert!(ok, "Claude's input refused: exit 0");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = run_with_input(
+        Command::new(BIN)
+            .arg("exec")
+            .env("CONTEXT_API_URL", format!("http://127.0.0.1:{port}"))
+            .env("CONTEXT_API_KEY", format!("sk_live_{}", "1".repeat(40)))
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path()),
+        br#"{"command": "view", "path": "/memories/a.md"}"#,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("because of the memory store"), "{stderr}");
+    let line: serde_json::Value =
+        serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(line["is_error"], true);
 }

@@ -436,6 +436,14 @@ pub async fn delete<S: Store>(store: S) {
         err(&tool, del("/memories/")).await,
         "Error: Cannot delete the /memories directory itself"
     );
+    // What resolves to the root is the root (the references, since Python SDK 2.17.0).
+    for root in ["/memories/.", "/memories/dirx.md/.."] {
+        assert_eq!(
+            err(&tool, del(root)).await,
+            "Error: Cannot delete the /memories directory itself",
+            "{root}"
+        );
+    }
     // Only whole segments: deleting dir did not touch dirx.md.
     assert!(view(&tool, "/memories/dirx.md").await.ends_with("\tkeep"));
     let root = view(&tool, "/memories").await;
@@ -471,6 +479,13 @@ pub async fn rename<S: Store>(store: S, profile: Profile) {
         err(&tool, mv("/memories", "/memories/x")).await,
         "Error: Cannot rename the /memories directory itself"
     );
+    for root in ["/memories/.", "/memories/sub/.."] {
+        assert_eq!(
+            err(&tool, mv(root, "/memories/x")).await,
+            "Error: Cannot rename the /memories directory itself",
+            "{root}"
+        );
+    }
     // Directories move with everything beneath them.
     create(&tool, "/memories/proj/one.md", "1").await;
     create(&tool, "/memories/proj/sub/two.md", "22").await;
@@ -572,6 +587,38 @@ pub async fn bad_input<S: Store>(store: S) {
     );
     err(&tool, json!("view /memories")).await;
     err(&tool, json!(null)).await;
+    // Lookalike names: NFC and NFD spellings are one file; invisible and bidi characters are
+    // refused, naming the character.
+    let nfc = "/memories/unicode/caf\u{e9}.md";
+    let nfd = "/memories/unicode/cafe\u{301}.md";
+    create(&tool, nfc, "one").await;
+    assert_eq!(
+        err(
+            &tool,
+            json!({"command": "create", "path": nfd, "file_text": "two"})
+        )
+        .await,
+        format!("Error: File {nfd} already exists")
+    );
+    assert!(view(&tool, nfd).await.ends_with("\tone"));
+    let bidi = "/memories/unicode/\u{202e}dm.exe";
+    let refused = err(
+        &tool,
+        json!({"command": "create", "path": bidi, "file_text": "x"}),
+    )
+    .await;
+    assert!(
+        refused.contains("U+202E") && refused.contains("visible characters only"),
+        "{refused}"
+    );
+    // One path limit, worded for Claude, on every store.
+    let long = format!("/memories/{}", "a".repeat(crate::path::MAX_PATH_BYTES));
+    let refused = err(
+        &tool,
+        json!({"command": "create", "path": long, "file_text": "x"}),
+    )
+    .await;
+    assert!(refused.contains("at most 900 bytes"), "{refused}");
 }
 
 /// The `Store` contract itself: put modes, versions, conditional delete.

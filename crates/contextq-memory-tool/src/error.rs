@@ -157,4 +157,31 @@ impl Error {
             _ => None,
         }
     }
+
+    /// Whether this is a failure of the store (unreachable, a refused key, a server error, an
+    /// outcome it did not confirm, a broken disk or configuration) rather than a refusal of what
+    /// was asked (no such file, it exists, it changed, a path outside a workspace, a quota).
+    pub fn is_store_failure(&self) -> bool {
+        match self {
+            Error::Io { .. }
+            | Error::OutcomeUnknown { .. }
+            | Error::Config { .. }
+            | Error::Anthropic(_) => true,
+            Error::ContextQ(ContextQError::Api { code, .. }) => !matches!(
+                code,
+                Some(
+                    ErrorCode::NotFound
+                        | ErrorCode::Conflict
+                        | ErrorCode::PreconditionFailed
+                        | ErrorCode::EditFailed
+                        | ErrorCode::ValidationFailed
+                        | ErrorCode::PayloadTooLarge
+                        | ErrorCode::QuotaExceeded
+                        | ErrorCode::BadRequest
+                )
+            ),
+            Error::ContextQ(ContextQError::Transport(_) | ContextQError::Protocol { .. }) => true,
+            _ => false,
+        }
+    }
 }

@@ -47,6 +47,7 @@ pub struct PathEffect {
 pub struct ToolError {
     message: String,
     effects: Vec<PathEffect>,
+    store_failed: bool,
 }
 
 impl ToolError {
@@ -55,6 +56,7 @@ impl ToolError {
         ToolError {
             message: message.into(),
             effects: Vec::new(),
+            store_failed: false,
         }
     }
 
@@ -63,6 +65,7 @@ impl ToolError {
         ToolError {
             message: message.into(),
             effects,
+            store_failed: false,
         }
     }
 
@@ -79,6 +82,13 @@ impl ToolError {
     /// Whether the command is known to have changed nothing.
     pub fn changed_nothing(&self) -> bool {
         self.effects.iter().all(|e| e.applied == Applied::No)
+    }
+
+    /// Whether the command failed because of the store, not because of what Claude asked: the
+    /// store could not be reached, refused the key, failed, or did not confirm a write. A
+    /// script running commands (`contextq-memory exec`) exits non-zero for these.
+    pub fn store_failed(&self) -> bool {
+        self.store_failed
     }
 }
 
@@ -99,7 +109,11 @@ impl From<crate::Error> for ToolError {
             }],
             _ => Vec::new(),
         };
-        ToolError::with_effects(e.tool_message(), effects)
+        let store_failed = e.is_store_failure();
+        ToolError {
+            store_failed,
+            ..ToolError::with_effects(e.tool_message(), effects)
+        }
     }
 }
 

@@ -10,7 +10,15 @@
 //!   never has to resolve anything), as are backslashes, NUL and other control characters, and
 //!   percent-escapes that decode to `.`, `/`, `\`, `%` or a control character (`%2e%2e`, `%2f`,
 //!   `%252e`);
-//! - a segment is at most 255 bytes and a path at most 4096 bytes.
+//! - a segment is at most 255 bytes and a path at most 900 bytes, on every store: one limit,
+//!   checked before any request, that every store can hold (a ContextQ's external id of a path,
+//!   `tag:workspace/...`, stays within its 1,024 bytes for any tag and workspace);
+//! - segments are Unicode NFC (`café` typed either way is one file), and invisible or
+//!   direction-changing characters (zero-width spaces and joiners, bidi overrides and isolates,
+//!   the byte-order mark) are refused: two paths never look alike while being different files;
+//! - a path that resolves to `/memories` itself (`/memories/.`, `/memories/sub/..`) is named as
+//!   such by the commands that refuse the root ([`resolves_to_root`]); every other `.` or `..`
+//!   is still an escape.
 //!
 //! A [`MemoryPath`] keeps the text as written (`raw`, used in messages) beside the normalised
 //! segments (used for storage and for listing entries).
@@ -20,8 +28,10 @@ use std::fmt;
 /// The memory root every path must start with.
 pub const ROOT: &str = "/memories";
 
-/// Longest accepted path, in bytes, as written.
-pub const MAX_PATH_BYTES: usize = 4096;
+/// Longest accepted path, in bytes, as written: what every store holds (a ContextQ external id,
+/// at most 1,024 bytes, is the path below `/memories` with a tag of at most 64 bytes and a
+/// workspace of at most 63 in front of it).
+pub const MAX_PATH_BYTES: usize = 900;
 /// Longest accepted segment, in bytes (the common file-name limit).
 pub const MAX_SEGMENT_BYTES: usize = 255;
 
@@ -38,6 +48,52 @@ pub enum PathError {
     /// Longer than [`MAX_PATH_BYTES`] or with a segment longer than [`MAX_SEGMENT_BYTES`].
     #[error("{0:?} is too long")]
     TooLong(String),
+    /// Holds an invisible or direction-changing character ([`invisible`]).
+    #[error("{0:?} holds the invisible character U+{1:04X}")]
+    Invisible(String, u32),
+}
+
+/// Whether `c` is invisible or changes the direction of the text around it: zero-width spaces
+/// and joiners, bidi marks, embeddings, overrides and isolates, invisible operators and the
+/// byte-order mark. Such characters make two different paths look the same.
+pub fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
+/// Whether `raw` names `/memories` itself once `.` and `..` are resolved (`/memories/.`,
+/// `/memories/a/..`), without ever leaving it. Such a path is refused like every other `.` or
+/// `..`, but the commands that refuse the root say so instead ("Cannot delete the /memories
+/// directory itself"), as the references do.
+pub fn resolves_to_root(raw: &str) -> bool {
+    let Some(rest) = raw.strip_prefix(ROOT) else {
+        return false;
+    };
+    if !(rest.is_empty() || rest.starts_with('/'))
+        || raw.chars().any(|c| c == '\\' || c.is_control())
+        || has_dangerous_escape(raw)
+    {
+        return false;
+    }
+    let mut depth = 0usize;
+    for segment in rest.split('/').filter(|s| !s.is_empty()) {
+        match segment {
+            "." => {}
+            ".." if depth == 0 => return false,
+            ".." => depth -= 1,
+            _ => depth += 1,
+        }
+    }
+    depth == 0
 }
 
 /// A validated path under `/memories`.
@@ -69,6 +125,9 @@ impl MemoryPath {
         if raw.chars().any(|c| c == '\\' || c.is_control()) || has_dangerous_escape(raw) {
             return Err(PathError::Escape(raw.to_string()));
         }
+        if let Some(c) = raw.chars().find(|c| invisible(*c)) {
+            return Err(PathError::Invisible(raw.to_string(), c as u32));
+        }
         let rest = match raw.strip_prefix(ROOT) {
             Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
             _ => return Err(PathError::OutsideRoot(raw.to_string())),
@@ -81,7 +140,7 @@ impl MemoryPath {
             if segment.len() > MAX_SEGMENT_BYTES {
                 return Err(PathError::TooLong(raw.to_string()));
             }
-            segments.push(segment.to_string());
+            segments.push(unicode_normalization::UnicodeNormalization::nfc(segment).collect());
         }
         Ok(MemoryPath {
             raw: raw.to_string(),
@@ -256,6 +315,83 @@ mod tests {
 
     fn ok(p: &str) -> String {
         MemoryPath::parse(p).unwrap().normalized()
+    }
+
+    #[test]
+    fn lookalike_names_are_one_file_or_refused() {
+        // NFC and NFD spellings of one name are one path.
+        assert_eq!(ok("/memories/caf\u{e9}.md"), ok("/memories/cafe\u{301}.md"));
+        assert_eq!(
+            MemoryPath::parse("/memories/cafe\u{301}.md").unwrap(),
+            MemoryPath::parse("/memories/caf\u{e9}.md").unwrap()
+        );
+        // German and Japanese names are fine.
+        assert_eq!(
+            ok("/memories/Stra\u{df}e/\u{65e5}\u{672c}.md"),
+            "/memories/Stra\u{df}e/\u{65e5}\u{672c}.md"
+        );
+        for c in [
+            '\u{202e}', '\u{200b}', '\u{200d}', '\u{2066}', '\u{feff}', '\u{00ad}',
+        ] {
+            let raw = format!("/memories/a{c}b.md");
+            assert_eq!(
+                MemoryPath::parse(&raw),
+                Err(PathError::Invisible(raw.clone(), c as u32)),
+                "U+{:04X}",
+                c as u32
+            );
+        }
+    }
+
+    #[test]
+    fn one_path_limit_that_every_store_holds() {
+        let at = format!("/memories/{}", "a/".repeat(444)) + "bc";
+        assert_eq!(at.len(), MAX_PATH_BYTES);
+        assert!(MemoryPath::parse(&at).is_ok());
+        let over = format!("{at}d");
+        assert!(matches!(
+            MemoryPath::parse(&over),
+            Err(PathError::TooLong(_))
+        ));
+        // The longest external id a ContextQ store makes of it: a 64-byte tag and a 63-byte
+        // workspace in front of the path below /memories.
+        let external = format!(
+            "{}:{}/{}",
+            "t".repeat(64),
+            "w".repeat(63),
+            &at["/memories/".len()..]
+        );
+        assert!(
+            external.len() <= contextq_api::limits::MAX_EXTERNAL_ID_BYTES,
+            "{}",
+            external.len()
+        );
+    }
+
+    #[test]
+    fn what_resolves_to_the_root_is_known_as_such() {
+        for raw in [
+            "/memories",
+            "/memories/.",
+            "/memories/./",
+            "/memories/sub/..",
+            "/memories/a/b/../..",
+            "/memories//.",
+        ] {
+            assert!(resolves_to_root(raw), "{raw}");
+        }
+        for raw in [
+            "/memories/..",
+            "/memories/sub",
+            "/memories/a/../b",
+            "/memoriesX/.",
+            "/memories/%2e",
+            "/memories/a\\..",
+        ] {
+            assert!(!resolves_to_root(raw), "{raw}");
+        }
+        // Still refused as paths: only the commands that refuse the root name them so.
+        assert!(MemoryPath::parse("/memories/.").is_err());
     }
 
     #[test]

@@ -521,7 +521,19 @@ pub fn would_escape(path: &str) -> String {
 pub fn path_too_long(path: &str) -> String {
     let shown: String = path.chars().take(80).collect();
     format!(
-        "Path {shown}... is too long (at most {MAX_PATH_BYTES} bytes, {MAX_SEGMENT_BYTES} per name)"
+        "Path {shown}... is too long: a memory path is at most {MAX_PATH_BYTES} bytes, and each name in it at most {MAX_SEGMENT_BYTES}; use a shorter one"
+    )
+}
+
+/// A path holding an invisible or direction-changing character (not in the spec).
+pub fn invisible_character(path: &str, c: u32) -> String {
+    let shown: String = path
+        .chars()
+        .filter(|c| !crate::path::invisible(*c))
+        .take(80)
+        .collect();
+    format!(
+        "Path {shown} holds an invisible or direction-changing character (U+{c:04X}), which would make it look like another path; use visible characters only"
     )
 }
 
@@ -743,6 +755,7 @@ impl PathError {
             PathError::OutsideRoot(p) => outside_root(p),
             PathError::Escape(p) => would_escape(p),
             PathError::TooLong(p) => path_too_long(p),
+            PathError::Invisible(p, c) => invisible_character(p, *c),
         }
     }
 }

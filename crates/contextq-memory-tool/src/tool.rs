@@ -771,6 +771,9 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
 
     async fn delete(&self, c: DeleteCommand) -> Outcome {
         self.writable("delete")?;
+        if crate::path::resolves_to_root(&c.path) {
+            return Err(ToolError::new(render::cannot_delete_root()));
+        }
         let path = parse(&c.path)?;
         if path.is_root() {
             return Err(ToolError::new(render::cannot_delete_root()));
@@ -808,6 +811,9 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
 
     async fn rename(&self, c: RenameCommand) -> Outcome {
         self.writable("rename")?;
+        if crate::path::resolves_to_root(&c.old_path) {
+            return Err(ToolError::new(render::cannot_rename_root()));
+        }
         let old = parse(&c.old_path)?;
         let new = parse(&c.new_path)?;
         if old.is_root() {

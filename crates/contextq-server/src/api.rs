@@ -300,11 +300,10 @@ fn tagged(mut response: Response, version: i64) -> Response {
     response
 }
 
-async fn health(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    let version = state.db.schema_version().await?;
-    Ok(Json(
-        serde_json::json!({"status": "ok", "schemaVersion": version}),
-    ))
+/// `GET /health`: liveness only. It never touches the database, so that a liveness probe does
+/// not restart every replica during a database outage (`/ready` says whether it can serve).
+async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok", "version": env!("CARGO_PKG_VERSION")}))
 }
 
 /// `GET /metrics`: Prometheus text ([`crate::metrics`]). No key: it names no tenant, key or
@@ -343,12 +342,16 @@ async fn ready(State(state): State<AppState>) -> Response {
             }
         }
     }
+    // The database in use, its password masked: a replica started against the wrong one (an
+    // empty SQLite file in its working directory) is told apart at a glance.
+    let database = crate::db::redact_url(state.db.url());
     if reasons.is_empty() {
-        Json(serde_json::json!({"status": "ready", "schemaVersion": latest})).into_response()
+        Json(serde_json::json!({"status": "ready", "schemaVersion": latest, "database": database}))
+            .into_response()
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(serde_json::json!({"status": "not ready", "reasons": reasons})),
+            Json(serde_json::json!({"status": "not ready", "reasons": reasons, "database": database})),
         )
             .into_response()
     }

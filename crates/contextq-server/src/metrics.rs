@@ -97,7 +97,7 @@ impl Default for Metrics {
 
 /// A method as a label: one of HTTP's nine, else `other` (a client may send any token as its
 /// method, and each label value is kept for the life of the process).
-fn method_label(method: &Method) -> &'static str {
+pub(crate) fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::HEAD => "HEAD",
@@ -196,6 +196,14 @@ pub(crate) async fn count(
         started.elapsed().as_secs_f64(),
     );
     response
+}
+
+/// The route template [`note_route`] noted on `response` ([`UNMATCHED`] when none matched).
+pub(crate) fn route_of(response: &Response) -> &str {
+    response
+        .extensions()
+        .get::<RouteTemplate>()
+        .map_or(UNMATCHED, |r| &r.0)
 }
 
 /// The answer to `GET /metrics` ([`crate::api`]'s route): Prometheus text, the pool as of now.

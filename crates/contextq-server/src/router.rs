@@ -45,11 +45,39 @@ pub fn app(state: AppState) -> Router {
                     tower_http::trace::DefaultOnResponse::new().level(tracing::Level::DEBUG),
                 ),
         )
+        .layer(axum::middleware::from_fn(log_request))
         .layer(axum::middleware::from_fn_with_state(
             state.metrics.clone(),
             crate::metrics::count,
         ))
         .with_state(state)
+}
+
+/// The target of the request log: one line per answered request at `info`.
+pub const REQUEST_LOG: &str = "contextq::request";
+
+/// One line per answered request, refusals (401, 403) included: its method (one of HTTP's nine,
+/// else `other`), route template, status, latency and the id of the key it used (`-` when no
+/// key was found). Never a key, a path's value or a body.
+async fn log_request(
+    mut request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let started = std::time::Instant::now();
+    let method = crate::metrics::method_label(request.method());
+    let key = crate::api::extract::KeyIdSlot::default();
+    request.extensions_mut().insert(key.clone());
+    let response = next.run(request).await;
+    tracing::info!(
+        target: REQUEST_LOG,
+        method,
+        route = crate::metrics::route_of(&response),
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        key_id = key.0.get().map_or("-", String::as_str),
+        "request"
+    );
+    response
 }
 
 /// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.

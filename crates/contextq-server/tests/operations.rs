@@ -104,7 +104,46 @@ async fn ready_and_metrics(b: Backend) {
         common::sql(&s.db, mended, &[]).await;
         assert_eq!(get("/ready").await.status(), StatusCode::OK, "{mended}");
     }
+    // `/ready` names the database in use, its password masked.
+    let body: serde_json::Value = get("/ready").await.json().await.unwrap();
+    let database = body["database"].as_str().unwrap().to_string();
+    match b {
+        Backend::Sqlite => assert!(database.starts_with("sqlite:"), "{database}"),
+        Backend::Postgres => {
+            assert!(database.contains(":***@"), "{database}");
+            assert!(!database.contains(":postgres@"), "{database}");
+        }
+    }
+    // The database gone: not ready, and liveness untouched (a liveness probe must not restart
+    // every replica during a database outage).
+    s.db.close().await;
+    let r = get("/ready").await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let r = get("/health").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["status"], "ok");
     s.stop().await;
+}
+
+/// A server listening beyond loopback without a database URL refuses to start, naming the
+/// flag; on loopback it names the SQLite file it serves.
+#[test]
+fn a_server_beyond_loopback_needs_its_database_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .current_dir(dir.path())
+        .env_remove("CONTEXTQ_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--database-url"), "{stderr}");
+    assert!(
+        !dir.path().join("contextq.db").exists(),
+        "no database was created"
+    );
 }
 
 contextq_server::database_tests!(ready_and_metrics);
@@ -285,4 +324,102 @@ fn a_request_that_never_finishes_is_cut_after_the_grace() {
     let (status, took) = wait_exit(&mut child, Duration::from_secs(10));
     assert!(status.success(), "{status:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+/// With `--log-format json`, one line per request at info by default (no `RUST_LOG`): method,
+/// route template, status, latency and key id, refusals included; never the key, a path's
+/// value or a body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_have_one_line_per_request_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("cq.db").display());
+    let out = Command::new(BIN)
+        .args(["admin", "--database-url", &db, "bootstrap", "--tenant", "t"])
+        .output()
+        .unwrap();
+    let boot: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let key = boot["apiKey"].as_str().unwrap().to_string();
+    let mut child = Command::new(BIN)
+        .args(["--log-format", "json", "serve", "--database-url", &db])
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let url = url.trim().to_string();
+    let http = reqwest::Client::new();
+    let secret = "a secret content line";
+    let body = json!({"contexts": [{"externalId": "private/path.md", "workspace": "default", "type": "reference", "content": secret}]});
+    let r = http
+        .post(format!("{url}/api/contexts/bulk-upsert"))
+        .bearer_auth(&key)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let bogus = format!("sk_live_{}", "0".repeat(40));
+    let r = http
+        .get(format!("{url}/api/contexts/by-external/private%2Fpath.md"))
+        .bearer_auth(&bogus)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    terminate(&child);
+    wait_exit(&mut child, Duration::from_secs(20));
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    let requests: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["target"] == "contextq::request")
+        .map(|l| l["fields"].clone())
+        .collect();
+    assert_eq!(requests.len(), 2, "{logs}");
+    assert_eq!(
+        (
+            &requests[0]["method"],
+            &requests[0]["route"],
+            &requests[0]["status"]
+        ),
+        (
+            &json!("POST"),
+            &json!("/api/contexts/bulk-upsert"),
+            &json!(200)
+        )
+    );
+    assert!(
+        requests[0]["key_id"].as_str().unwrap().starts_with("key_"),
+        "{:?}",
+        requests[0]
+    );
+    assert!(requests[0]["latency_ms"].is_number());
+    assert_eq!(
+        (
+            &requests[1]["route"],
+            &requests[1]["status"],
+            &requests[1]["key_id"]
+        ),
+        (
+            &json!("/api/contexts/by-external/{external_id}"),
+            &json!(401),
+            &json!("-")
+        )
+    );
+    for leak in [key.as_str(), bogus.as_str(), secret, "private"] {
+        assert!(!logs.contains(leak), "{leak} reached the log:\n{logs}");
+    }
+    // The start line names the database.
+    assert!(logs.contains("cq.db"), "{logs}");
 }

@@ -39,12 +39,25 @@ async fn a_key_reaches_only_its_workspaces(b: Backend) {
     let (id_a, id_b) = (id_of(0), id_of(1));
     full.put_content(&id_b, "m:b/y.md, second\n", None).await;
 
+    // A workspace that does not exist is refused, naming those that do; a slug in the other
+    // case is the same workspace (as in paths).
+    let e = contextq_server::admin::create_key_limited(
+        &s.db,
+        &t.tenant_id,
+        &[Scope::Read],
+        None,
+        Some(&["biling".to_string()]),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("\"biling\"") && e.contains("a, b"), "{e}");
     let key = contextq_server::admin::create_key_limited(
         &s.db,
         &t.tenant_id,
         &[Scope::Read, Scope::Write, Scope::Admin],
         None,
-        Some(&["a".to_string()]),
+        Some(&["A".to_string()]),
     )
     .await
     .unwrap();

@@ -105,6 +105,11 @@ impl Caller {
     }
 }
 
+/// Where the request log ([`crate::router`]) finds the id of the key a request used, once the
+/// key was looked up (never the key itself).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeyIdSlot(pub(crate) std::sync::Arc<std::sync::OnceLock<String>>);
+
 fn unauthorized(message: &str) -> ApiError {
     ApiError::new(ErrorCode::Unauthorized, message)
 }
@@ -151,6 +156,9 @@ impl FromRequestParts<AppState> for Caller {
                 record
             }
         };
+        if let Some(slot) = parts.extensions.get::<KeyIdSlot>() {
+            let _ = slot.0.set(record.key_id.clone());
+        }
         // Checked on every request, cached or not.
         if record.expired(&crate::db::now()) {
             return Err(unauthorized("expired API key"));

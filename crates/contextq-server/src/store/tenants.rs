@@ -268,7 +268,11 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
             "a sign-in session names the key it was minted from, and only a session does".into(),
         ));
     }
-    if let Some(slugs) = workspaces {
+    // Slugs as paths take them (either case), each a workspace of the tenant: a typo would
+    // otherwise give an agent an empty memory.
+    let slugs: Option<Vec<String>> =
+        workspaces.map(|w| w.iter().map(|s| s.to_lowercase()).collect());
+    if let Some(slugs) = &slugs {
         if slugs.is_empty() {
             return Err(Error::Invalid(
                 "a key limited to workspaces names at least one".into(),
@@ -279,7 +283,35 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
                 "{bad:?} is not a workspace slug ([a-z0-9][a-z0-9-]{{0,62}})"
             )));
         }
+        if kind == KeyKind::Key {
+            let rows =
+                sqlx::query("SELECT slug FROM workspaces WHERE tenant_id = $1 ORDER BY slug")
+                    .bind(tenant_id.to_string())
+                    .fetch_all(&mut *conn)
+                    .await?;
+            let existing: Vec<String> = rows
+                .iter()
+                .map(|r| r.try_get::<String, _>("slug"))
+                .collect::<std::result::Result<_, _>>()?;
+            let unknown: Vec<&String> = slugs.iter().filter(|s| !existing.contains(s)).collect();
+            if !unknown.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "no workspace {} in this tenant; its workspaces: {}",
+                    unknown
+                        .iter()
+                        .map(|s| format!("{s:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if existing.is_empty() {
+                        "none yet (create one with admin create-workspace)".to_string()
+                    } else {
+                        existing.join(", ")
+                    }
+                )));
+            }
+        }
     }
+    let workspaces = slugs.as_deref();
     let key = generate_key();
     let id = new_id("key");
     sqlx::query(
