@@ -71,16 +71,17 @@ pub struct Embedded {
 impl Embedded {
     /// Opens (creating on first use) the data directory and serves it on `listen`.
     pub async fn start(data_dir: &Path, listen: &str, mode: Mode) -> Result<Embedded> {
-        Self::start_with(data_dir, listen, mode, |_, _| axum::Router::new()).await
+        Self::start_with(data_dir, listen, mode, |_, _, _| axum::Router::new()).await
     }
 
-    /// [`Embedded::start`], with the routes `extra` makes, for the server's URL and the server
-    /// itself in this process, served beside the API (`serve`'s MCP endpoint).
+    /// [`Embedded::start`], with the routes `extra` makes, for the server's URL, the server
+    /// itself in this process and the local tenant's workspace, served beside the API
+    /// (`serve`'s MCP endpoint).
     pub async fn start_with(
         data_dir: &Path,
         listen: &str,
         mode: Mode,
-        extra: impl FnOnce(&str, Local) -> axum::Router,
+        extra: impl FnOnce(&str, Local, &str) -> axum::Router,
     ) -> Result<Embedded> {
         std::fs::create_dir_all(data_dir)
             .with_context(|| format!("cannot create the data directory {}", data_dir.display()))?;
@@ -116,7 +117,8 @@ impl Embedded {
             .map_err(|e| contextq_server::listen::bind_error(listen, e))?;
         let url = format!("http://{}", listener.local_addr()?);
         let local: Local = Arc::new(RouterService::new(router.clone()));
-        let server = RunningServer::spawn_with(listener, state, extra(&url, local))?;
+        let routes = extra(&url, local, &credentials.workspace);
+        let server = RunningServer::spawn_with(listener, state, routes)?;
         Ok(Embedded {
             url: server.url().to_string(),
             credentials,

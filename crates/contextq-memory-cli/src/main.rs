@@ -162,6 +162,10 @@ enum Command {
         /// The directory to write (files land in OUT/memories/...).
         #[arg(long)]
         out: PathBuf,
+        /// Every workspace the key reaches, each in its own folder (OUT/memories/WORKSPACE/...),
+        /// instead of the pinned one; `import --all-workspaces` restores them.
+        #[arg(long, conflicts_with = "workspace")]
+        all_workspaces: bool,
     },
     /// Load a directory (DIR/memories/... as the official SDKs write it, or DIR/...) into the store.
     Import {
@@ -173,6 +177,14 @@ enum Command {
         /// Replace existing files whose content differs (default: leave them, counted as skipped).
         #[arg(long)]
         overwrite: bool,
+        /// Each first folder is a workspace (as `export --all-workspaces` writes them), created
+        /// when missing, instead of everything going into the pinned workspace.
+        #[arg(long, conflicts_with = "workspace")]
+        all_workspaces: bool,
+        /// Also import what `view` hides (names starting with `.`, such as `.git`, and
+        /// `node_modules`); by default they are skipped and counted.
+        #[arg(long)]
+        include_hidden: bool,
         #[command(flatten)]
         policy: Policy,
     },
@@ -307,16 +319,20 @@ impl McpSessionArgs {
 }
 
 /// `serve`'s MCP endpoint at `/mcp` (feature `mcp`): each client's key is its memory's, checked
-/// with the server in this process (no socket) on every request.
+/// with the server in this process (no socket) on every request. Its paths are the embedded
+/// store's, pinned to its workspace (or `--workspace`) as over stdio: one store, one path model.
 #[cfg(feature = "mcp")]
 fn mcp_endpoint(
     settings: &stores::Settings,
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     sessions: mcp::sessions::SessionLimits,
-) -> impl FnOnce(&str, embedded::Local) -> axum::Router {
-    let settings = settings.clone();
-    move |url: &str, local: embedded::Local| {
+) -> impl FnOnce(&str, embedded::Local, &str) -> axum::Router {
+    let mut settings = settings.clone();
+    move |url: &str, local: embedded::Local, workspace: &str| {
+        settings
+            .workspace
+            .get_or_insert_with(|| workspace.to_string());
         let addr = url
             .trim_start_matches("http://")
             .parse()
@@ -337,8 +353,8 @@ fn mcp_endpoint(
     _settings: &stores::Settings,
     _allowed_hosts: Vec<String>,
     _allowed_origins: Vec<String>,
-) -> impl FnOnce(&str, embedded::Local) -> axum::Router {
-    |_: &str, _: embedded::Local| axum::Router::new()
+) -> impl FnOnce(&str, embedded::Local, &str) -> axum::Router {
+    |_: &str, _: embedded::Local, _: &str| axum::Router::new()
 }
 
 fn main() -> ExitCode {
@@ -408,6 +424,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         secret_guard: !policy.allow_secrets,
         answer_budget,
         durability: cli.durability,
+        every_workspace: false,
     };
     match cli.command {
         Command::Exec {
@@ -480,7 +497,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     "--http serves a ContextQ's memories, each client with its own key: drop --store"
                 );
             }
-            let settings = settings(policy);
+            let mut settings = settings(policy);
             // In front of CONTEXT_API_URL, or of the embedded store (started here).
             let url = std::env::var("CONTEXT_API_URL")
                 .ok()
@@ -509,6 +526,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 .as_ref()
                 .and_then(|o| o.embedded.as_ref())
                 .map(|e| e.local_service());
+            // The embedded store's paths are pinned to its workspace whatever the transport.
+            if let Some(pinned) = embedded
+                .as_ref()
+                .and_then(|o| o.contextq.as_ref())
+                .and_then(|c| c.workspace.clone())
+            {
+                settings.workspace.get_or_insert(pinned);
+            }
             let result = mcp::http::run(options, local, settings).await;
             if let Some(opened) = embedded {
                 opened.close().await;
@@ -522,9 +547,21 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             opened.close().await;
             result?;
         }
-        Command::Export { store, out } => {
-            let opened = stores::open(&store, &settings(Policy::default())).await?;
+        Command::Export {
+            store,
+            out,
+            all_workspaces,
+        } => {
+            let settings = Settings {
+                every_workspace: all_workspaces,
+                ..settings(Policy::default())
+            };
+            let opened = stores::open(&store, &settings).await?;
             let result = transfer::export(opened.store.as_ref(), &out).await;
+            let result = match result {
+                Ok(summary) => transfer::with_workspaces(summary, &opened, all_workspaces).await,
+                Err(e) => Err(e),
+            };
             opened.close().await;
             return finish(result?, "exported");
         }
@@ -532,10 +569,20 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             dir,
             store,
             overwrite,
+            all_workspaces,
+            include_hidden,
             policy,
         } => {
-            let opened = stores::open(&store, &settings(policy)).await?;
-            let result = transfer::import(opened.tool.as_ref(), &dir, overwrite).await;
+            let settings = Settings {
+                every_workspace: all_workspaces,
+                ..settings(policy)
+            };
+            let opened = stores::open(&store, &settings).await?;
+            let options = transfer::ImportOptions {
+                overwrite,
+                include_hidden,
+            };
+            let result = transfer::import(opened.tool.as_ref(), &dir, options).await;
             opened.close().await;
             return finish(result?, "imported");
         }

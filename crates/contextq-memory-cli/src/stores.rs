@@ -53,6 +53,9 @@ pub struct Settings {
     /// How far a write to the embedded default or a local directory goes before it is
     /// answered (`--durability`).
     pub durability: contextq_memory_tool::Durability,
+    /// Every workspace the key reaches, each as the first folder under `/memories`, instead of
+    /// one pinned workspace (`export`/`import --all-workspaces`); missing ones are created.
+    pub every_workspace: bool,
 }
 
 /// Where ContextQ is, for messages.
@@ -185,6 +188,10 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
             );
         }
         options.workspace = settings.workspace.clone();
+        if settings.every_workspace {
+            options.workspace = None;
+            options.create_workspaces = true;
+        }
         let info = ContextQInfo {
             url: options
                 .base_url
@@ -207,20 +214,26 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
         durability: settings.durability,
     };
     let embedded = Embedded::start(&settings.data_dir, "127.0.0.1:0", mode).await?;
-    let workspace = settings
-        .workspace
-        .clone()
-        .unwrap_or_else(|| embedded.credentials.workspace.clone());
-    embedded.ensure_workspace(&workspace).await?;
     // This process's requests skip the socket; other processes use the URL.
-    let options = ContextQMemoryToolOptions::new(embedded.credentials.api_key.clone())
+    let mut options = ContextQMemoryToolOptions::new(embedded.credentials.api_key.clone())
         .base_url(embedded.url.clone())
-        .workspace(workspace.clone())
         .local_service(embedded.local_service());
+    let workspace = if settings.every_workspace {
+        options.create_workspaces = true;
+        None
+    } else {
+        let workspace = settings
+            .workspace
+            .clone()
+            .unwrap_or_else(|| embedded.credentials.workspace.clone());
+        embedded.ensure_workspace(&workspace).await?;
+        options = options.workspace(workspace.clone());
+        Some(workspace)
+    };
     let info = ContextQInfo {
         url: embedded.url.clone(),
         api_key: embedded.credentials.api_key.clone(),
-        workspace: Some(workspace),
+        workspace,
         embedded: true,
     };
     Ok(opened(

@@ -36,6 +36,10 @@ pub struct Summary {
     pub failed: usize,
     /// Why the run stopped early, if it did.
     pub stopped: Option<String>,
+    /// Files left out because `view` hides them (a name starting with `.`, `node_modules`).
+    pub hidden: usize,
+    /// Which workspaces it took, and which it left out, as the summary says them.
+    pub workspaces: Option<String>,
 }
 
 impl Summary {
@@ -54,13 +58,23 @@ impl Summary {
 
     /// The one-line summary.
     pub fn line(&self, verb: &str) -> String {
+        let files = if self.files == 1 { "file" } else { "files" };
         let mut s = format!(
-            "{verb} {} files ({}), skipped {}, failed {}",
+            "{verb} {} {files} ({}), skipped {}, failed {}",
             self.files,
             human_size(self.bytes),
             self.skipped,
             self.failed
         );
+        if self.hidden > 0 {
+            s.push_str(&format!(
+                "; left out {} hidden (names starting with '.', node_modules: view hides them; --include-hidden imports them)",
+                self.hidden
+            ));
+        }
+        if let Some(w) = &self.workspaces {
+            s.push_str(&format!("; {w}"));
+        }
         if let Some(why) = &self.stopped {
             s.push_str(&format!("; stopped early: {why}"));
         }
@@ -153,16 +167,73 @@ pub async fn export(store: &dyn Store, out: &Path) -> Result<Summary> {
     Ok(summary)
 }
 
+/// `summary` with the workspaces the export took named, and those of the key it left out (a
+/// pinned export takes one workspace: the others are said, never silently left out).
+pub async fn with_workspaces(
+    mut summary: Summary,
+    opened: &crate::stores::Opened,
+    every: bool,
+) -> Result<Summary> {
+    let Some(tool) = &opened.history else {
+        return Ok(summary);
+    };
+    let all: Vec<String> = tool
+        .store()
+        .client()
+        .list_workspaces()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot list the workspaces: {}", e.tool_message()))?
+        .into_iter()
+        .map(|w| w.slug)
+        .collect();
+    summary.workspaces = Some(if every {
+        format!("workspaces {} (each in its own folder)", all.join(", "))
+    } else {
+        let pinned = opened
+            .contextq
+            .as_ref()
+            .and_then(|c| c.workspace.clone())
+            .unwrap_or_default();
+        let others: Vec<&String> = all.iter().filter(|w| **w != pinned).collect();
+        if others.is_empty() {
+            format!("workspace {pinned}")
+        } else {
+            format!(
+                "workspace {pinned} only: not exported {} (--all-workspaces takes every one)",
+                others
+                    .iter()
+                    .map(|w| w.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+    });
+    Ok(summary)
+}
+
+/// How an import treats what it finds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImportOptions {
+    /// Replace existing files whose content differs.
+    pub overwrite: bool,
+    /// Also import what `view` hides.
+    pub include_hidden: bool,
+}
+
 /// The folder whose contents are `/memories`: `dir/memories` if it exists, else `dir`.
 fn import_root(dir: &Path) -> PathBuf {
     let sdk = dir.join("memories");
     if sdk.is_dir() { sdk } else { dir.to_path_buf() }
 }
 
+/// The files beneath `dir`, as path segments below it; what `view` hides is counted in
+/// `hidden` (with everything beneath it) unless `include_hidden`.
 fn collect(
     dir: &Path,
     rel: &mut Vec<String>,
     out: &mut Vec<(Vec<String>, PathBuf)>,
+    include_hidden: bool,
+    hidden: &mut usize,
 ) -> std::io::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
@@ -172,9 +243,19 @@ fn collect(
         if meta.file_type().is_symlink() || name.starts_with(".cqmem-") {
             continue;
         }
+        if !include_hidden && contextq_memory_tool::render::hidden(&name) {
+            let mut skipped = Vec::new();
+            if meta.is_dir() {
+                collect(&e.path(), &mut Vec::new(), &mut skipped, true, &mut 0)?;
+                *hidden += skipped.len();
+            } else if meta.is_file() {
+                *hidden += 1;
+            }
+            continue;
+        }
         rel.push(name);
         if meta.is_dir() {
-            collect(&e.path(), rel, out)?;
+            collect(&e.path(), rel, out, include_hidden, hidden)?;
         } else if meta.is_file() {
             out.push((rel.clone(), e.path()));
         }
@@ -195,19 +276,33 @@ fn collect(
 pub async fn import<S: Store>(
     tool: &MemoryTool<S>,
     dir: &Path,
-    overwrite: bool,
+    options: ImportOptions,
 ) -> Result<Summary> {
+    let ImportOptions {
+        overwrite,
+        include_hidden,
+    } = options;
     if tool.is_read_only() {
         anyhow::bail!(Error::ReadOnly { command: "import" }.tool_message());
     }
     let store = tool.store();
     let root = import_root(dir);
     let mut files = Vec::new();
-    collect(&root, &mut Vec::new(), &mut files)
-        .with_context(|| format!("cannot read {}", root.display()))?;
+    let mut hidden = 0;
+    collect(
+        &root,
+        &mut Vec::new(),
+        &mut files,
+        include_hidden,
+        &mut hidden,
+    )
+    .with_context(|| format!("cannot read {}", root.display()))?;
     let bar = progress(files.len());
     let mut run = Run {
-        summary: Summary::default(),
+        summary: Summary {
+            hidden,
+            ..Summary::default()
+        },
         bar: &bar,
     };
     // Files that the store keeps as one (Store::key): the first is imported, each later one

@@ -693,3 +693,49 @@ async fn a_flood_of_sessions_from_one_key_stays_bounded() {
         "another key's session was evicted"
     );
 }
+
+/// One store, one path model, whatever the transport: a file written through `exec` (the
+/// embedded store, pinned to its workspace) is `/memories/user.md` over `mcp --http` and over
+/// `serve`'s `/mcp` too; `mcp --http` answers `/health` and `/ready` without a key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transport_shows_the_same_paths() {
+    let data = tempfile::tempdir().unwrap();
+    let out = common::run_with_input(
+        common::embedded(data.path()).arg("exec"),
+        br#"{"command": "create", "path": "/memories/user.md", "file_text": "likes tea"}"#,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let embedded: Value =
+        serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
+    let key = embedded["apiKey"].as_str().unwrap().to_string();
+    let listed = |url: String| {
+        let key = key.clone();
+        async move {
+            let session = open_session(&url, &key).await;
+            let (_, answer) = rpc(&url, &key, &session, "resources/list", json!({})).await;
+            answer["result"]["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["uri"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    let (child, url) =
+        spawn_serving(common::embedded(data.path()).args(["mcp", "--http", "127.0.0.1:0"]));
+    let child = Killed(child);
+    assert_eq!(listed(url.clone()).await, ["memory:///memories/user.md"]);
+    let base = url.trim_end_matches("/mcp");
+    for probe in ["health", "ready"] {
+        let r = reqwest::get(format!("{base}/{probe}")).await.unwrap();
+        assert_eq!(r.status(), 200, "/{probe}");
+    }
+    drop(child);
+    let (child, url) =
+        spawn_serving(common::embedded(data.path()).args(["serve", "--listen", "127.0.0.1:0"]));
+    let _child = Killed(child);
+    assert_eq!(
+        listed(format!("{url}/mcp")).await,
+        ["memory:///memories/user.md"]
+    );
+}

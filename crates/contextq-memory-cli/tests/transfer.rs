@@ -90,10 +90,16 @@ async fn round_trip_is_byte_identical_and_idempotent(b: Backend) {
 
     let o = run(data.path(), s, &["export", "--out", out_arg]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(stdout(&o), "exported 5 files (1.0M), skipped 0, failed 0");
+    assert_eq!(
+        stdout(&o),
+        "exported 5 files (1.0M), skipped 0, failed 0; workspace ws"
+    );
     same_files(out.path(), &files);
     let o = run(data.path(), s, &["export", "--out", out_arg]).await;
-    assert_eq!(stdout(&o), "exported 0 files (0B), skipped 5, failed 0");
+    assert_eq!(
+        stdout(&o),
+        "exported 0 files (0B), skipped 5, failed 0; workspace ws"
+    );
 
     // A changed source file is left alone without --overwrite, replaced with it.
     std::fs::write(src.path().join("memories/notes.md"), b"changed\n").unwrap();
@@ -107,7 +113,7 @@ async fn round_trip_is_byte_identical_and_idempotent(b: Backend) {
         Some("top level\n")
     );
     let o = run(data.path(), s, &["import", src_arg, "--overwrite"]).await;
-    assert_eq!(stdout(&o), "imported 1 files (8B), skipped 4, failed 0");
+    assert_eq!(stdout(&o), "imported 1 file (8B), skipped 4, failed 0");
     assert_eq!(
         served.content("mem-tool:ws/notes.md").await.as_deref(),
         Some("changed\n"),
@@ -156,8 +162,154 @@ async fn the_embedded_default_round_trips() {
         &["export", "--out", out.path().to_str().unwrap()],
     )
     .await;
-    assert_eq!(stdout(&o), "exported 5 files (1.0M), skipped 0, failed 0");
+    assert_eq!(
+        stdout(&o),
+        "exported 5 files (1.0M), skipped 0, failed 0; workspace default"
+    );
     same_files(out.path(), &files);
+}
+
+/// An export never leaves a workspace out without saying so: a pinned export names the ones
+/// it did not take; `--all-workspaces` takes every one, each in its own folder, and `import
+/// --all-workspaces` of that tree restores each workspace. What `view` hides (`.git/`,
+/// `node_modules/`, hidden files) is left out of an import, counted, unless `--include-hidden`.
+#[tokio::test]
+async fn every_workspace_is_exported_or_named() {
+    let data = tempfile::tempdir().unwrap();
+    let exec = |workspace: Option<&'static str>, input: &'static str| {
+        let data = data.path().to_path_buf();
+        async move {
+            let mut cmd = tokio::process::Command::new(BIN);
+            cmd.env("CONTEXTQ_MEMORY_DATA_DIR", &data)
+                .env_remove("CONTEXT_API_URL")
+                .env_remove("CONTEXT_API_KEY");
+            if let Some(w) = workspace {
+                cmd.args(["--workspace", w]);
+            }
+            cmd.arg("exec")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(input.as_bytes()).await.unwrap();
+            drop(stdin);
+            let out = child.wait_with_output().await.unwrap();
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
+    };
+    exec(
+        Some("work"),
+        r#"{"command": "create", "path": "/memories/a.md", "file_text": "in work"}"#,
+    )
+    .await;
+    exec(
+        None,
+        r#"{"command": "create", "path": "/memories/b.md", "file_text": "in default"}"#,
+    )
+    .await;
+
+    let pinned = tempfile::tempdir().unwrap();
+    let o = run(
+        data.path(),
+        None,
+        &["export", "--out", pinned.path().to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(
+        stdout(&o),
+        "exported 1 file (10B), skipped 0, failed 0; workspace default only: not exported work (--all-workspaces takes every one)"
+    );
+    let all = tempfile::tempdir().unwrap();
+    let o = run(
+        data.path(),
+        None,
+        &[
+            "export",
+            "--all-workspaces",
+            "--out",
+            all.path().to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        stdout(&o),
+        "exported 2 files (17B), skipped 0, failed 0; workspaces default, work (each in its own folder)"
+    );
+    assert_eq!(
+        std::fs::read_to_string(all.path().join("memories/work/a.md")).unwrap(),
+        "in work"
+    );
+    assert_eq!(
+        std::fs::read_to_string(all.path().join("memories/default/b.md")).unwrap(),
+        "in default"
+    );
+
+    // Restored into a fresh data directory, each workspace as it was; hidden things skipped.
+    std::fs::create_dir_all(all.path().join("memories/work/.git")).unwrap();
+    std::fs::write(all.path().join("memories/work/.git/HEAD"), "ref").unwrap();
+    std::fs::create_dir_all(all.path().join("memories/default/node_modules/m")).unwrap();
+    std::fs::write(all.path().join("memories/default/node_modules/m/i.js"), "x").unwrap();
+    std::fs::write(all.path().join("memories/default/.env"), "SECRET=1").unwrap();
+    let fresh = tempfile::tempdir().unwrap();
+    let o = run(
+        fresh.path(),
+        None,
+        &["import", "--all-workspaces", all.path().to_str().unwrap()],
+    )
+    .await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        stdout(&o),
+        "imported 2 files (17B), skipped 0, failed 0; left out 3 hidden (names starting with '.', node_modules: view hides them; --include-hidden imports them)"
+    );
+    let data = fresh.path().to_path_buf();
+    let view = |workspace: &'static str, path: &'static str| {
+        let data = data.clone();
+        async move {
+            let mut cmd = tokio::process::Command::new(BIN);
+            cmd.env("CONTEXTQ_MEMORY_DATA_DIR", &data)
+                .env_remove("CONTEXT_API_URL")
+                .env_remove("CONTEXT_API_KEY")
+                .args(["--workspace", workspace, "exec"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = child.stdin.take().unwrap();
+            let line = format!(r#"{{"command": "view", "path": "{path}"}}"#);
+            stdin.write_all(line.as_bytes()).await.unwrap();
+            drop(stdin);
+            let out = child.wait_with_output().await.unwrap();
+            String::from_utf8_lossy(&out.stdout).to_string()
+        }
+    };
+    assert!(view("work", "/memories/a.md").await.contains("in work"));
+    assert!(
+        view("default", "/memories/b.md")
+            .await
+            .contains("in default")
+    );
+    assert!(
+        view("default", "/memories/.env")
+            .await
+            .contains("does not exist")
+    );
+    // With --include-hidden they come in too.
+    let again = tempfile::tempdir().unwrap();
+    let o = run(
+        again.path(),
+        None,
+        &[
+            "import",
+            "--all-workspaces",
+            "--include-hidden",
+            all.path().to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(stdout(&o), "imported 5 files (29B), skipped 0, failed 0");
 }
 
 async fn import_over_quota_stops_with_a_clear_error(b: Backend) {
@@ -224,7 +376,7 @@ async fn import_obeys_read_only_and_the_secret_guard(b: Backend) {
     // The secret guard: that file fails (named), the others are imported, exit 1.
     let o = run(data.path(), s, &["import", src_arg]).await;
     assert!(!o.status.success());
-    assert_eq!(stdout(&o), "imported 1 files (5B), skipped 0, failed 1");
+    assert_eq!(stdout(&o), "imported 1 file (5B), skipped 0, failed 1");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("key.md") && err.contains("Anthropic API key"),
@@ -238,7 +390,7 @@ async fn import_obeys_read_only_and_the_secret_guard(b: Backend) {
     // --allow-secrets turns it off.
     let o = run(data.path(), s, &["import", src_arg, "--allow-secrets"]).await;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(stdout(&o), "imported 1 files (55B), skipped 1, failed 0");
+    assert_eq!(stdout(&o), "imported 1 file (55B), skipped 1, failed 0");
 }
 
 async fn import_reports_case_collisions_per_file(b: Backend) {
@@ -279,7 +431,7 @@ async fn import_reports_case_collisions_per_file(b: Backend) {
         let expected = if overwrite {
             "imported 0 files (0B), skipped 1, failed 1"
         } else {
-            "imported 1 files (6B), skipped 0, failed 1"
+            "imported 1 file (6B), skipped 0, failed 1"
         };
         assert_eq!(stdout(&o), expected, "overwrite {overwrite}: {err}");
         assert_eq!(

@@ -289,8 +289,9 @@ pub fn listing_cut(left_out: usize, total: usize, chars: usize, example: Option<
     )
 }
 
-/// Whether a name is left out of listings.
-fn hidden(name: &str) -> bool {
+/// Whether a name is left out of listings (`view`): a hidden name (`.git`, `.env`) or
+/// `node_modules`, as the spec's listing says.
+pub fn hidden(name: &str) -> bool {
     name.starts_with('.') || name == "node_modules"
 }
 

@@ -59,6 +59,18 @@ pub async fn create_key_limited(
     expires_in: Option<std::time::Duration>,
     workspaces: Option<&[String]>,
 ) -> Result<NewKey> {
+    create_key_named(db, tenant_id, scopes, expires_in, workspaces, None).await
+}
+
+/// [`create_key_limited`] with a name (shown by `list-keys` and in the audit log).
+pub async fn create_key_named(
+    db: &Db,
+    tenant_id: &str,
+    scopes: &[Scope],
+    expires_in: Option<std::time::Duration>,
+    workspaces: Option<&[String]>,
+    name: Option<&str>,
+) -> Result<NewKey> {
     let expires_at = match expires_in {
         Some(d) => Some(
             chrono::Duration::from_std(d)
@@ -72,6 +84,7 @@ pub async fn create_key_limited(
     let spec = tenants::KeySpec {
         expires_at: expires_at.as_deref(),
         workspaces,
+        name,
         ..tenants::KeySpec::new(tenant_id, scopes)
     };
     tenants::create_key_with(db, spec).await
@@ -110,6 +123,56 @@ pub async fn create_workspace(
         keyed: None,
     };
     workspaces::create(db, actor, slug, name).await
+}
+
+/// An operator acting on `tenant_id` (audit rows carry no key).
+fn operator(tenant_id: &str) -> Actor<'_> {
+    Actor {
+        tenant_id,
+        key_id: None,
+        keyed: None,
+    }
+}
+
+/// Archives a workspace of a tenant (read-only from then on; audited).
+pub async fn archive_workspace(db: &Db, tenant_id: &str, slug: &str) -> Result<Workspace> {
+    workspaces::archive(db, operator(tenant_id), &slug.to_lowercase()).await
+}
+
+/// Deletes an empty workspace of a tenant (refused while it holds contexts; audited).
+pub async fn delete_workspace(db: &Db, tenant_id: &str, slug: &str) -> Result<()> {
+    workspaces::delete(db, operator(tenant_id), &slug.to_lowercase()).await
+}
+
+/// A tenant's workspaces, by slug.
+pub async fn list_workspaces(db: &Db, tenant_id: &str) -> Result<Vec<Workspace>> {
+    tenants::require_tenant(&mut *db.reader().await?, tenant_id).await?;
+    workspaces::list(db, tenant_id).await
+}
+
+/// Every tenant, by name.
+pub async fn list_tenants(db: &Db) -> Result<Vec<tenants::TenantListing>> {
+    tenants::list_tenants(db).await
+}
+
+/// Changes a tenant's plan (audited).
+pub async fn set_plan(db: &Db, tenant_id: &str, plan: Plan) -> Result<()> {
+    tenants::set_plan(db, tenant_id, plan).await
+}
+
+/// Makes the key (its id, or the key itself) stop working `expires_in` from now, with the
+/// sessions minted from it (audited); `Ok(false)` when no active key matched.
+pub async fn expire_key(db: &Db, id_or_key: &str, expires_in: std::time::Duration) -> Result<bool> {
+    let at = chrono::Duration::from_std(expires_in)
+        .ok()
+        .and_then(|d| chrono::Utc::now().checked_add_signed(d))
+        .ok_or_else(|| Error::Invalid(format!("an expiry {expires_in:?} from now is too far")))?
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    if valid_key_format(id_or_key) {
+        tenants::expire_key(db, None, Some(&hash_key(id_or_key)), &at).await
+    } else {
+        tenants::expire_key(db, Some(id_or_key), None, &at).await
+    }
 }
 
 /// Tenant, owner user, key and workspace in one transaction: all of them, or (any failure, a

@@ -306,8 +306,9 @@ impl Head {
 /// Checks the database's audit key against the one it is opened with ([`Db::audit_key`]):
 /// a database keyed once (`audit_meta` names the key's fingerprint) is refused without its key
 /// or with another; a database written without a key is refused with one unless `adopt` (or it
-/// has no audit rows yet), and then keyed from each chain's next row on ([`adopt_key`]).
-pub async fn open(db: &Db, adopt: bool, inspect: bool) -> crate::Result<()> {
+/// has no audit rows yet), and then keyed from each chain's next row on ([`adopt_key`]). A
+/// command that changes nothing (`reads_only`: listings) reads a keyed log without its key.
+pub async fn open(db: &Db, adopt: bool, inspect: bool, reads_only: bool) -> crate::Result<()> {
     let meta = sqlx::query("SELECT key_fingerprint, legacy_mac FROM audit_meta WHERE id = 1")
         .fetch_optional(db.pool())
         .await?;
@@ -318,6 +319,7 @@ pub async fn open(db: &Db, adopt: bool, inspect: bool) -> crate::Result<()> {
     let meta: Option<String> = meta.map(|m| m.try_get("key_fingerprint")).transpose()?;
     match (db.audit_key(), meta) {
         (None, None) => Ok(()),
+        (None, Some(_)) if reads_only => Ok(()),
         (None, Some(fingerprint)) => Err(Error::Config(format!(
             "this database's audit log is keyed (key fingerprint {fingerprint}): give its key \
              with --audit-key-file or CONTEXTQ_AUDIT_KEY_FILE"

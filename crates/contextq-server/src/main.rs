@@ -140,21 +140,79 @@ enum Admin {
         expires_in: Option<std::time::Duration>,
         /// Comma-separated workspace slugs: the key reads and writes only these (the server
         /// answers 404 for reads and 403 for writes elsewhere; the audit trail is refused).
-        /// Default: every workspace of the tenant.
+        /// Each must exist (either case). Default: every workspace of the tenant.
         #[arg(long)]
         workspaces: Option<String>,
+        /// A name for the key (1 to 64 characters), shown by list-keys and in the audit log.
+        #[arg(long)]
+        name: Option<String>,
     },
-    /// List a tenant's keys: id, last four characters, scopes, workspaces, expiry, last use
-    /// (never the key). One JSON line per key.
+    /// List a tenant's keys: id, name, last four characters, scopes, workspaces, expiry, last
+    /// use (never the key). No audit key needed.
     ListKeys {
         /// The tenant's id (tenantId).
         #[arg(long)]
         tenant_id: String,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
     },
-    /// Revoke a key, given its id or the key itself.
+    /// List the tenants: id, name, plan, contexts. No audit key needed.
+    ListTenants {
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List a tenant's workspaces. No audit key needed.
+    ListWorkspaces {
+        /// The tenant's id (tenantId).
+        #[arg(long)]
+        tenant_id: String,
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key, given its id or the key itself, with the inspector sessions minted from
+    /// it (audited).
     RevokeKey {
         /// The key's id (keyId) or the key itself (sk_live_...).
         key: String,
+    },
+    /// Make a key stop working after a while (e.g. 1h), with its sessions (audited).
+    ExpireKey {
+        /// The key's id (keyId) or the key itself (sk_live_...).
+        key: String,
+        /// How long from now (a number and s, m, h or d; 0s: now).
+        #[arg(long = "in", value_parser = parse_duration_or_zero)]
+        expires_in: std::time::Duration,
+    },
+    /// Archive a workspace: read-only from now on (audited).
+    ArchiveWorkspace {
+        /// The tenant's id (tenantId).
+        #[arg(long)]
+        tenant_id: String,
+        /// The workspace's slug.
+        #[arg(long)]
+        slug: String,
+    },
+    /// Delete an empty workspace (refused while it holds contexts; audited).
+    DeleteWorkspace {
+        /// The tenant's id (tenantId).
+        #[arg(long)]
+        tenant_id: String,
+        /// The workspace's slug.
+        #[arg(long)]
+        slug: String,
+    },
+    /// Change a tenant's plan: free (100 contexts), pro (10,000) or unlimited (audited). A
+    /// lower cap than it holds refuses new contexts only.
+    SetPlan {
+        /// The tenant's id (tenantId).
+        #[arg(long)]
+        tenant_id: String,
+        /// The new plan.
+        #[arg(long)]
+        plan: Plan,
     },
     /// Create a workspace for a tenant.
     CreateWorkspace {
@@ -330,6 +388,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 command,
                 Admin::Bootstrap { .. } | Admin::CreateTenant { .. } | Admin::InitAuditKey { .. }
             );
+            // Listings change nothing: they need no audit key.
+            options.reads_only = matches!(
+                command,
+                Admin::ListKeys { .. } | Admin::ListTenants { .. } | Admin::ListWorkspaces { .. }
+            );
             let db = Db::connect(&database_url, &options).await?;
             let code = admin_command(&db, command).await?;
             db.close().await;
@@ -358,6 +421,7 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
             scopes,
             expires_in,
             workspaces,
+            name,
         } => {
             let scopes = Scope::parse_list(&scopes)?;
             let workspaces: Option<Vec<String>> = workspaces.map(|w| {
@@ -367,20 +431,103 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
                     .map(str::to_string)
                     .collect()
             });
-            let key = admin::create_key_limited(
+            let key = admin::create_key_named(
                 db,
                 &tenant_id,
                 &scopes,
                 expires_in,
                 workspaces.as_deref(),
+                name.as_deref(),
             )
             .await?;
             println!("{}", serde_json::to_string(&key)?);
         }
-        Admin::ListKeys { tenant_id } => {
-            for key in admin::list_keys(db, &tenant_id).await? {
-                println!("{}", serde_json::to_string(&key)?);
+        Admin::ListKeys { tenant_id, json } => {
+            let keys = admin::list_keys(db, &tenant_id).await?;
+            let rows = keys.iter().map(|k| {
+                vec![
+                    k.key_id.clone(),
+                    k.name.clone().unwrap_or_default(),
+                    format!("…{}", k.last4),
+                    k.scopes.clone(),
+                    k.workspaces
+                        .as_ref()
+                        .map_or_else(|| "(all)".to_string(), |w| w.join(",")),
+                    k.kind.clone(),
+                    k.expires_at.clone().unwrap_or_else(|| "-".into()),
+                    k.last_used_at.clone().unwrap_or_else(|| "-".into()),
+                    k.revoked_at
+                        .as_ref()
+                        .map_or_else(|| "active".to_string(), |at| format!("revoked {at}")),
+                ]
+            });
+            let header = [
+                "KEY",
+                "NAME",
+                "LAST4",
+                "SCOPES",
+                "WORKSPACES",
+                "KIND",
+                "EXPIRES",
+                "LAST USED",
+                "STATE",
+            ];
+            print_listing(json, &keys, &header, rows.collect())?;
+        }
+        Admin::ListTenants { json } => {
+            let tenants = admin::list_tenants(db).await?;
+            let rows = tenants
+                .iter()
+                .map(|t| {
+                    vec![
+                        t.tenant_id.clone(),
+                        t.name.clone(),
+                        t.plan.clone(),
+                        t.contexts.to_string(),
+                        t.created_at.clone(),
+                    ]
+                })
+                .collect();
+            print_listing(
+                json,
+                &tenants,
+                &["TENANT", "NAME", "PLAN", "CONTEXTS", "CREATED"],
+                rows,
+            )?;
+        }
+        Admin::ListWorkspaces { tenant_id, json } => {
+            let list = admin::list_workspaces(db, &tenant_id).await?;
+            let rows = list
+                .iter()
+                .map(|w| {
+                    vec![
+                        w.slug.clone(),
+                        w.name.clone(),
+                        if w.archived { "archived" } else { "active" }.to_string(),
+                        w.created_at.clone(),
+                    ]
+                })
+                .collect();
+            print_listing(json, &list, &["SLUG", "NAME", "STATE", "CREATED"], rows)?;
+        }
+        Admin::ExpireKey { key, expires_in } => {
+            if !admin::expire_key(db, &key, expires_in).await? {
+                eprintln!("no active key matched");
+                return Ok(ExitCode::FAILURE);
             }
+            eprintln!("the key stops working in {}s", expires_in.as_secs());
+        }
+        Admin::ArchiveWorkspace { tenant_id, slug } => {
+            let ws = admin::archive_workspace(db, &tenant_id, &slug).await?;
+            println!("{}", serde_json::to_string(&ws)?);
+        }
+        Admin::DeleteWorkspace { tenant_id, slug } => {
+            admin::delete_workspace(db, &tenant_id, &slug).await?;
+            eprintln!("deleted workspace {slug}");
+        }
+        Admin::SetPlan { tenant_id, plan } => {
+            admin::set_plan(db, &tenant_id, plan).await?;
+            eprintln!("tenant {tenant_id} is on plan {}", plan.as_str());
         }
         Admin::RevokeKey { key } => {
             if !admin::revoke_key(db, &key).await? {
@@ -491,6 +638,51 @@ fn db_options(key_file: Option<&std::path::Path>) -> Result<DbOptions> {
 async fn shutdown_signal() {
     contextq_server::listen::stop_signal().await;
     tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// A listing: `items` as one JSON object per line with `json`, else `rows` as an aligned
+/// table under `header`.
+fn print_listing<T: serde::Serialize>(
+    json: bool,
+    items: &[T],
+    header: &[&str],
+    rows: Vec<Vec<String>>,
+) -> Result<()> {
+    if json {
+        for item in items {
+            println!("{}", serde_json::to_string(item)?);
+        }
+        return Ok(());
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
+    for row in rows {
+        println!("{}", line(row));
+    }
+    Ok(())
+}
+
+/// `expire-key --in`: as [`parse_duration`], and `0s` (now).
+fn parse_duration_or_zero(text: &str) -> Result<std::time::Duration, String> {
+    if text.trim() == "0s" || text.trim() == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    parse_duration(text)
 }
 
 /// `--expires-in`: a positive whole number followed by `s`, `m`, `h` or `d`.

@@ -11,7 +11,13 @@ impl Db {
     /// keying against [`DbOptions::audit_key`] ([`crate::audit::open`]).
     pub async fn connect(url: &str, options: &DbOptions) -> Result<Db> {
         let db = Db::open_pool(url, options).await?;
-        crate::audit::open(&db, options.adopt_audit_key, options.inspect_audit).await?;
+        crate::audit::open(
+            &db,
+            options.adopt_audit_key,
+            options.inspect_audit,
+            options.reads_only,
+        )
+        .await?;
         Ok(db)
     }
 }

@@ -42,8 +42,8 @@ async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
     assert!(v.ok(), "{v:?}");
     assert_eq!(
         v.rows,
-        1 + 5 + 1 + 1,
-        "workspace.create + 5 creates + update + delete"
+        1 + 1 + 5 + 1 + 1,
+        "key.create + workspace.create + 5 creates + update + delete"
     );
 
     // Every row names the key that made the change (except admin-made ones).
@@ -122,7 +122,8 @@ async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
 
 async fn tenant_deletion_is_refused_with_chained_rows(b: Backend) {
     let s = TestServer::start(b).await;
-    // A tenant that never changed anything can be deleted with its keys and users.
+    // A tenant that never held data can be deleted with its keys and users (the rows of its
+    // key's creation go with it: they record an operator's commands, not data).
     let quiet = admin::create_tenant(&s.db, "quiet", Plan::Free)
         .await
         .unwrap();
@@ -142,11 +143,12 @@ async fn tenant_deletion_is_refused_with_chained_rows(b: Backend) {
             .unwrap()
             .is_none()
     );
-    // One with audit rows (creating its workspace was audited) is kept, and says how many.
+    // One with rows of data (creating its workspace was audited) is kept, and says how many
+    // rows its chain holds (its key's creation and the workspace's).
     let t = s.tenant(Plan::Free, ALL).await;
     assert_eq!(
         admin::delete_tenant(&s.db, &t.tenant_id).await.unwrap(),
-        TenantDeletion::KeptForAudit { audit_rows: 1 }
+        TenantDeletion::KeptForAudit { audit_rows: 2 }
     );
     assert!(
         admin::workspaces(&s.db, &t.tenant_id)

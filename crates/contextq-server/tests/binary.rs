@@ -163,7 +163,7 @@ async fn delete_tenant_and_tampered_audit_fail_loudly(b: Backend) {
     );
     assert!(limited.status.success(), "{limited:?}");
     let limited: serde_json::Value = serde_json::from_slice(&limited.stdout).unwrap();
-    let listed = admin(&db, &["list-keys", "--tenant-id", &plain_id]);
+    let listed = admin(&db, &["list-keys", "--tenant-id", &plain_id, "--json"]);
     assert!(listed.status.success(), "{listed:?}");
     let listed = String::from_utf8_lossy(&listed.stdout);
     let lines: Vec<serde_json::Value> = listed
@@ -605,4 +605,158 @@ fn admin_commands_say_what_they_take() {
         !out.status.success() && err.contains("a new key cannot open it"),
         "{err}"
     );
+}
+
+/// What an operator does in a first week: keys with names, listed without the audit key (a
+/// table, or JSON lines with --json), tenants and workspaces listed, a workspace archived and
+/// deleted, a plan changed, a key made to expire; every change to a key, a workspace or a plan
+/// is a row of the tenant's audit log, which still verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_commands_are_named_listed_and_audited() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite:{}", dir.path().join("op.db").display());
+    let key_file = dir.path().join("audit.key");
+    let keyed = |args: &[&str]| {
+        Command::new(BIN)
+            .args(["admin", "--database-url", &db, "--audit-key-file"])
+            .arg(&key_file)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(keyed(&["init-audit-key"]).status.success());
+    let boot = keyed(&["bootstrap", "--tenant", "acme", "--workspace", "billing"]);
+    assert!(boot.status.success(), "{boot:?}");
+    let tenant = serde_json::from_slice::<serde_json::Value>(&boot.stdout).unwrap()["tenantId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let t = tenant.as_str();
+    assert!(
+        keyed(&["create-workspace", "--tenant-id", t, "--slug", "scratch"])
+            .status
+            .success()
+    );
+    let named = keyed(&[
+        "create-key",
+        "--tenant-id",
+        t,
+        "--name",
+        "billing-agent",
+        "--workspaces",
+        "Billing",
+    ]);
+    assert!(named.status.success(), "{named:?}");
+    let named: serde_json::Value = serde_json::from_slice(&named.stdout).unwrap();
+    let key_id = named["keyId"].as_str().unwrap();
+    // A typo is refused, naming what exists.
+    let typo = keyed(&["create-key", "--tenant-id", t, "--workspaces", "biling"]);
+    assert!(!typo.status.success());
+    let err = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        err.contains("biling") && err.contains("billing, scratch"),
+        "{err}"
+    );
+
+    // Listings need no audit key.
+    let table = admin(&db, &["list-keys", "--tenant-id", t]);
+    assert!(table.status.success(), "{table:?}");
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.starts_with("KEY"), "{table}");
+    assert!(
+        table.contains("billing-agent") && table.contains("billing"),
+        "{table}"
+    );
+    assert!(!table.contains(named["apiKey"].as_str().unwrap()));
+    let tenants =
+        String::from_utf8_lossy(&admin(&db, &["list-tenants", "--json"]).stdout).to_string();
+    let tenants: serde_json::Value = serde_json::from_str(tenants.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (&tenants["name"], &tenants["plan"]),
+        (&serde_json::json!("acme"), &serde_json::json!("free"))
+    );
+    let ws = String::from_utf8_lossy(&admin(&db, &["list-workspaces", "--tenant-id", t]).stdout)
+        .to_string();
+    assert!(ws.contains("billing") && ws.contains("scratch"), "{ws}");
+    // A change without the key is refused (it would extend the log unkeyed).
+    assert!(
+        !admin(&db, &["set-plan", "--tenant-id", t, "--plan", "pro"])
+            .status
+            .success()
+    );
+
+    assert!(
+        keyed(&["set-plan", "--tenant-id", t, "--plan", "pro"])
+            .status
+            .success()
+    );
+    assert!(
+        keyed(&["archive-workspace", "--tenant-id", t, "--slug", "scratch"])
+            .status
+            .success()
+    );
+    let ws = String::from_utf8_lossy(
+        &admin(&db, &["list-workspaces", "--tenant-id", t, "--json"]).stdout,
+    )
+    .to_string();
+    assert!(ws.contains("\"archived\":true"), "{ws}");
+    assert!(
+        keyed(&["delete-workspace", "--tenant-id", t, "--slug", "scratch"])
+            .status
+            .success()
+    );
+    assert!(
+        keyed(&["expire-key", key_id, "--in", "2h"])
+            .status
+            .success()
+    );
+    assert!(keyed(&["revoke-key", key_id]).status.success());
+    let listed =
+        String::from_utf8_lossy(&admin(&db, &["list-keys", "--tenant-id", t, "--json"]).stdout)
+            .to_string();
+    let mine: serde_json::Value = listed
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|k| k["keyId"] == key_id)
+        .unwrap();
+    assert_eq!(mine["name"], "billing-agent");
+    assert!(
+        mine["expiresAt"].is_string() && mine["revokedAt"].is_string(),
+        "{mine}"
+    );
+
+    // Each change is an audit row; the log verifies with its key.
+    let d = contextq_server::Db::connect(
+        &db,
+        &contextq_server::DbOptions::default().audit_key(Some(
+            contextq_server::audit::AuditKey::load(&key_file).unwrap(),
+        )),
+    )
+    .await
+    .unwrap();
+    let actions: Vec<String> =
+        sqlx::query("SELECT action FROM activity_logs WHERE tenant_id = $1 ORDER BY tenant_seq")
+            .bind(tenant.clone())
+            .fetch_all(d.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| sqlx::Row::get(r, "action"))
+            .collect();
+    for action in [
+        "workspace.create",
+        "key.create",
+        "tenant.plan",
+        "workspace.archive",
+        "workspace.delete",
+        "key.expire",
+        "key.revoke",
+    ] {
+        assert!(
+            actions.iter().any(|a| a == action),
+            "{action} not in {actions:?}"
+        );
+    }
+    let verified = keyed(&["verify-audit"]);
+    assert!(verified.status.success(), "{verified:?}");
 }

@@ -514,12 +514,19 @@ async fn the_audit_trail_is_the_tenants_paged_and_filtered(b: Backend) {
             ("context.create".into(), "mem-tool:ws/b/c.md".into()),
             ("context.update".into(), "mem-tool:ws/a.md".into()),
             ("context.create".into(), "mem-tool:ws/a.md".into()),
+            // The second key's creation, the workspace's, the first key's: operator commands.
+            ("key.create".into(), "".into()),
             ("workspace.create".into(), "".into()),
+            ("key.create".into(), "".into()),
         ]
     );
-    assert_eq!(r.body["entries"][4]["slug"], "ws");
+    assert_eq!(r.body["entries"][5]["slug"], "ws");
     assert!(
         r.body["entries"][4]["keyId"].is_null(),
+        "an operator command"
+    );
+    assert!(
+        r.body["entries"][5]["keyId"].is_null(),
         "an operator command"
     );
     let newest = &r.body["entries"][1];
@@ -555,9 +562,13 @@ async fn the_audit_trail_is_the_tenants_paged_and_filtered(b: Backend) {
         entries(&r),
         [
             ("context.create".to_string(), "mem-tool:ws/a.md".to_string()),
+            ("key.create".into(), "".into()),
             ("workspace.create".into(), "".into())
         ]
     );
+    let cursor = r.body["nextCursor"].as_str().unwrap().to_string();
+    let r = c.get(&format!("/api/audit?limit=3&cursor={cursor}")).await;
+    assert_eq!(entries(&r), [("key.create".to_string(), "".to_string())]);
     assert!(r.body["nextCursor"].is_null());
     let r = c.get("/api/audit?cursor=x").await;
     assert_eq!(
@@ -570,7 +581,8 @@ async fn the_audit_trail_is_the_tenants_paged_and_filtered(b: Backend) {
         entries(&r),
         [
             ("context.create".to_string(), "mem-tool:ws/a.md".to_string()),
-            ("workspace.create".into(), "".into())
+            ("workspace.create".into(), "".into()),
+            ("key.create".into(), "".into())
         ]
     );
     let w = contextq_server::admin::create_key(&s.db, &t.tenant_id, None, &[Scope::Write])

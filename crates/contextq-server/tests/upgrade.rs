@@ -49,7 +49,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     let db = Db::connect(&database.url, &Default::default())
         .await
         .unwrap();
-    assert_eq!(db.schema_version().await.unwrap(), 11);
+    assert_eq!(db.schema_version().await.unwrap(), 12);
     // Migration 6 counted what each tenant holds, as a write would have kept it.
     assert_eq!(admin::recount(&db).await.unwrap(), vec![]);
     let v = admin::verify_audit(&db, None).await.unwrap();
@@ -133,7 +133,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     let v = admin::verify_audit(&db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");
-    assert_eq!(v.rows, 14);
+    assert_eq!(v.rows, 15);
     // The audit listing: the tenant's chain rows first (newest first), then its rows of the
     // frozen global chain; paging one row at a time walks across the boundary and ends.
     let all = contextq_server::store::activity::list(
@@ -147,7 +147,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     .await
     .unwrap()
     .entries;
-    let chain_rows = 2;
+    let chain_rows = 3;
     assert!(all.len() > chain_rows, "{all:?}");
     let seqs: Vec<i64> = all.iter().map(|e| e.seq).collect();
     let mut legacy = seqs[chain_rows..].to_vec();
@@ -177,12 +177,12 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     let v = admin::verify_audit(&db, Some(&acme)).await.unwrap();
     assert_eq!(
         (v.ok(), v.rows),
-        (true, 2),
-        "acme's chain: the two new rows"
+        (true, 3),
+        "acme's chain: the key made after the upgrade and the two new rows"
     );
 
     // Keying the upgraded database: its rows so far stay hash-chained (the release's global
-    // chain, acme's two rows), new ones carry MACs, and everything verifies with the key.
+    // chain, acme's three rows), new ones carry MACs, and everything verifies with the key.
     server.stop().await.unwrap();
     db.close().await;
     let keyed = contextq_server::DbOptions::default()
@@ -194,7 +194,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         .unwrap();
     let v = admin::verify_audit(&db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");
-    assert_eq!((v.rows, v.keyed_rows), (15, 1));
+    assert_eq!((v.rows, v.keyed_rows), (16, 1));
 
     // The deletion rule still counts the old rows.
     let globex = admin::tenant_by_name(&db, "globex").await.unwrap().unwrap();

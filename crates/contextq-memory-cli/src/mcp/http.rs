@@ -410,6 +410,43 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(front, guard))
 }
 
+/// `/health` (liveness: this process answers) and `/ready` (the ContextQ behind it answers),
+/// without a key, as contextq-server's own: what a load balancer or Kubernetes probes.
+fn probes(contextq_url: &str) -> axum::Router {
+    let health_url = format!("{}/health", contextq_url.trim_end_matches('/'));
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap_or_default();
+    axum::Router::new()
+        .route(
+            "/health",
+            axum::routing::get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
+        )
+        .route(
+            "/ready",
+            axum::routing::get(move || {
+                let (http, url) = (http.clone(), health_url.clone());
+                async move {
+                    // Any answer is a ContextQ that can be asked; no answer is not ready.
+                    match http.get(&url).send().await {
+                        Ok(_) => (
+                            StatusCode::OK,
+                            axum::Json(serde_json::json!({"status": "ready"})),
+                        ),
+                        Err(_) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            axum::Json(serde_json::json!({
+                                "status": "not ready",
+                                "reasons": ["the ContextQ behind this server does not answer"],
+                            })),
+                        ),
+                    }
+                }
+            }),
+        )
+}
+
 /// Serves MCP at `/mcp` until SIGTERM or Ctrl-C, within the server's connection limits, in
 /// front of `options.contextq_url` (or `local`, that server in this process); prints
 /// `http://ADDR/mcp` on stdout once listening.
@@ -420,7 +457,8 @@ pub async fn run(
 ) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&options.listen).await?;
     let addr = listener.local_addr()?;
-    let app = router(&options.contextq_url, local, addr, &options, settings);
+    let app = router(&options.contextq_url, local, addr, &options, settings)
+        .merge(probes(&options.contextq_url));
     println!("http://{addr}/mcp");
     use std::io::Write;
     std::io::stdout().flush()?;

@@ -107,6 +107,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(9, "redacted versions", common "0009_redaction.sql"),
     migration!(10, "inspector sessions bound to their key", common "0010_session_parents.sql"),
     migration!(11, "outcomes of keyed writes", common "0011_write_outcomes.sql"),
+    migration!(12, "key names", common "0012_key_names.sql"),
 ];
 
 /// The schema version this server migrates to (its last migration).

@@ -193,6 +193,10 @@ pub struct DbOptions {
     /// to verify it (`verify-audit`, which then reports it; default false: such a database is
     /// refused, since it was never keyed or was stripped of its keying).
     pub inspect_audit: bool,
+    /// Open a keyed database without its audit key, for a command that changes nothing
+    /// (`list-keys`, `list-tenants`, `list-workspaces`; default false: a keyed database needs
+    /// its key, since every change extends the log).
+    pub reads_only: bool,
     /// Open an existing database only (default false: a SQLite file that does not exist is
     /// created, with its directories). Operator commands that only read or change what is there
     /// set it, so that a typo in the URL is an error rather than a new, empty database.
@@ -230,6 +234,7 @@ contextq_api::setters!(DbOptions {
     audit_key: Option<crate::audit::key::AuditKey>,
     adopt_audit_key: bool,
     inspect_audit: bool,
+    reads_only: bool,
     existing_only: bool,
     versions_kept: u32,
     sync_commits: bool,
@@ -244,6 +249,7 @@ impl Default for DbOptions {
             audit_key: None,
             adopt_audit_key: false,
             inspect_audit: false,
+            reads_only: false,
             existing_only: false,
             versions_kept: DEFAULT_VERSIONS_KEPT,
             sync_commits: true,

@@ -4,9 +4,10 @@
 use contextq_api::{Plan, Scope};
 use sqlx::{AnyConnection, Row};
 
-use super::{Error, Result, new_id, now};
+use super::{Actor, Error, Outcome, Result, new_id, now, write};
 use crate::auth::{KeyRecord, generate_key, hash_key};
 use crate::db::{Backend, Db};
+use crate::db::{Batch, Bind};
 
 /// A key just minted: its id and the key itself, which is never stored and shown only once.
 #[derive(Clone, serde::Serialize)]
@@ -139,7 +140,7 @@ pub async fn tenant_by_name(db: &Db, name: &str) -> Result<Option<String>> {
     Ok(row.map(|r| r.try_get("id")).transpose()?)
 }
 
-async fn require_tenant(conn: &mut AnyConnection, tenant_id: &str) -> Result<()> {
+pub(crate) async fn require_tenant(conn: &mut AnyConnection, tenant_id: &str) -> Result<()> {
     let exists = sqlx::query("SELECT id FROM tenants WHERE id = $1")
         .bind(tenant_id.to_string())
         .fetch_optional(&mut *conn)
@@ -229,6 +230,9 @@ pub struct KeySpec<'a> {
     /// The key a [`KeyKind::UiSession`] was minted from (required for one, refused for any
     /// other kind): the session works only while that key does.
     pub parent_key_id: Option<&'a str>,
+    /// A name an operator gives it (at most 64 characters), shown by `list-keys` and in the
+    /// audit rows of its actions.
+    pub name: Option<&'a str>,
 }
 
 impl<'a> KeySpec<'a> {
@@ -243,30 +247,86 @@ impl<'a> KeySpec<'a> {
             kind: KeyKind::Key,
             workspaces: None,
             parent_key_id: None,
+            name: None,
         }
     }
 }
 
-/// [`create_key`] of any [`KeySpec`] (an expiry, a kind).
+/// [`create_key`] of any [`KeySpec`] (an expiry, a kind, a name), recorded in the tenant's
+/// audit log (`key.create`, with the key's id, name, kind, scopes, workspaces and expiry; never
+/// the key).
 pub async fn create_key_with(db: &Db, spec: KeySpec<'_>) -> Result<NewKey> {
-    insert_key(&mut *db.pool().acquire().await?, spec).await
+    let checked = check_key(&mut *db.reader().await?, &spec).await?;
+    let key = generate_key();
+    let id = new_id("key");
+    let actor = Actor {
+        tenant_id: spec.tenant_id,
+        key_id: None,
+        keyed: None,
+    };
+    let read = lock_head(spec.tenant_id);
+    write(db, actor, &id, read, |mut head, _row| {
+        let mut batch = Batch::default();
+        let (sql, binds) = insert_key_statement(&spec, &checked, &id, &key);
+        batch.push(sql, binds, Some(1));
+        head.append(actor.record(
+            "key.create",
+            "key",
+            &id,
+            serde_json::json!({
+                "name": spec.name,
+                "kind": spec.kind.as_str(),
+                "scopes": Scope::format_list(spec.scopes),
+                "workspaces": checked,
+                "expiresAt": spec.expires_at,
+            }),
+        ));
+        Ok(Outcome::Write(
+            head,
+            batch,
+            NewKey {
+                key_id: id.clone(),
+                api_key: key.clone(),
+            },
+        ))
+    })
+    .await
 }
 
-async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKey> {
+/// The read of a write that needs the tenant's audit head only.
+fn lock_head(tenant_id: &str) -> (String, Vec<Bind>) {
+    (
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, \
+         h.mac AS head_mac FROM audit_heads h WHERE h.tenant_id = $1"
+            .to_string(),
+        vec![Bind::Text(tenant_id.to_string())],
+    )
+}
+
+/// Checks `spec` against what is stored: the tenant exists, a session names its parent and
+/// only a session does, a name fits, and each workspace is the tenant's (either case, as paths
+/// take them). The workspaces as stored (lower case).
+async fn check_key(conn: &mut AnyConnection, spec: &KeySpec<'_>) -> Result<Option<Vec<String>>> {
     let KeySpec {
         tenant_id,
-        user_id,
-        scopes,
-        expires_at,
         kind,
         workspaces,
         parent_key_id,
-    } = spec;
+        name,
+        ..
+    } = *spec;
     require_tenant(conn, tenant_id).await?;
     if (kind == KeyKind::UiSession) != parent_key_id.is_some() {
         return Err(Error::Invalid(
             "a sign-in session names the key it was minted from, and only a session does".into(),
         ));
+    }
+    if let Some(n) = name
+        && (n.trim().is_empty() || n.chars().count() > 64 || n.chars().any(char::is_control))
+    {
+        return Err(Error::Invalid(format!(
+            "{n:?} is not a key name: 1 to 64 characters, no control characters"
+        )));
     }
     // Slugs as paths take them (either case), each a workspace of the tenant: a typo would
     // otherwise give an agent an empty memory.
@@ -311,82 +371,221 @@ async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKe
             }
         }
     }
-    let workspaces = slugs.as_deref();
+    Ok(slugs)
+}
+
+/// The `INSERT` of a key: `spec`, its checked workspaces, its id and the key (stored hashed).
+fn insert_key_statement(
+    spec: &KeySpec<'_>,
+    workspaces: &Option<Vec<String>>,
+    id: &str,
+    key: &str,
+) -> (&'static str, Vec<Bind>) {
+    (
+        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at, expires_at, kind, workspaces, parent_key_id, name) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+        vec![
+            Bind::Text(id.to_string()),
+            Bind::Text(spec.tenant_id.to_string()),
+            Bind::OptText(spec.user_id.map(str::to_string)),
+            Bind::Text(hash_key(key)),
+            Bind::Text(key[key.len() - 4..].to_string()),
+            Bind::Text(Scope::format_list(spec.scopes)),
+            Bind::Text(now()),
+            Bind::OptText(spec.expires_at.map(str::to_string)),
+            Bind::Text(spec.kind.as_str().to_string()),
+            Bind::OptText(
+                workspaces
+                    .as_ref()
+                    .map(|w| serde_json::to_string(w).unwrap_or_else(|_| "[]".into())),
+            ),
+            Bind::OptText(spec.parent_key_id.map(str::to_string)),
+            Bind::OptText(spec.name.map(str::to_string)),
+        ],
+    )
+}
+
+/// Mints a key in the caller's transaction on `conn` (bootstrap: the tenant's first key, made
+/// with its chain, whose first row records the workspace).
+async fn insert_key(conn: &mut AnyConnection, spec: KeySpec<'_>) -> Result<NewKey> {
+    let checked = check_key(conn, &spec).await?;
     let key = generate_key();
     let id = new_id("key");
-    sqlx::query(
-        "INSERT INTO api_keys (id, tenant_id, user_id, key_hash, key_last4, scopes, created_at, expires_at, kind, workspaces, parent_key_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-    )
-    .bind(id.clone())
-    .bind(tenant_id.to_string())
-    .bind(user_id.map(str::to_string))
-    .bind(hash_key(&key))
-    .bind(key[key.len() - 4..].to_string())
-    .bind(Scope::format_list(scopes))
-    .bind(now())
-    .bind(expires_at.map(str::to_string))
-    .bind(kind.as_str())
-    .bind(workspaces.map(|w| serde_json::to_string(w).unwrap_or_else(|_| "[]".into())))
-    .bind(parent_key_id.map(str::to_string))
-    .execute(&mut *conn)
-    .await?;
+    let (sql, binds) = insert_key_statement(&spec, &checked, &id, &key);
+    crate::db::bind_all(sqlx::query(sql), binds)
+        .execute(&mut *conn)
+        .await?;
     Ok(NewKey {
         key_id: id,
         api_key: key,
     })
 }
 
-/// Revokes a key by its id or its hash, with the sign-in sessions minted from it; returns
-/// whether an active key was revoked.
-pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -> Result<bool> {
-    let mut tx = db.pool().begin().await?;
+/// A key's id and tenant, by its id or hash, when it is active (`None`: no such key, or
+/// revoked already).
+async fn active_key(
+    db: &Db,
+    key_id: Option<&str>,
+    key_hash: Option<&str>,
+) -> Result<Option<(String, String)>> {
+    let row = sqlx::query(
+        "SELECT id, tenant_id FROM api_keys WHERE (id = $1 OR key_hash = $2) AND revoked_at IS NULL",
+    )
+    .bind(key_id.unwrap_or("").to_string())
+    .bind(key_hash.unwrap_or("").to_string())
+    .fetch_optional(&mut *db.reader().await?)
+    .await?;
+    row.map(|r| Ok((r.try_get("id")?, r.try_get("tenant_id")?)))
+        .transpose()
+}
+
+/// One audited change to the key `id` of `tenant_id`: `statements` (each `$1` the time, `$2`
+/// the key's id; the last must change one row), recorded as `action` with `detail`; then every
+/// server hears of it (a revocation's notice).
+async fn change_key(
+    db: &Db,
+    tenant_id: &str,
+    id: &str,
+    statements: &[(&'static str, Option<u64>)],
+    action: &'static str,
+    detail: serde_json::Value,
+) -> Result<()> {
+    let actor = Actor {
+        tenant_id,
+        key_id: None,
+        keyed: None,
+    };
     let at = now();
-    let (key_id, key_hash) = (key_id.unwrap_or(""), key_hash.unwrap_or(""));
-    // Sessions first: the parent is found whether or not it was already revoked.
-    sqlx::query(
-        "UPDATE api_keys SET revoked_at = $1 WHERE revoked_at IS NULL AND parent_key_id IN \
-         (SELECT id FROM api_keys WHERE id = $2 OR key_hash = $3)",
-    )
-    .bind(at.clone())
-    .bind(key_id.to_string())
-    .bind(key_hash.to_string())
-    .execute(&mut *tx)
+    write(db, actor, id, lock_head(tenant_id), |mut head, _row| {
+        let mut batch = Batch::default();
+        for (sql, expected) in statements {
+            batch.push(
+                *sql,
+                vec![Bind::Text(at.clone()), Bind::Text(id.to_string())],
+                *expected,
+            );
+        }
+        head.append(actor.record(action, "key", id, detail.clone()));
+        Ok(Outcome::Write(head, batch, ()))
+    })
     .await?;
-    let res = sqlx::query(
-        "UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR key_hash = $3) AND revoked_at IS NULL",
-    )
-    .bind(at)
-    .bind(key_id.to_string())
-    .bind(key_hash.to_string())
-    .execute(&mut *tx)
-    .await?;
-    commit_revocation(db, tx).await?;
-    Ok(res.rows_affected() > 0)
-}
-
-/// Deletes a key's row and those of the sign-in sessions minted from it; returns whether the
-/// key's row was deleted.
-pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
-    let mut tx = db.pool().begin().await?;
-    sqlx::query("DELETE FROM api_keys WHERE parent_key_id = $1")
-        .bind(key_id.to_string())
-        .execute(&mut *tx)
-        .await?;
-    let gone = sqlx::query("DELETE FROM api_keys WHERE id = $1")
-        .bind(key_id.to_string())
-        .execute(&mut *tx)
-        .await?;
-    commit_revocation(db, tx).await?;
-    Ok(gone.rows_affected() > 0)
-}
-
-/// Commits a transaction that revoked or removed keys, and tells every server so (PostgreSQL:
-/// a notification delivered with the commit; SQLite: the signal file, after it).
-async fn commit_revocation(db: &Db, mut tx: sqlx::Transaction<'_, sqlx::Any>) -> Result<()> {
-    notify_revocation(db, &mut tx).await?;
-    tx.commit().await?;
-    crate::auth::signal_revocation(db);
+    announce_revocation(db).await;
     Ok(())
+}
+
+/// Revokes a key by its id or its hash, with the sign-in sessions minted from it, recorded in
+/// its tenant's audit log (`key.revoke`); returns whether an active key was revoked.
+pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -> Result<bool> {
+    let Some((id, tenant_id)) = active_key(db, key_id, key_hash).await? else {
+        return Ok(false);
+    };
+    let statements = [
+        (
+            "UPDATE api_keys SET revoked_at = $1 WHERE parent_key_id = $2 AND revoked_at IS NULL",
+            None,
+        ),
+        (
+            "UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+            Some(1),
+        ),
+    ];
+    match change_key(
+        db,
+        &tenant_id,
+        &id,
+        &statements,
+        "key.revoke",
+        serde_json::json!({}),
+    )
+    .await
+    {
+        Ok(()) => Ok(true),
+        // Revoked by someone else in between.
+        Err(Error::ChangedConcurrently { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sets when the key `key_id` (with its sessions) stops working: `at` (RFC 3339 UTC, as
+/// [`now`] writes it), recorded as `key.expire`; `Ok(false)` when no active key has that id.
+pub async fn expire_key(
+    db: &Db,
+    key_id: Option<&str>,
+    key_hash: Option<&str>,
+    at: &str,
+) -> Result<bool> {
+    let Some((id, tenant_id)) = active_key(db, key_id, key_hash).await? else {
+        return Ok(false);
+    };
+    let detail = serde_json::json!({"expiresAt": at});
+    let actor = Actor {
+        tenant_id: &tenant_id,
+        key_id: None,
+        keyed: None,
+    };
+    write(db, actor, &id, lock_head(&tenant_id), |mut head, _row| {
+        let mut batch = Batch::default();
+        batch.push(
+            "UPDATE api_keys SET expires_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+            vec![Bind::Text(at.to_string()), Bind::Text(id.clone())],
+            Some(1),
+        );
+        head.append(actor.record("key.expire", "key", &id, detail.clone()));
+        Ok(Outcome::Write(head, batch, ()))
+    })
+    .await?;
+    announce_revocation(db).await;
+    Ok(true)
+}
+
+/// Deletes a key's row and those of the sign-in sessions minted from it, recorded as
+/// `key.delete`; returns whether the key's row was deleted.
+pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
+    let row = sqlx::query("SELECT tenant_id FROM api_keys WHERE id = $1")
+        .bind(key_id.to_string())
+        .fetch_optional(&mut *db.reader().await?)
+        .await?;
+    let Some(tenant_id) = row
+        .map(|r| r.try_get::<String, _>("tenant_id"))
+        .transpose()?
+    else {
+        return Ok(false);
+    };
+    let statements = [
+        (
+            "DELETE FROM api_keys WHERE parent_key_id = $2 AND $1 <> ''",
+            None,
+        ),
+        ("DELETE FROM api_keys WHERE id = $2 AND $1 <> ''", Some(1)),
+    ];
+    match change_key(
+        db,
+        &tenant_id,
+        key_id,
+        &statements,
+        "key.delete",
+        serde_json::json!({}),
+    )
+    .await
+    {
+        Ok(()) => Ok(true),
+        Err(Error::ChangedConcurrently { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Tells every server that keys were revoked, changed or removed, after the commit: PostgreSQL's
+/// listeners by a notification, SQLite's by the signal file. Best effort: a server that misses
+/// it still stops trusting its cache within [`crate::auth::KeyCache::TTL`].
+async fn announce_revocation(db: &Db) {
+    if db.backend() == Backend::Postgres
+        && let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
+            .bind(crate::auth::REVOCATIONS_CHANNEL)
+            .execute(db.pool())
+            .await
+    {
+        tracing::warn!(error = %e, "cannot announce a key revocation; other servers notice it within the key cache's TTL");
+    }
+    crate::auth::signal_revocation(db);
 }
 
 /// On PostgreSQL, tells every server listening ([`crate::auth::watch_revocations`]) that keys
@@ -524,6 +723,8 @@ pub async fn touch_key(db: &Db, key_id: &str) -> Result<()> {
 pub struct KeyListing {
     /// The key's id.
     pub key_id: String,
+    /// Its name (`create-key --name`); `None`: unnamed.
+    pub name: Option<String>,
     /// Its last four characters.
     pub last4: String,
     /// Its scopes, comma-separated (`read,write`).
@@ -542,11 +743,89 @@ pub struct KeyListing {
     pub revoked_at: Option<String>,
 }
 
+/// What an operator sees of a tenant.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantListing {
+    /// Its id (`tenantId`).
+    pub tenant_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its plan.
+    pub plan: String,
+    /// Contexts it holds now (the count writes keep on its audit head).
+    pub contexts: i64,
+    /// When it was made.
+    pub created_at: String,
+}
+
+/// Every tenant, by name.
+pub async fn list_tenants(db: &Db) -> Result<Vec<TenantListing>> {
+    let rows = sqlx::query(
+        "SELECT t.id, t.name, t.plan, t.created_at, COALESCE(h.contexts, 0) AS contexts \
+         FROM tenants t LEFT JOIN audit_heads h ON h.tenant_id = t.id ORDER BY t.name",
+    )
+    .fetch_all(&mut *db.reader().await?)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(TenantListing {
+                tenant_id: r.try_get("id")?,
+                name: r.try_get("name")?,
+                plan: r.try_get("plan")?,
+                contexts: r.try_get("contexts")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .collect()
+}
+
+/// Changes a tenant's plan, recorded in its audit log (`tenant.plan`, with the old and new
+/// plan). A lower cap than it holds refuses new contexts only: updates and deletes go on.
+pub async fn set_plan(db: &Db, tenant_id: &str, plan: Plan) -> Result<()> {
+    require_tenant(&mut *db.reader().await?, tenant_id).await?;
+    let actor = Actor {
+        tenant_id,
+        key_id: None,
+        keyed: None,
+    };
+    let read = (
+        "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, \
+         h.mac AS head_mac, t.plan AS plan FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id \
+         WHERE h.tenant_id = $1"
+            .to_string(),
+        vec![Bind::Text(tenant_id.to_string())],
+    );
+    write(db, actor, tenant_id, read, |mut head, row| {
+        let old: String = row.try_get("plan")?;
+        if old == plan.as_str() {
+            return Ok(Outcome::Unchanged(()));
+        }
+        let mut batch = Batch::default();
+        batch.push(
+            "UPDATE tenants SET plan = $1 WHERE id = $2",
+            vec![
+                Bind::Text(plan.as_str().to_string()),
+                Bind::Text(tenant_id.to_string()),
+            ],
+            Some(1),
+        );
+        head.append(actor.record(
+            "tenant.plan",
+            "tenant",
+            tenant_id,
+            serde_json::json!({"from": old, "to": plan.as_str()}),
+        ));
+        Ok(Outcome::Write(head, batch, ()))
+    })
+    .await
+}
+
 /// Every key of `tenant_id`, oldest first.
 pub async fn list_keys(db: &Db, tenant_id: &str) -> Result<Vec<KeyListing>> {
     require_tenant(&mut *db.reader().await?, tenant_id).await?;
     let rows = sqlx::query(
-        "SELECT id, key_last4, scopes, workspaces, kind, created_at, expires_at, last_used_at, revoked_at \
+        "SELECT id, name, key_last4, scopes, workspaces, kind, created_at, expires_at, last_used_at, revoked_at \
          FROM api_keys WHERE tenant_id = $1 ORDER BY created_at, id",
     )
     .bind(tenant_id.to_string())
@@ -556,6 +835,7 @@ pub async fn list_keys(db: &Db, tenant_id: &str) -> Result<Vec<KeyListing>> {
         .map(|row| {
             Ok(KeyListing {
                 key_id: row.try_get("id")?,
+                name: row.try_get("name")?,
                 last4: row.try_get("key_last4")?,
                 scopes: row.try_get("scopes")?,
                 workspaces: workspaces_from(row.try_get("workspaces")?)?,
@@ -572,16 +852,30 @@ pub async fn list_keys(db: &Db, tenant_id: &str) -> Result<Vec<KeyListing>> {
 /// Deletes a tenant with its contexts, workspaces, keys and users, unless it has chained audit
 /// rows (then nothing is deleted: [`TenantDeletion::KeptForAudit`]).
 pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
-    let mut tx = db.begin_write().await?;
-    let audit_rows: i64 =
-        sqlx::query("SELECT COUNT(*) AS n FROM activity_logs WHERE tenant_id = $1")
-            .bind(tenant_id.to_string())
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("n")?;
-    if audit_rows > 0 {
+    // Rows of key and plan actions alone do not keep a tenant: they record an operator's
+    // commands on a tenant that never held data. Its chain must verify (a data row re-labelled
+    // as a key action would not), and then goes with it.
+    let counted = sqlx::query(
+        "SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN action LIKE 'key.%' OR action = 'tenant.plan' \
+         THEN 0 ELSE 1 END), 0) AS data FROM activity_logs WHERE tenant_id = $1",
+    )
+    .bind(tenant_id.to_string())
+    .fetch_one(&mut *db.reader().await?)
+    .await?;
+    let audit_rows: i64 = counted.try_get("n")?;
+    let data_rows: i64 = counted.try_get("data")?;
+    if data_rows > 0 {
         return Ok(TenantDeletion::KeptForAudit { audit_rows });
     }
+    if audit_rows > 0 {
+        let v = crate::audit::verify(db, Some(tenant_id)).await?;
+        if !v.ok() {
+            return Err(Error::Corrupt(format!(
+                "the audit chain of tenant {tenant_id} does not verify: nothing was deleted; run verify-audit"
+            )));
+        }
+    }
+    let mut tx = db.begin_write().await?;
     // No rows: true only if the head agrees (and, with a key, verifies). Removing a tenant's
     // rows and resetting, or removing, its head must not make it deletable: every tenant has a
     // head from its creation (migration 2 gave one to those before it).
@@ -615,14 +909,15 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
             db.audit_key(),
         )
         .map_err(Error::Corrupt)?;
-        if seq > 0 {
+        if seq != audit_rows {
             return Err(Error::Corrupt(format!(
-                "the audit chain head of tenant {tenant_id} counts {seq} rows but none are left \
-                 (the log was tampered with): nothing was deleted"
+                "the audit chain head of tenant {tenant_id} counts {seq} rows but {audit_rows} are \
+                 left (the log was tampered with): nothing was deleted"
             )));
         }
     }
     for sql in [
+        "DELETE FROM activity_logs WHERE tenant_id = $1",
         "DELETE FROM context_tags WHERE tenant_id = $1",
         "DELETE FROM context_versions WHERE tenant_id = $1",
         "DELETE FROM version_counters WHERE tenant_id = $1",
