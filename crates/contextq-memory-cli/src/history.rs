@@ -23,6 +23,8 @@ use crate::stores::{self, Settings, StoreChoice};
 pub enum Command {
     History {
         path: String,
+        /// One JSON object per version instead of a table.
+        json: bool,
     },
     Show {
         path: String,
@@ -50,6 +52,77 @@ pub enum Command {
     },
 }
 
+/// Whether a change was confirmed: `--yes`, or not on a terminal (a script), or the person at
+/// the terminal answered yes to `question`.
+pub fn confirmed(yes: bool, question: &str) -> Result<bool> {
+    use std::io::{BufRead, Write};
+    if yes || !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+        return Ok(true);
+    }
+    let mut err = std::io::stderr().lock();
+    write!(err, "{question} [y/N] ")?;
+    err.flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+}
+
+/// `--at`: RFC 3339 (`2026-12-03T10:00:00Z`), a date and time without seconds or zone
+/// (`2026-12-03T10:00`, `2026-12-03 10:00`, UTC), a date (`2026-12-03`: its start, UTC), or a
+/// time ago (`10 minutes ago`, `2h ago`, `3 days ago`); as RFC 3339 UTC.
+pub fn parse_when(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<String> {
+    use chrono::{NaiveDate, NaiveDateTime, TimeZone, Utc};
+    let t = text.trim();
+    let fmt = |d: chrono::DateTime<Utc>| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Ok(fmt(d.with_timezone(&Utc)));
+    }
+    for layout in [
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+    ] {
+        if let Ok(d) = NaiveDateTime::parse_from_str(t, layout) {
+            return Ok(fmt(Utc.from_utc_datetime(&d)));
+        }
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        return Ok(fmt(
+            Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default())
+        ));
+    }
+    if let Some(ago) = t.strip_suffix("ago").map(str::trim) {
+        let split = ago.find(|c: char| !c.is_ascii_digit()).unwrap_or(ago.len());
+        let (n, unit) = ago.split_at(split);
+        let unit = unit.trim();
+        // "minutes" and "minute" alike; "s" alone is seconds.
+        let unit = if unit.len() > 1 {
+            unit.trim_end_matches('s')
+        } else {
+            unit
+        };
+        let seconds = match unit {
+            "s" | "sec" | "second" => 1,
+            "m" | "min" | "minute" => 60,
+            "h" | "hour" => 3600,
+            "d" | "day" => 86_400,
+            "w" | "week" => 7 * 86_400,
+            _ => 0,
+        };
+        if let Ok(n) = n.parse::<i64>()
+            && seconds > 0
+        {
+            return Ok(fmt(
+                now - chrono::Duration::seconds(n.saturating_mul(seconds))
+            ));
+        }
+    }
+    bail!(
+        "--at {text:?} is not a time: give one as `history` prints it (2026-12-03T10:00:00Z), a date and time (2026-12-03 10:00, UTC), a date (2026-12-03) or a time ago (10 minutes ago)"
+    )
+}
+
 /// What `redact` takes.
 pub enum Redact {
     Version(i64),
@@ -72,10 +145,11 @@ pub fn matching_text(arg: String) -> Result<String> {
 }
 
 /// Runs `command` on the ContextQ the settings name (embedded unless `CONTEXT_API_URL`).
-pub async fn command(settings: &Settings, command: Command) -> Result<ExitCode> {
+/// Runs `command`; `yes` skips the confirmation a restore or redaction asks on a terminal.
+pub async fn command(settings: &Settings, command: Command, yes: bool) -> Result<ExitCode> {
     let opened = stores::open(&StoreChoice::ContextQ, settings).await?;
     let result = match &opened.history {
-        Some(tool) => run(tool, command).await,
+        Some(tool) => run(tool, command, yes).await,
         None => Err(anyhow::anyhow!("history needs a ContextQ store")),
     };
     opened.close().await;
@@ -90,10 +164,9 @@ async fn resolve_at(
     at: String,
     dry_run: bool,
 ) -> Result<Command> {
-    let when = chrono::DateTime::parse_from_rfc3339(&at)
-        .map_err(|e| anyhow::anyhow!("--at {at:?} is not an RFC 3339 time ({e}): give one as `history` prints it, e.g. 2026-12-03T10:00:00Z"))?
-        .with_timezone(&chrono::Utc);
     let now = chrono::Utc::now();
+    let at = parse_when(&at, now)?;
+    let when = chrono::DateTime::parse_from_rfc3339(&at)?.with_timezone(&chrono::Utc);
     if when > now {
         bail!(
             "--at {at} is in the future (now is {}): nothing can be restored to it; give a past time as `history` prints it",
@@ -146,19 +219,35 @@ async fn not_a_file(
     }
 }
 
-async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
+async fn run(tool: &ContextQMemoryTool, command: Command, yes: bool) -> Result<ExitCode> {
     let command = match command {
         Command::RestoreTree { dir, at, dry_run } => resolve_at(tool, dir, at, dry_run).await?,
         c => c,
     };
     let mut out = std::io::stdout().lock();
     match command {
-        Command::History { path } => {
+        Command::History { path, json } => {
             let versions = match tool.history(&path).await {
                 Ok(v) => v,
                 Err(e) => return Err(not_a_file(tool, &path, e).await),
             };
-            writeln!(out, "{}", history_table(&versions))?;
+            if json {
+                for v in &versions {
+                    let line = serde_json::json!({
+                        "path": path,
+                        "version": v.version,
+                        "action": v.action.as_str(),
+                        "at": v.at,
+                        "sizeBytes": v.size,
+                        "key": v.key,
+                        "sha256": v.sha256,
+                        "redactedAt": v.redacted_at,
+                    });
+                    writeln!(out, "{line}")?;
+                }
+            } else {
+                writeln!(out, "{}", history_table(&versions))?;
+            }
         }
         Command::Show { path, version } => {
             let v = tool.version(&path, version).await?;
@@ -253,6 +342,11 @@ async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
+            out.flush()?;
+            if !confirmed(yes, &format!("Restore {dir} to {at} as planned above?"))? {
+                writeln!(out, "Nothing was changed.")?;
+                return Ok(ExitCode::FAILURE);
+            }
             drop(out);
             let total = plan.changes().count() as u64;
             let bar = if std::io::stderr().is_terminal() && total >= 20 {
@@ -323,6 +417,14 @@ async fn run(tool: &ContextQMemoryTool, command: Command) -> Result<ExitCode> {
             if dry_run {
                 writeln!(out, "Dry run: nothing was redacted.")?;
                 return Ok(ExitCode::SUCCESS);
+            }
+            out.flush()?;
+            if !confirmed(
+                yes,
+                "Redact these versions for good (their content cannot be brought back)?",
+            )? {
+                writeln!(out, "Nothing was redacted.")?;
+                return Ok(ExitCode::FAILURE);
             }
             let done = tool.redact(&path, target, false).await?;
             writeln!(
@@ -535,6 +637,29 @@ pub fn plan_text(plan: &RestorePlan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_as_people_write_them() {
+        use chrono::TimeZone;
+        let now = chrono::Utc.with_ymd_and_hms(2026, 12, 4, 12, 0, 0).unwrap();
+        for (text, want) in [
+            ("2026-12-03T10:00:00Z", "2026-12-03T10:00:00.000Z"),
+            ("2026-12-03T11:00:00+01:00", "2026-12-03T10:00:00.000Z"),
+            ("2026-12-03T10:00", "2026-12-03T10:00:00.000Z"),
+            ("2026-12-03 10:00", "2026-12-03T10:00:00.000Z"),
+            ("2026-12-03", "2026-12-03T00:00:00.000Z"),
+            ("10 minutes ago", "2026-12-04T11:50:00.000Z"),
+            ("2h ago", "2026-12-04T10:00:00.000Z"),
+            ("1 day ago", "2026-12-03T12:00:00.000Z"),
+            ("30s ago", "2026-12-04T11:59:30.000Z"),
+        ] {
+            assert_eq!(parse_when(text, now).unwrap(), want, "{text}");
+        }
+        for bad in ["yesterday", "10 parsecs ago", "2026-13-01", ""] {
+            let e = parse_when(bad, now).unwrap_err().to_string();
+            assert!(e.contains("10 minutes ago"), "{bad}: {e}");
+        }
+    }
 
     fn v(n: i64, action: Action, content: Option<&str>) -> FileVersion {
         FileVersion {

@@ -192,6 +192,9 @@ enum Command {
     History {
         /// The file, e.g. /memories/notes.md.
         path: String,
+        /// One JSON object per version per line instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Print one version of a memory file.
     Show {
@@ -222,13 +225,17 @@ enum Command {
         /// The version to restore the file to.
         #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
         version: Option<i64>,
-        /// The point in time (RFC 3339, e.g. 2026-12-03T10:00:00Z, as `history` shows) to
-        /// restore the file or directory to (not in the future).
+        /// The point in time to restore the file or directory to (not in the future): as
+        /// `history` shows it (2026-12-03T10:00:00Z), a date and time (2026-12-03 10:00, UTC),
+        /// a date (2026-12-03, its start) or a time ago (10 minutes ago, 2h ago).
         #[arg(long)]
         at: Option<String>,
         /// Show the plan only; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Do not ask for confirmation on a terminal (a directory's restore asks).
+        #[arg(long, short = 'y')]
+        yes: bool,
         #[command(flatten)]
         policy: Policy,
     },
@@ -254,6 +261,9 @@ enum Command {
         /// Show the plan only; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Do not ask for confirmation on a terminal.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Print a new one-time sign-in link to the inspector of a running `serve` (the one it
     /// printed at start is valid 10 minutes).
@@ -586,10 +596,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             opened.close().await;
             return finish(result?, "imported");
         }
-        Command::History { path } => {
+        Command::History { path, json } => {
             return history::command(
                 &settings(Policy::default()),
-                history::Command::History { path },
+                history::Command::History { path, json },
+                false,
             )
             .await;
         }
@@ -597,6 +608,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             return history::command(
                 &settings(Policy::default()),
                 history::Command::Show { path, version },
+                false,
             )
             .await;
         }
@@ -604,6 +616,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             return history::command(
                 &settings(Policy::default()),
                 history::Command::Diff { path, a, b },
+                false,
             )
             .await;
         }
@@ -612,6 +625,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             version,
             at,
             dry_run,
+            yes,
             policy,
         } => {
             let command = match (version, at) {
@@ -629,7 +643,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     anyhow::bail!("restore needs --version N (a file) or --at TIME (a directory)")
                 }
             };
-            return history::command(&settings(policy), command).await;
+            return history::command(&settings(policy), command, yes).await;
         }
         Command::Redact {
             path,
@@ -637,6 +651,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             matching,
             all_paths,
             dry_run,
+            yes,
         } => {
             let what = match (version, matching) {
                 (Some(n), _) => history::Redact::Version(n),
@@ -655,6 +670,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     what,
                     dry_run,
                 },
+                yes,
             )
             .await;
         }
@@ -693,6 +709,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 settings.data_dir.join("contextq.db").display(),
                 server.url,
                 settings.data_dir.join("embedded.json").display()
+            );
+            #[cfg(feature = "mcp")]
+            eprintln!(
+                "MCP over HTTP: {}/mcp (each client sends Authorization: Bearer <its key>)",
+                server.url
             );
             server
                 .serve_until(contextq_server::listen::stop_signal())

@@ -262,6 +262,21 @@ fn configuration_errors_name_what_to_change() {
         "{err}"
     );
     assert!(!data.path().join("embedded.json").exists());
+    // A base URL ending in /api: said at once, with the URL to use.
+    let out = Command::new(BIN)
+        .arg("exec")
+        .env("CONTEXT_API_URL", "http://127.0.0.1:9/api")
+        .env("CONTEXT_API_KEY", format!("sk_live_{}", "0".repeat(40)))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("ends with /api")
+            && err.contains("\"http://127.0.0.1:9\""),
+        "{err}"
+    );
     let out = Command::new(BIN)
         .arg("exec")
         .env("CONTEXT_API_URL", "http://127.0.0.1:9")

@@ -90,6 +90,21 @@ async fn a_wrong_fact_seen_and_restored(b: Backend) {
             json!({"command": "str_replace", "path": "/memories/user.md", "old_str": "Europe/London", "new_str": "America/New_York"}),
         ],
     ));
+    let j = cli.run(&["history", "/memories/user.md", "--json"]);
+    let versions: Vec<Value> = j
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(versions.len(), 2, "{}", j.stdout);
+    assert_eq!(
+        (
+            &versions[0]["version"],
+            &versions[0]["action"],
+            &versions[0]["path"]
+        ),
+        (&json!(2), &json!("update"), &json!("/memories/user.md"))
+    );
     let h = cli.run(&["history", "/memories/user.md"]);
     assert!(h.ok, "{}", h.stderr);
     let lines: Vec<&str> = h.stdout.lines().collect();
@@ -187,6 +202,33 @@ async fn a_directory_restored_to_a_point_in_time(b: Backend) {
             .to_string()
     };
     assert!(view("/memories/p/a.md").contains("a2"));
+    // On a terminal it asks first; "n" changes nothing (`script` gives it a terminal).
+    let line = format!(
+        "CONTEXT_API_URL={} CONTEXT_API_KEY={} NO_COLOR=1 {BIN} --workspace ws restore /memories/p --at {then}",
+        cli.url, cli.key
+    );
+    let mut asked = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        asked.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    }
+    let asked = asked.wait_with_output().unwrap();
+    let shown = String::from_utf8_lossy(&asked.stdout);
+    assert!(shown.contains("as planned above? [y/N]"), "{shown}");
+    assert!(shown.contains("Nothing was changed."), "{shown}");
+    assert!(view("/memories/p/a.md").contains("a2"), "nothing restored");
+    // Times as people write them.
+    let relative = cli.run(&["restore", "/memories/p", "--at", "1 day ago", "--dry-run"]);
+    assert!(
+        relative.ok && relative.stdout.contains("Dry run"),
+        "{}",
+        relative.stderr
+    );
     let done = cli.run(&["restore", "/memories/p", "--at", &then]);
     assert!(done.ok, "{}", done.stderr);
     assert!(
@@ -200,7 +242,7 @@ async fn a_directory_restored_to_a_point_in_time(b: Backend) {
     assert!(view("/memories/p/c.md").contains("does not exist"));
     let bad = cli.run(&["restore", "/memories/p", "--at", "yesterday"]);
     assert!(!bad.ok);
-    assert!(bad.stderr.contains("RFC 3339"), "{}", bad.stderr);
+    assert!(bad.stderr.contains("10 minutes ago"), "{}", bad.stderr);
     server.stop().await;
 }
 

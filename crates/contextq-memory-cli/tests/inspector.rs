@@ -351,7 +351,8 @@ async fn the_inspector_in_a_real_browser() {
     click(&c, Locator::Id("nav-audit")).await;
     until_text(&c, "#audit", "context.update").await;
     let path = c.find(Locator::Id("audit-path")).await.unwrap();
-    path.send_keys("mem-tool:default/user.md").await.unwrap();
+    // Typed as people name it: /memories/<workspace>/... (the store's external id is its own).
+    path.send_keys("/memories/default/user.md").await.unwrap();
     click(&c, Locator::Css("#audit-filter button")).await;
     // The unfiltered list has creates too: wait for the filter's answer, not the first create.
     let audit = until(&c, "#audit", "the filtered trail", |t| {
@@ -359,6 +360,10 @@ async fn the_inspector_in_a_real_browser() {
     })
     .await;
     assert!(!audit.contains("onerror"), "filtered to one path: {audit}");
+    assert!(
+        audit.contains("/memories/default/user.md") && !audit.contains("mem-tool:"),
+        "paths as people name them: {audit}"
+    );
     let page = c
         .find(Locator::Id("view"))
         .await

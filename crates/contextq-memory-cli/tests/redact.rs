@@ -138,6 +138,11 @@ fn redact_through_the_binary() {
     );
     let (ok, _, err) = run(data, &["redact", "/memories/db.md", "--version", "2"]);
     assert!(!ok && err.contains("current content"), "{err}");
+    // Named by its path, not the store's internal external id.
+    assert!(
+        err.contains("/memories/db.md") && !err.contains("mem-tool:"),
+        "{err}"
+    );
     let out = run_with_input(
         embedded(data).args(["redact", "/memories", "--all-paths", "--matching", "-"]),
         format!("{SECRET}\n").as_bytes(),

@@ -526,6 +526,22 @@ pub fn path_too_long(path: &str) -> String {
     )
 }
 
+/// A server's message without its own closing "nothing was changed" (the tool's sentence says
+/// it once) nor its final period.
+fn without_nothing_changed(message: &str) -> &str {
+    let m = message.trim_end().trim_end_matches('.');
+    for tail in [
+        "; nothing was changed",
+        ", nothing was changed",
+        ": nothing was changed",
+    ] {
+        if let Some(head) = m.strip_suffix(tail) {
+            return head;
+        }
+    }
+    m
+}
+
 /// A path holding an invisible or direction-changing character (not in the spec).
 pub fn invisible_character(path: &str, c: u32) -> String {
     let shown: String = path
@@ -670,7 +686,11 @@ pub fn rename_dir_copy_failed(
     cause: &str,
     state: &str,
 ) -> String {
-    format!("Rename of {old_path} to {new_path} failed while copying {failed}: {cause} {state}.")
+    // The cause's own "nothing was changed" (it speaks of the one copy) would say it twice.
+    format!(
+        "Rename of {old_path} to {new_path} failed while copying {failed}: {}; {state}.",
+        without_nothing_changed(cause)
+    )
 }
 
 /// What a failed directory rename left (the end of [`rename_dir_copy_failed`]): files moved by
@@ -822,7 +842,9 @@ fn contextq_message(e: &ContextQError) -> String {
         ),
         ContextQError::OutsideWorkspace { path } => format!(
             "{path} is not inside a workspace: the first folder under {ROOT} is a ContextQ workspace, so write to {ROOT}/<workspace>/{}",
-            path.rsplit('/').find(|s| !s.is_empty()).unwrap_or("notes.md")
+            path.rsplit('/')
+                .find(|s| !s.is_empty())
+                .unwrap_or("notes.md")
         ),
         ContextQError::WorkspaceNotFound {
             workspace,
@@ -844,15 +866,19 @@ fn contextq_message(e: &ContextQError) -> String {
                 "The memory store is full: {message}. Delete memories you no longer need, then retry."
             ),
             Some(ErrorCode::Forbidden) => format!(
-                "The memory is read-only here: the ContextQ API key may not make this change ({message}); nothing was changed."
+                "The ContextQ API key may not make this change: {}; nothing was changed.",
+                without_nothing_changed(message)
             ),
-            Some(ErrorCode::Unauthorized) => {
-                "The memory store rejected its API key (401 unauthorized); the operator must fix the key.".to_string()
-            }
+            Some(ErrorCode::Unauthorized) => format!(
+                "The memory store rejected its API key ({}); the operator must fix the key.",
+                without_nothing_changed(message)
+            ),
             Some(ErrorCode::PayloadTooLarge) => format!(
                 "The content is too large for the memory store ({message}); at most 1 MiB per file. Split it into smaller files."
             ),
-            Some(ErrorCode::Conflict | ErrorCode::EditFailed) => format!("The memory store refused the change: {message}"),
+            Some(ErrorCode::Conflict | ErrorCode::EditFailed) => {
+                format!("The memory store refused the change: {message}")
+            }
             Some(ErrorCode::RateLimited) => format!(
                 "The memory store is rate limiting requests{}; nothing was changed by this command. Retry later.",
                 retry_after
@@ -1300,11 +1326,11 @@ mod tests {
             ),
             (
                 api(403, "forbidden", None),
-                "The memory is read-only here: the ContextQ API key may not make this change (m); nothing was changed.",
+                "The ContextQ API key may not make this change: m; nothing was changed.",
             ),
             (
                 api(401, "unauthorized", None),
-                "The memory store rejected its API key (401 unauthorized); the operator must fix the key.",
+                "The memory store rejected its API key (m); the operator must fix the key.",
             ),
             (
                 api(413, "payload_too_large", None),

@@ -712,7 +712,7 @@ async fn directory_rename_failures_undo_or_name_what_is_left(b: Backend) {
     s.proxy.clear_faults();
     assert_eq!(
         e.message(),
-        "Rename of /memories/r to /memories/r2 failed while copying /memories/r/b.md: The memory is read-only here: the ContextQ API key may not make this change (injected 403); nothing was changed. nothing was changed."
+        "Rename of /memories/r to /memories/r2 failed while copying /memories/r/b.md: The ContextQ API key may not make this change: injected 403; nothing was changed."
     );
     assert!(e.changed_nothing(), "{:?}", e.effects());
     assert_eq!(s.content("r2/a.md").await, None);

@@ -760,3 +760,26 @@ async fn an_operators_commands_are_named_listed_and_audited() {
     let verified = keyed(&["verify-audit"]);
     assert!(verified.status.success(), "{verified:?}");
 }
+
+/// A PostgreSQL URL with a wrong port is said at once, as the database's own error, not after
+/// the pool's timeout as "pool timed out".
+#[test]
+fn a_wrong_database_port_is_refused_at_once() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("postgres://postgres:secret@127.0.0.1:{port}/postgres");
+    let started = std::time::Instant::now();
+    let out = admin(&url, &["list-tenants"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused"), "{err}");
+    assert!(!err.contains("secret"), "{err}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -335,12 +335,27 @@ async function restore(workspace, externalId, n, seen) {
   status(`Restored ${path} to version ${n}.`);
 }
 
+/** A memory path as the audit filter takes it: `/memories/WORKSPACE/rest` (the workspace's
+ * files, as they are listed per workspace) becomes the store's external-id prefix; anything
+ * else is taken as an external-id prefix as it is. */
+function auditPrefix(text) {
+  const m = /^\/memories\/([^/]+)(?:\/(.*))?$/.exec(text.trim());
+  if (!m) return text.trim();
+  return `${TAG}:${m[1]}/${m[2] || ""}`;
+}
+
+/** An external id as people read it: `/memories/WORKSPACE/rest` for the memory tool's. */
+function readablePath(externalId) {
+  const m = new RegExp(`^${TAG}:([^/]+)/(.*)$`).exec(externalId);
+  return m ? `/memories/${m[1]}/${m[2]}` : externalId;
+}
+
 async function audit(before) {
   status("");
-  const pathInput = el("input", { id: "audit-path", placeholder: "path or prefix, e.g. mem-tool:default/notes" });
+  const pathInput = el("input", { id: "audit-path", placeholder: "path or prefix, e.g. /memories/default/notes" });
   const keyInput = el("input", { id: "audit-key", placeholder: "key id" });
   const params = new URLSearchParams(before ? before.params : "");
-  pathInput.value = params.get("externalIdPrefix") || "";
+  pathInput.value = params.get("externalIdPrefix") ? readablePath(params.get("externalIdPrefix")) : "";
   keyInput.value = params.get("keyId") || "";
   const form = el("form", { class: "toolbar", id: "audit-filter" },
     el("label", { for: "audit-path" }, "Path"), pathInput,
@@ -349,7 +364,7 @@ async function audit(before) {
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const p = new URLSearchParams();
-    if (pathInput.value) p.set("externalIdPrefix", pathInput.value);
+    if (pathInput.value) p.set("externalIdPrefix", auditPrefix(pathInput.value));
     if (keyInput.value) p.set("keyId", keyInput.value);
     run(() => audit({ params: p.toString() }));
   });
@@ -362,7 +377,7 @@ async function audit(before) {
       el("td", { class: "num" }, e.seq),
       el("td", {}, e.createdAt),
       el("td", {}, e.action),
-      el("td", {}, e.externalId || e.slug || e.entityId),
+      el("td", {}, e.externalId ? readablePath(e.externalId) : (e.slug || e.entityId)),
       el("td", { class: "num" }, e.version === null || e.version === undefined ? "" : e.version),
       el("td", {}, e.keyLast4 ? `sk_live_…${e.keyLast4}` : "(operator)"),
       el("td", { class: "muted" }, e.keyId || "")));

@@ -181,6 +181,16 @@ impl Client {
                 ),
             });
         }
+        // Every request adds `/api/...` itself: a base URL ending in `/api` would ask for
+        // `/api/api/...` and read every answer as "no such file".
+        if parsed.path().trim_end_matches('/').ends_with("/api") {
+            let fixed = base_url.trim_end_matches("/api");
+            return Err(Error::Config {
+                message: format!(
+                    "the ContextQ base URL {base_url:?} ends with /api: set base_url or CONTEXT_API_URL to the server's base URL, {fixed:?} (each request adds /api/... itself)"
+                ),
+            });
+        }
         let http = match http {
             Some(h) => h,
             // An idle connection is dropped here (15 s) before servers commonly close it (our

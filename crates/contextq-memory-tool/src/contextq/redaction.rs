@@ -137,8 +137,28 @@ impl MemoryTool<ContextQStore> {
             dry_run,
             ..RedactionReport::default()
         };
+        // The server names external ids; people (and Claude) name paths.
+        let named = |e: Error| match (e, request.external_id.as_deref()) {
+            (
+                Error::ContextQ(ContextQError::Api {
+                    code,
+                    code_text,
+                    status,
+                    message,
+                    retry_after,
+                }),
+                Some(id),
+            ) => Error::ContextQ(ContextQError::Api {
+                code,
+                code_text,
+                status,
+                message: message.replace(id, &path.normalized()),
+                retry_after,
+            }),
+            (e, _) => e,
+        };
         loop {
-            let answer: Redaction = client.redact(&request).await?;
+            let answer: Redaction = client.redact(&request).await.map_err(named)?;
             let taken = answer.redacted.len();
             let fresh = answer.redacted.iter().filter(|v| !v.already).count();
             if dry_run {

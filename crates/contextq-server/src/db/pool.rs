@@ -315,6 +315,18 @@ impl Db {
                 })
             });
         }
+        // One connection first, on its own: a wrong host or port is said at once, as the
+        // database's own error ("connection refused"), where the pool would retry until its
+        // acquire timeout and say only "pool timed out".
+        if backend == Backend::Postgres {
+            use sqlx::Connection as _;
+            let first =
+                tokio::time::timeout(options.acquire_timeout, sqlx::AnyConnection::connect(&url))
+                    .await
+                    .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+                    .map_err(|e| Error::Connect(redact_url(&url), e))?;
+            let _ = first.close().await;
+        }
         let pool = pool_options
             .connect(&url)
             .await
