@@ -10,8 +10,12 @@
 //!   ([`Durability::Synced`], the default; [`Durability::Ordered`] leaves that flush out, as the
 //!   reference tools do);
 //! - files are created `0600` and directories `0700` (Unix);
-//! - a symbolic link anywhere beneath the root is refused, never followed, so nothing outside
-//!   the root can be read or written through one;
+//! - a symbolic link that stays inside the root is listed and read through, as Anthropic's
+//!   SDKs do (on Linux: each read is one `openat2` beneath the root with `RESOLVE_BENEATH`, so a
+//!   link that leaves it is refused by the kernel even when it was swapped in between a check
+//!   and the open; elsewhere links are not followed); a link that leaves the root is refused,
+//!   and nothing is ever written through a link (a write would replace the link, not its
+//!   target): nothing outside the root can be read or written through one;
 //! - conditional operations (update at a version, delete at a version, rename) hold a lock inside
 //!   this process; across processes only create is race-free (see `docs/stores.md`).
 
@@ -115,6 +119,36 @@ impl LocalStore {
         Ok(fs_path)
     }
 
+    /// The text of the file at `path`, through links that stay beneath the root (module docs).
+    fn read(&self, path: &MemoryPath) -> Result<Option<String>> {
+        #[cfg(target_os = "linux")]
+        {
+            let rel: PathBuf = path.segments().iter().collect();
+            if rel.as_os_str().is_empty() {
+                return Ok(None);
+            }
+            let shown = self.root.join(&rel);
+            return match read_beneath(&self.root, &rel) {
+                Ok(None) => Ok(None),
+                Ok(Some(bytes)) => String::from_utf8(bytes).map(Some).map_err(|_| Error::Io {
+                    operation: "read",
+                    path: shown.display().to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        "the file is not UTF-8 text",
+                    ),
+                }),
+                Err(None) => Err(Error::Path(PathError::Escape(path.raw().to_string()))),
+                Err(Some(e)) => Err(io("read", &shown)(e)),
+            };
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let fs_path = self.resolve(path)?;
+            read_text(&fs_path)
+        }
+    }
+
     async fn blocking<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -149,6 +183,55 @@ fn create_dir_all_private(dir: &Path) -> Result<()> {
         builder.mode(0o700);
     }
     builder.create(dir).map_err(io("create directory", dir))
+}
+
+/// Reads `rel` (a path below `root`) as text through any symbolic links that stay beneath
+/// `root`, in one `openat2` with `RESOLVE_BENEATH`: the kernel refuses a link that leaves it,
+/// whenever it appeared. `Ok(None)`: nothing there, or not a file; `Err(None)`: it leaves the
+/// root.
+#[cfg(target_os = "linux")]
+fn read_beneath(root: &Path, rel: &Path) -> std::result::Result<Option<Vec<u8>>, Option<std::io::Error>> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use std::io::Read;
+    let dir = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| Some(e.into()))?;
+    let fd = match rustix::fs::openat2(
+        &dir,
+        rel,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => return Ok(None),
+        Err(rustix::io::Errno::XDEV | rustix::io::Errno::LOOP) => return Err(None),
+        Err(e) => return Err(Some(e.into())),
+    };
+    let mut file = std::fs::File::from(fd);
+    let meta = file.metadata().map_err(Some)?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(Some)?;
+    Ok(Some(bytes))
+}
+
+/// The size and kind of `rel` below `root` through links that stay beneath it (as
+/// [`read_beneath`]); `None` when it leaves the root or is neither a file nor a directory.
+#[cfg(target_os = "linux")]
+fn stat_beneath(root: &Path, rel: &Path) -> Option<fs::Metadata> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let dir = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let fd = rustix::fs::openat2(
+        &dir,
+        rel,
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+    )
+    .ok()?;
+    std::fs::File::from(fd).metadata().ok()
 }
 
 fn read_text(fs_path: &Path) -> Result<Option<String>> {
@@ -205,7 +288,9 @@ fn write_temp(dest: &Path, content: &str) -> Result<PathBuf> {
     Ok(tmp)
 }
 
-fn walk(dir: &Path, base: &MemoryPath, listing: &mut Listing) -> Result<()> {
+/// Lists `dir` (which is `base`) into `listing`, recursively; `root` is the store's root, within
+/// which symbolic links are listed (not descended into).
+fn walk(root: &Path, dir: &Path, base: &MemoryPath, listing: &mut Listing) -> Result<()> {
     let entries = fs::read_dir(dir).map_err(io("list", dir))?;
     for entry in entries {
         let entry = entry.map_err(io("list", dir))?;
@@ -220,13 +305,32 @@ fn walk(dir: &Path, base: &MemoryPath, listing: &mut Listing) -> Result<()> {
             continue; // a name the path rules refuse cannot be addressed either
         };
         if meta.file_type().is_symlink() {
+            // Listed when it stays beneath the root (as the SDKs do), never descended into.
+            #[cfg(target_os = "linux")]
+            if let Ok(rel) = entry.path().strip_prefix(root)
+                && let Some(target) = stat_beneath(root, rel)
+            {
+                if target.is_file() {
+                    listing.files.push(FileMeta {
+                        path,
+                        size: Some(target.len()),
+                        version: None,
+                        modified: None,
+                    });
+                } else if target.is_dir() {
+                    listing.dirs.push(DirMeta {
+                        path,
+                        size: Some(target.len()),
+                    });
+                }
+            }
             continue;
         } else if meta.is_dir() {
             listing.dirs.push(DirMeta {
                 path: path.clone(),
                 size: Some(meta.len()),
             });
-            walk(&entry.path(), &path, listing)?;
+            walk(root, &entry.path(), &path, listing)?;
         } else if meta.is_file() {
             listing.files.push(FileMeta {
                 path,
@@ -244,8 +348,8 @@ impl Store for LocalStore {
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
         let path = path.clone();
         self.blocking(move |s| {
-            let fs_path = s.resolve(&path)?;
-            Ok(read_text(&fs_path)?.map(|content| Entry {
+            let content = s.read(&path)?;
+            Ok(content.map(|content| Entry {
                 version: Some(content_version(content.as_bytes())),
                 content,
                 id: None,
@@ -270,7 +374,7 @@ impl Store for LocalStore {
                 own_size: Some(meta.len()),
                 ..Listing::default()
             };
-            walk(&fs_path, &dir.normalised_copy(), &mut listing)?;
+            walk(&s.root, &fs_path, &dir.normalised_copy(), &mut listing)?;
             Ok(Some(listing))
         })
         .await
@@ -494,7 +598,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn symlinks_are_never_followed() {
+    async fn links_that_leave_the_root_are_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         fs::write(outside.path().join("secret"), "s3cret").unwrap();
@@ -533,5 +637,62 @@ mod tests {
             );
         }
         assert!(!outside.path().join("new").exists());
+    }
+
+    /// A link that stays inside the root is listed and read through (as Anthropic's SDKs do,
+    /// since Python 2.17.0 and TypeScript 1.17.0); swapped for one that leaves, it is refused;
+    /// nothing is written through either.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn links_inside_the_root_are_listed_and_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), "s3cret").unwrap();
+        let store = LocalStore::new(tmp.path()).unwrap();
+        store
+            .put(&p("/memories/notes/real.md"), "real\n", PutMode::Create)
+            .await
+            .unwrap();
+        let link = tmp.path().join("memories/alias.md");
+        std::os::unix::fs::symlink("notes/real.md", &link).unwrap();
+        let dir_link = tmp.path().join("memories/shortcut");
+        std::os::unix::fs::symlink("notes", &dir_link).unwrap();
+        let listing = store.list(&MemoryPath::root()).await.unwrap().unwrap();
+        let files: Vec<String> = listing.files.iter().map(|f| f.path.normalized()).collect();
+        assert!(files.contains(&"/memories/alias.md".to_string()), "{files:?}");
+        assert!(
+            listing.dirs.iter().any(|d| d.path.normalized() == "/memories/shortcut"),
+            "{:?}",
+            listing.dirs
+        );
+        assert_eq!(
+            store.get(&p("/memories/alias.md")).await.unwrap().unwrap().content,
+            "real\n"
+        );
+        assert_eq!(
+            store.get(&p("/memories/shortcut/real.md")).await.unwrap().unwrap().content,
+            "real\n"
+        );
+        // Swapped for a link that leaves the root: refused, and no longer listed.
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), &link).unwrap();
+        assert!(matches!(
+            store.get(&p("/memories/alias.md")).await,
+            Err(Error::Path(PathError::Escape(_)))
+        ));
+        let relative = tmp.path().join("memories/up.md");
+        std::os::unix::fs::symlink("../../../../../../../../../etc/hostname", &relative).unwrap();
+        assert!(store.get(&p("/memories/up.md")).await.is_err());
+        let listing = store.list(&MemoryPath::root()).await.unwrap().unwrap();
+        let files: Vec<String> = listing.files.iter().map(|f| f.path.normalized()).collect();
+        assert!(!files.iter().any(|f| f.contains("alias") || f.contains("up.md")), "{files:?}");
+        // Never written through.
+        assert!(
+            store
+                .put(&p("/memories/shortcut/new.md"), "x", PutMode::Overwrite)
+                .await
+                .is_err()
+        );
+        assert_eq!(fs::read_to_string(outside.path().join("secret")).unwrap(), "s3cret");
     }
 }
