@@ -865,12 +865,22 @@ fn contextq_message(e: &ContextQError) -> String {
             Some(ErrorCode::QuotaExceeded) => format!(
                 "The memory store is full: {message}. Delete memories you no longer need, then retry."
             ),
+            // Read-only only when it is: a key without the write scope, or a read-only server;
+            // a key limited to other workspaces may write, just not there.
+            Some(ErrorCode::Forbidden)
+                if message.contains("lacks the write scope") || message.contains("read-only") =>
+            {
+                format!(
+                    "The memory is read-only here: {}; nothing was changed.",
+                    without_nothing_changed(message)
+                )
+            }
             Some(ErrorCode::Forbidden) => format!(
                 "The ContextQ API key may not make this change: {}; nothing was changed.",
                 without_nothing_changed(message)
             ),
             Some(ErrorCode::Unauthorized) => format!(
-                "The memory store rejected its API key ({}); the operator must fix the key.",
+                "The memory store rejected its API key (401: {}); the operator must fix the key.",
                 without_nothing_changed(message)
             ),
             Some(ErrorCode::PayloadTooLarge) => format!(
@@ -1330,7 +1340,7 @@ mod tests {
             ),
             (
                 api(401, "unauthorized", None),
-                "The memory store rejected its API key (m); the operator must fix the key.",
+                "The memory store rejected its API key (401: m); the operator must fix the key.",
             ),
             (
                 api(413, "payload_too_large", None),

@@ -190,11 +190,18 @@ fn create_dir_all_private(dir: &Path) -> Result<()> {
 /// whenever it appeared. `Ok(None)`: nothing there, or not a file; `Err(None)`: it leaves the
 /// root.
 #[cfg(target_os = "linux")]
-fn read_beneath(root: &Path, rel: &Path) -> std::result::Result<Option<Vec<u8>>, Option<std::io::Error>> {
+fn read_beneath(
+    root: &Path,
+    rel: &Path,
+) -> std::result::Result<Option<Vec<u8>>, Option<std::io::Error>> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
     use std::io::Read;
-    let dir = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-        .map_err(|e| Some(e.into()))?;
+    let dir = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| Some(e.into()))?;
     let fd = match rustix::fs::openat2(
         &dir,
         rel,
@@ -222,7 +229,12 @@ fn read_beneath(root: &Path, rel: &Path) -> std::result::Result<Option<Vec<u8>>,
 #[cfg(target_os = "linux")]
 fn stat_beneath(root: &Path, rel: &Path) -> Option<fs::Metadata> {
     use rustix::fs::{Mode, OFlags, ResolveFlags};
-    let dir = rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()).ok()?;
+    let dir = rustix::fs::open(
+        root,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
     let fd = rustix::fs::openat2(
         &dir,
         rel,
@@ -659,18 +671,34 @@ mod tests {
         std::os::unix::fs::symlink("notes", &dir_link).unwrap();
         let listing = store.list(&MemoryPath::root()).await.unwrap().unwrap();
         let files: Vec<String> = listing.files.iter().map(|f| f.path.normalized()).collect();
-        assert!(files.contains(&"/memories/alias.md".to_string()), "{files:?}");
         assert!(
-            listing.dirs.iter().any(|d| d.path.normalized() == "/memories/shortcut"),
+            files.contains(&"/memories/alias.md".to_string()),
+            "{files:?}"
+        );
+        assert!(
+            listing
+                .dirs
+                .iter()
+                .any(|d| d.path.normalized() == "/memories/shortcut"),
             "{:?}",
             listing.dirs
         );
         assert_eq!(
-            store.get(&p("/memories/alias.md")).await.unwrap().unwrap().content,
+            store
+                .get(&p("/memories/alias.md"))
+                .await
+                .unwrap()
+                .unwrap()
+                .content,
             "real\n"
         );
         assert_eq!(
-            store.get(&p("/memories/shortcut/real.md")).await.unwrap().unwrap().content,
+            store
+                .get(&p("/memories/shortcut/real.md"))
+                .await
+                .unwrap()
+                .unwrap()
+                .content,
             "real\n"
         );
         // Swapped for a link that leaves the root: refused, and no longer listed.
@@ -685,7 +713,12 @@ mod tests {
         assert!(store.get(&p("/memories/up.md")).await.is_err());
         let listing = store.list(&MemoryPath::root()).await.unwrap().unwrap();
         let files: Vec<String> = listing.files.iter().map(|f| f.path.normalized()).collect();
-        assert!(!files.iter().any(|f| f.contains("alias") || f.contains("up.md")), "{files:?}");
+        assert!(
+            !files
+                .iter()
+                .any(|f| f.contains("alias") || f.contains("up.md")),
+            "{files:?}"
+        );
         // Never written through.
         assert!(
             store
@@ -693,6 +726,9 @@ mod tests {
                 .await
                 .is_err()
         );
-        assert_eq!(fs::read_to_string(outside.path().join("secret")).unwrap(), "s3cret");
+        assert_eq!(
+            fs::read_to_string(outside.path().join("secret")).unwrap(),
+            "s3cret"
+        );
     }
 }
