@@ -128,7 +128,7 @@ impl LocalStore {
                 return Ok(None);
             }
             let shown = self.root.join(&rel);
-            return match read_beneath(&self.root, &rel) {
+            match read_beneath(&self.root, &rel) {
                 Ok(None) => Ok(None),
                 Ok(Some(bytes)) => String::from_utf8(bytes).map(Some).map_err(|_| Error::Io {
                     operation: "read",
@@ -140,7 +140,7 @@ impl LocalStore {
                 }),
                 Err(None) => Err(Error::Path(PathError::Escape(path.raw().to_string()))),
                 Err(Some(e)) => Err(io("read", &shown)(e)),
-            };
+            }
         }
         #[cfg(not(target_os = "linux"))]
         {
