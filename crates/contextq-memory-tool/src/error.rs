@@ -163,10 +163,9 @@ impl Error {
     /// was asked (no such file, it exists, it changed, a path outside a workspace, a quota).
     pub fn is_store_failure(&self) -> bool {
         match self {
-            Error::Io { .. }
-            | Error::OutcomeUnknown { .. }
-            | Error::Config { .. }
-            | Error::Anthropic(_) => true,
+            Error::Io { .. } | Error::OutcomeUnknown { .. } | Error::Config { .. } => true,
+            #[cfg(feature = "runner")]
+            Error::Anthropic(_) => true,
             Error::ContextQ(ContextQError::Api { code, .. }) => !matches!(
                 code,
                 Some(
