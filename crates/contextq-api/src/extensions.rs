@@ -63,9 +63,12 @@ pub struct Extensions {
     /// write's own transaction and answers a repeat of the same request with that outcome,
     /// whatever happened since (token `idempotency`).
     pub idempotency: bool,
+    /// `GET /api/contexts/search?q=`: ranked full-text search over the current content and
+    /// external ids, within the listing's scopes and the key's workspaces (token `search`).
+    pub search: bool,
 }
 
-const TOKENS: [&str; 18] = [
+const TOKENS: [&str; 19] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -84,6 +87,7 @@ const TOKENS: [&str; 18] = [
     "delete-by-external",
     "tree-file",
     "idempotency",
+    "search",
 ];
 
 impl Extensions {
@@ -107,9 +111,10 @@ impl Extensions {
         delete_by_external: true,
         tree_file: true,
         idempotency: true,
+        search: true,
     };
 
-    fn flags(&self) -> [bool; 18] {
+    fn flags(&self) -> [bool; 19] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -129,6 +134,7 @@ impl Extensions {
             self.delete_by_external,
             self.tree_file,
             self.idempotency,
+            self.search,
         ]
     }
 
@@ -154,6 +160,7 @@ impl Extensions {
             delete_by_external: has(TOKENS[15]),
             tree_file: has(TOKENS[16]),
             idempotency: has(TOKENS[17]),
+            search: has(TOKENS[18]),
         }
     }
 
@@ -178,7 +185,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency, search"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

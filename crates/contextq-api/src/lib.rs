@@ -19,6 +19,8 @@
 //! - [`extensions`]: [`Extensions`] and the `ContextQ-Extensions` header.
 //! - [`history`]: versions of contexts (extension `history`).
 //! - [`audit`]: a tenant's own activity log (extension `audit-log`).
+//! - [`search`]: full-text search (extension `search`): the query language, the terms an
+//!   index holds, matching lines, hits.
 //! - [`edit`]: text edits (`str_replace`, `insert`) defined once, for the tool and the server.
 //! - [`setters!`]: the builder methods of both crates' configuration structs.
 
@@ -31,6 +33,7 @@ pub mod history;
 pub mod key;
 pub mod limits;
 pub mod resources;
+pub mod search;
 mod setters;
 pub mod slug;
 pub mod tenancy;

@@ -176,6 +176,7 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/api/contexts", get(list_contexts))
         .route("/api/contexts/tree", get(tree))
+        .route("/api/contexts/search", get(search))
         .route("/api/contexts/by-prefix/delete", post(delete_prefix))
         .route("/api/contexts/by-prefix/rename", post(rename_prefix))
         .route("/api/contexts/bulk-upsert", post(bulk_upsert))
@@ -473,6 +474,63 @@ async fn list_contexts(
         contexts: page,
         next_cursor: next.map(|n| encode_cursor(&n)),
     }))
+}
+
+/// `GET /api/contexts/search` (extension `search`): ranked full-text search within the
+/// listing's scopes and the key's workspaces.
+async fn search(
+    State(s): State<AppState>,
+    caller: Caller,
+    Query(params): Query<HashMap<String, String>>,
+) -> Result<Json<contextq_api::search::SearchPage>, ApiError> {
+    use contextq_api::search::{DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET, parse_cursor};
+    caller.require(Scope::Read)?;
+    let nonempty = |k: &str| nonempty(&params, k);
+    let q = params.get("q").map(String::as_str).unwrap_or_default();
+    let query = contextq_api::search::Query::parse(q)
+        .map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("q: {e}")))?;
+    let workspace = nonempty("workspace");
+    if let Some(ws) = &workspace {
+        caller.read_in(ws)?;
+    }
+    let limit = match nonempty("limit") {
+        None => DEFAULT_LIMIT,
+        Some(l) => match l.parse::<u32>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::BadRequest,
+                    format!("limit must be an integer from 1 to {MAX_LIMIT}, got {l:?}"),
+                ));
+            }
+        },
+    };
+    let offset = match nonempty("cursor") {
+        None => 0,
+        Some(c) => parse_cursor(&c).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "cursor {c:?} is not one this server gave (a search pages through its first {MAX_OFFSET} hits)"
+                ),
+            )
+        })?,
+    };
+    let page = store::search::search(
+        &s.db,
+        &caller.tenant_id,
+        &store::search::SearchQuery {
+            query,
+            workspace,
+            within: caller.workspaces.clone(),
+            tag: nonempty("tag"),
+            prefix: nonempty("prefix"),
+            limit,
+            offset,
+        },
+    )
+    .await?;
+    Ok(Json(page))
 }
 
 async fn tree(

@@ -37,7 +37,9 @@ pub mod pool;
 pub mod row;
 
 pub use backend::{Backend, create_postgres_database, drop_postgres_database, redact_url};
-pub use batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, has_nul, inline, placeholders};
+pub use batch::{
+    Batch, BatchError, BatchMismatch, Bind, Dialects, bind_all, has_nul, inline, placeholders,
+};
 pub use migrate::latest_schema_version;
 pub use pool::{
     DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_VERSIONS_KEPT, Db, DbOptions, Reader, Write, WriteTx,

@@ -32,6 +32,7 @@ pub mod history;
 pub mod outcome;
 pub mod prefix;
 pub mod redact;
+pub mod search;
 pub mod tenants;
 pub mod workspaces;
 
@@ -258,6 +259,8 @@ fn no_head(tenant_id: &str) -> Error {
 }
 
 /// What a write decided from what it read under the lock.
+// Made once per write and moved once: boxing the batch would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Outcome<T> {
     /// Commit `batch` (the head's move is added to it) and answer `T`.
     Write(Head, Batch, T),

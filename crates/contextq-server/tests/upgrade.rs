@@ -49,7 +49,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     let db = Db::connect(&database.url, &Default::default())
         .await
         .unwrap();
-    assert_eq!(db.schema_version().await.unwrap(), 12);
+    assert_eq!(db.schema_version().await.unwrap(), 13);
     // Migration 6 counted what each tenant holds, as a write would have kept it.
     assert_eq!(admin::recount(&db).await.unwrap(), vec![]);
     let v = admin::verify_audit(&db, None).await.unwrap();
@@ -84,6 +84,17 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         .await
         .status,
         StatusCode::NOT_FOUND
+    );
+
+    // Migration 13 indexed the release's contexts for search.
+    let r = api
+        .get("/api/contexts/search?q=%22line%200%22%20edited")
+        .await;
+    assert_eq!(
+        common::strings(&r.body["hits"], "externalId"),
+        ["mem-tool:notes/f0.md"],
+        "{:?}",
+        r.body
     );
 
     // New writes go to acme's own chain; everything verifies.

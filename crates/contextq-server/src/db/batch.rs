@@ -34,6 +34,19 @@ pub enum Bind {
 #[derive(Debug, Default)]
 pub struct Batch {
     statements: Vec<(String, Vec<Bind>, Option<u64>)>,
+    /// Statements each dialect writes its own way (the search index: an FTS5 table on SQLite,
+    /// a `tsvector` table on PostgreSQL), each group run before the statement at its place in
+    /// `statements` (or last); they may change any number of rows.
+    dialects: Vec<(usize, Dialects)>,
+}
+
+/// A group of statements each dialect writes its own way, with its own values.
+#[derive(Debug, Default)]
+pub struct Dialects {
+    /// SQLite's statements.
+    pub sqlite: Vec<(String, Vec<Bind>)>,
+    /// PostgreSQL's statements.
+    pub postgres: Vec<(String, Vec<Bind>)>,
 }
 
 /// Whether `e` is the failure [`Batch::into_postgres`] provokes when a statement changed
@@ -136,12 +149,44 @@ impl Batch {
         self.statements.push((sql.into(), binds, expect));
     }
 
+    /// Adds statements each dialect writes its own way, run in this place of the batch. Only
+    /// for batches committed by a write ([`super::Write`]), not [`Batch::run_in`].
+    pub fn push_dialects(&mut self, group: Dialects) {
+        self.dialects.push((self.statements.len(), group));
+    }
+
+    /// The statements for `backend`, in order: the common ones with the dialect's own.
+    fn flatten(self, backend: Backend) -> Vec<(String, Vec<Bind>, Option<u64>)> {
+        if self.dialects.is_empty() {
+            return self.statements;
+        }
+        let mut groups = self.dialects.into_iter().peekable();
+        let mut out = Vec::new();
+        let take = |out: &mut Vec<_>, upto: usize, groups: &mut std::iter::Peekable<_>| {
+            while let Some((_, g)) = groups.next_if(|(at, _): &(usize, Dialects)| *at <= upto) {
+                let g: Dialects = g;
+                let own = match backend {
+                    Backend::Sqlite => g.sqlite,
+                    Backend::Postgres => g.postgres,
+                };
+                out.extend(own.into_iter().map(|(sql, binds)| (sql, binds, None)));
+            }
+        };
+        for (i, statement) in self.statements.into_iter().enumerate() {
+            take(&mut out, i, &mut groups);
+            out.push(statement);
+        }
+        take(&mut out, usize::MAX, &mut groups);
+        out
+    }
+
     /// Runs the statements one at a time, bound (not inlined), on `conn`, inside a transaction
     /// the caller began ([`crate::db::Db::begin_write`]); a statement that changes another number
     /// of rows than it had to fails the run, and the caller's transaction is then rolled back
     /// when dropped. For writes off the request path (provisioning), where round trips do not
     /// matter and statements must see each other's rows.
     pub async fn run_in(self, conn: &mut sqlx::AnyConnection) -> Result<(), BatchError> {
+        debug_assert!(self.dialects.is_empty(), "dialect statements in run_in");
         let expected: Vec<Option<u64>> = self.statements.iter().map(|s| s.2).collect();
         for (sql, binds, expect) in self.statements {
             let done = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
@@ -156,29 +201,36 @@ impl Batch {
 
     /// Whether nothing was added.
     pub fn is_empty(&self) -> bool {
-        self.statements.is_empty()
+        self.statements.is_empty() && self.dialects.is_empty()
     }
 
     /// Whether a text value of the batch contains NUL (U+0000), which PostgreSQL cannot store
     /// and the contract refuses on every database.
     pub fn has_nul(&self) -> bool {
         self.statements.iter().any(|(_, binds, _)| has_nul(binds))
+            || self.dialects.iter().any(|(_, g)| {
+                g.sqlite
+                    .iter()
+                    .chain(&g.postgres)
+                    .any(|(_, binds)| has_nul(binds))
+            })
     }
 
-    /// The rows each statement must change (`None`: any number), in order.
+    /// The rows each common statement must change (`None`: any number), in order.
     pub fn expected(&self) -> Vec<Option<u64>> {
         self.statements.iter().map(|s| s.2).collect()
     }
 
-    /// The statements: each with its values (`$1..$n` of its own) and the rows it must change.
+    /// The common statements: each with its values (`$1..$n` of its own) and the rows it must
+    /// change.
     pub fn statements(&self) -> &[(String, Vec<Bind>, Option<u64>)] {
         &self.statements
     }
 
-    /// The statements, owned (SQLite runs them one at a time, each prepared once per
+    /// SQLite's statements, owned (SQLite runs them one at a time, each prepared once per
     /// connection and checked as it runs: module `direct`).
     pub fn into_statements(self) -> Vec<(String, Vec<Bind>, Option<u64>)> {
-        self.statements
+        self.flatten(Backend::Sqlite)
     }
 
     /// PostgreSQL: the batch as one statement of data-modifying CTEs, `WITH s0 AS (...
@@ -187,12 +239,13 @@ impl Batch {
     /// bind), and the rows each statement had to change.
     pub fn into_postgres(self) -> (String, Vec<Option<u64>>) {
         let expects = self.expected();
-        if self.statements.is_empty() {
+        let statements = self.flatten(Backend::Postgres);
+        if statements.is_empty() {
             return ("SELECT 1".into(), expects);
         }
         let mut ctes = Vec::new();
         let mut checks = Vec::new();
-        for (index, (sql, binds, expect)) in self.statements.into_iter().enumerate() {
+        for (index, (sql, binds, expect)) in statements.into_iter().enumerate() {
             ctes.push(format!(
                 "s{index} AS ({} RETURNING 1)",
                 inline(&sql, &binds, Backend::Postgres)

@@ -108,7 +108,12 @@ const MIGRATIONS: &[Migration] = &[
     migration!(10, "inspector sessions bound to their key", common "0010_session_parents.sql"),
     migration!(11, "outcomes of keyed writes", common "0011_write_outcomes.sql"),
     migration!(12, "key names", common "0012_key_names.sql"),
+    migration!(13, "full-text search", "0013_search.sql"),
 ];
+
+/// The migration after whose SQL every existing context is indexed for search (in Rust: the
+/// terms are `contextq_api::search`'s).
+const SEARCH_INDEX: i64 = 13;
 
 /// The schema version this server migrates to (its last migration).
 pub fn latest_schema_version() -> i64 {
@@ -143,6 +148,15 @@ impl Db {
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| Error::Migration(m.version, e))?;
+            if m.version == SEARCH_INDEX {
+                let n = crate::store::search::backfill(&mut tx, self.backend())
+                    .await
+                    .map_err(|e| match e {
+                        crate::store::Error::Database(e) => Error::Migration(m.version, e),
+                        e => Error::Migration(m.version, sqlx::Error::Protocol(e.to_string())),
+                    })?;
+                tracing::info!(contexts = n, "indexed existing contexts for search");
+            }
             sqlx::query(
                 "INSERT INTO schema_migrations (version, description, applied_at) VALUES ($1, $2, $3)",
             )

@@ -435,6 +435,15 @@ impl Db {
     /// file. `Some(true)` when it was truncated, `Some(false)` when a reader still held it (a
     /// later checkpoint truncates it); `None` on PostgreSQL.
     pub async fn truncate_wal(&self) -> Result<Option<bool>, sqlx::Error> {
+        self.truncate_wal_after(None).await
+    }
+
+    /// [`Db::truncate_wal`], first running `statement` under the same writer slot (a
+    /// redaction's rewrite of the search index).
+    pub(crate) async fn truncate_wal_after(
+        &self,
+        statement: Option<&'static str>,
+    ) -> Result<Option<bool>, sqlx::Error> {
         if self.backend != Backend::Sqlite {
             return Ok(None);
         }
@@ -443,6 +452,9 @@ impl Db {
         let mut slot = self.writer_slot().await?;
         let _checkpointing = self.checkpointing.lock().await;
         let conn = slot.as_mut().expect("the slot holds a connection");
+        if let Some(statement) = statement {
+            sqlx::query(statement).execute(&mut *conn).await?;
+        }
         let row = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
             .fetch_one(&mut *conn)
             .await?;

@@ -533,6 +533,14 @@ pub async fn bulk_upsert(
                 ],
                 Some(1),
             );
+            if old.content != item.content {
+                batch.push_dialects(super::search::put(
+                    actor.tenant_id,
+                    &old.id,
+                    &item.external_id,
+                    &item.content,
+                ));
+            }
             if item.tags.is_some() {
                 retag(&mut batch, actor.tenant_id, &old.id, &old_tags, &tags);
             }
@@ -620,6 +628,12 @@ pub async fn bulk_upsert(
             Some(creates.len() as u64),
         );
         for (item, id) in &creates {
+            batch.push_dialects(super::search::put(
+                actor.tenant_id,
+                id,
+                &item.external_id,
+                &item.content,
+            ));
             retag(
                 &mut batch,
                 actor.tenant_id,
@@ -850,6 +864,14 @@ fn rewrite(batch: &mut Batch, tenant_id: &str, old: &Context, new: &Context) {
         ],
         Some(1),
     );
+    if new.content != old.content || new.external_id != old.external_id {
+        batch.push_dialects(super::search::put(
+            tenant_id,
+            &old.id,
+            &new.external_id,
+            &new.content,
+        ));
+    }
 }
 
 /// `PUT /api/contexts/:id`: new content; `title` absent keeps it, `Some(None)` clears it;
@@ -1054,6 +1076,12 @@ pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) 
             ],
             Some(1),
         );
+        batch.push_dialects(super::search::put(
+            actor.tenant_id,
+            &old.id,
+            to,
+            &old.content,
+        ));
         let workspace_id = present(workspace_id)?;
         let detail = serde_json::json!({"externalId": from, "to": to, "version": new.version});
         let gone_seq =
@@ -1123,6 +1151,7 @@ pub(super) fn delete_row<'a>(
         ],
         Some(1),
     );
+    batch.push_dialects(super::search::remove(id));
     head.append(actor.record("context.delete", "context", id, detail))
 }
 

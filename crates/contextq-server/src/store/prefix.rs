@@ -352,6 +352,12 @@ pub async fn rename_prefix(
                 ],
                 Some(1),
             );
+            batch.push_dialects(super::search::put(
+                actor.tenant_id,
+                &r.id,
+                &new_id,
+                r.content.as_deref().unwrap_or_default(),
+            ));
             let tags = tags_from(&r.tags);
             let gone = head.append(actor.record(
                 "context.rename",

@@ -7,7 +7,8 @@
 //! context's current state, or (matching) a live context whose content holds the text, refuses
 //! the whole request with nothing changed, so that the text is gone from everything the server
 //! answers once a redaction succeeds. On SQLite the write-ahead log is then checkpointed and
-//! truncated ([`Db::truncate_wal`]); freed space is zeroed by `secure_delete`.
+//! truncated ([`Db::truncate_wal`]) after the search index is merged into one segment (no page
+//! of it keeps a replaced file's terms); freed space is zeroed by `secure_delete`.
 //!
 //! Matching reads the content of the versions in range (an external id, a prefix, or the
 //! tenant): the one request of the server that reads what a tenant holds, for an operator's
@@ -198,10 +199,15 @@ pub async fn redact(db: &Db, actor: Actor<'_>, request: Request<'_>) -> Result<R
     if request.dry_run || !changed {
         return Ok(out);
     }
-    let wal_truncated = db.truncate_wal().await.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "the write-ahead log was not truncated after a redaction");
-        Some(false)
-    });
+    // The search index holds current content only, but a page of it may still hold a replaced
+    // file's terms as a separator (`context_fts_idx`) until its segment is merged: merged now.
+    let wal_truncated = db
+        .truncate_wal_after(Some(super::search::MERGE_ALL))
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the write-ahead log was not truncated after a redaction");
+            Some(false)
+        });
     Ok(Redaction {
         wal_truncated,
         ..out

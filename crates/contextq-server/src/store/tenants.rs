@@ -916,6 +916,7 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
             )));
         }
     }
+    super::search::remove_tenant(&mut tx, db.backend(), tenant_id).await?;
     for sql in [
         "DELETE FROM activity_logs WHERE tenant_id = $1",
         "DELETE FROM context_tags WHERE tenant_id = $1",

@@ -226,6 +226,15 @@ impl Api {
     }
 }
 
+/// The one integer `sql` selects.
+pub async fn scalar(db: &Db, sql: &str) -> i64 {
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(&mut *db.reader().await.unwrap())
+        .await
+        .unwrap();
+    sqlx::Row::try_get::<i64, _>(&row, 0).unwrap()
+}
+
 /// `externalId` as one percent-encoded path segment.
 pub fn seg(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
@@ -329,4 +338,19 @@ pub async fn consistent(db: &contextq_server::Db) {
         .await
         .unwrap();
     assert!(v.ok(), "{v:?}");
+    // The search index holds exactly the live contexts.
+    let (index, rows) = match db.backend() {
+        Backend::Sqlite => ("search_docs", "(SELECT COUNT(*) FROM context_fts)"),
+        Backend::Postgres => ("context_search", "(SELECT COUNT(*) FROM context_search)"),
+    };
+    let counts = format!(
+        "SELECT (SELECT COUNT(*) FROM contexts) * 1000000 + {rows} * 1000 +          (SELECT COUNT(*) FROM contexts c JOIN {index} s ON s.context_id = c.id)"
+    );
+    let n = scalar(db, &counts).await;
+    let contexts = n / 1_000_000;
+    assert_eq!(
+        n,
+        contexts * 1_000_000 + contexts * 1000 + contexts,
+        "the search index does not hold exactly the live contexts"
+    );
 }

@@ -1,0 +1,339 @@
+//! The search index (extension `search`, docs/search.md): each context's current path and
+//! content as the terms `contextq_api::search` defines, written in the same transaction as every
+//! write of the context (so a write is searchable when acknowledged and a delete is gone at
+//! once), and the ranked search over it.
+//!
+//! SQLite: a contentless FTS5 table (`context_fts`, rows `search_docs.n`) with `secure-delete`,
+//! so a replaced or deleted file's terms leave the index's pages at once; ranked by BM25.
+//! PostgreSQL: `context_search.doc`, a `tsvector` built from the same terms (path at positions
+//! 1-256 weight A, content from 301), a GIN index; ranked by `ts_rank_cd`. On both the tenant is
+//! a term of the document (`t_<tenant id>`, which no query term can be: `_` separates terms),
+//! so a search reads only its tenant's postings, never another tenant's rows.
+
+use contextq_api::search::{
+    FILLER, LineMatch, MAX_CONTENT_TERMS, MAX_PATH_TERMS, Query, SearchHit, SearchPage, index_terms,
+};
+use sqlx::AnyConnection;
+
+use super::{Error, Result};
+use crate::db::{Backend, Bind, Db, Dialects, Row};
+
+/// SQLite: the statement that merges the index into one segment, leaving no page that held a
+/// replaced file's terms (after a redaction; its cost grows with the whole index).
+pub(crate) const MERGE_ALL: &str = "INSERT INTO context_fts (context_fts) VALUES ('optimize')";
+
+/// The term that makes a tenant's documents its own.
+fn scope_term(tenant_id: &str) -> String {
+    format!("t_{tenant_id}")
+}
+
+/// Where a path's terms start in a PostgreSQL document, and its content's.
+const PG_PATH_FROM: usize = 1;
+const PG_CONTENT_FROM: usize = 301;
+
+/// The `tsvector` text of a document: every term with its positions (`'term':1A,5A`), the
+/// scope term without positions. Terms hold letters, digits and marks only; quotes and
+/// backslashes are escaped all the same.
+fn tsvector(tenant_id: &str, path: &[String], content: &[String]) -> String {
+    let mut positions: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for (terms, from, weight) in [(path, PG_PATH_FROM, "A"), (content, PG_CONTENT_FROM, "")] {
+        for (i, term) in terms.iter().enumerate() {
+            if term != FILLER {
+                positions
+                    .entry(term.as_str())
+                    .or_default()
+                    .push(format!("{}{weight}", from + i));
+            }
+        }
+    }
+    let quote = |t: &str| format!("'{}'", t.replace('\\', "\\\\").replace('\'', "''"));
+    let mut out = quote(&scope_term(tenant_id));
+    for (term, at) in positions {
+        out.push(' ');
+        out.push_str(&quote(term));
+        out.push(':');
+        out.push_str(&at.join(","));
+    }
+    out
+}
+
+/// The statements that make the index hold `content` at `path` for context `id` (new or
+/// replaced): added to a write's batch.
+pub(crate) fn put(tenant_id: &str, id: &str, path: &str, content: &str) -> Dialects {
+    let path_terms = index_terms(path, MAX_PATH_TERMS);
+    let content_terms = index_terms(content, MAX_CONTENT_TERMS);
+    let id = Bind::Text(id.to_string());
+    Dialects {
+        sqlite: vec![
+            (
+                "INSERT INTO search_docs (context_id) VALUES ($1) ON CONFLICT (context_id) DO NOTHING"
+                    .into(),
+                vec![id.clone()],
+            ),
+            (
+                "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
+                    .into(),
+                vec![id.clone()],
+            ),
+            (
+                "INSERT INTO context_fts (rowid, scope, path, body) \
+                 SELECT n, $2, $3, $4 FROM search_docs WHERE context_id = $1"
+                    .into(),
+                vec![
+                    id.clone(),
+                    Bind::Text(scope_term(tenant_id)),
+                    Bind::Text(path_terms.join(" ")),
+                    Bind::Text(content_terms.join(" ")),
+                ],
+            ),
+        ],
+        postgres: vec![(
+            "INSERT INTO context_search (context_id, tenant_id, doc) VALUES ($1, $2, $3::tsvector) \
+             ON CONFLICT (context_id) DO UPDATE SET doc = EXCLUDED.doc, tenant_id = EXCLUDED.tenant_id"
+                .into(),
+            vec![
+                id,
+                Bind::Text(tenant_id.to_string()),
+                Bind::Text(tsvector(tenant_id, &path_terms, &content_terms)),
+            ],
+        )],
+    }
+}
+
+/// The statements that take context `id` out of the index: added to a write's batch.
+pub(crate) fn remove(id: &str) -> Dialects {
+    let id = Bind::Text(id.to_string());
+    Dialects {
+        sqlite: vec![
+            (
+                "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
+                    .into(),
+                vec![id.clone()],
+            ),
+            (
+                "DELETE FROM search_docs WHERE context_id = $1".into(),
+                vec![id.clone()],
+            ),
+        ],
+        postgres: vec![(
+            "DELETE FROM context_search WHERE context_id = $1".into(),
+            vec![id],
+        )],
+    }
+}
+
+/// Takes every context of a tenant out of the index (the tenant's deletion), before its
+/// contexts are deleted, in the caller's transaction.
+pub(crate) async fn remove_tenant(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    tenant_id: &str,
+) -> Result<()> {
+    match backend {
+        Backend::Sqlite => {
+            sqlx::query("DELETE FROM context_fts WHERE context_fts MATCH $1")
+                .bind(format!("scope : \"{}\"", scope_term(tenant_id)))
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query(
+                "DELETE FROM search_docs WHERE context_id IN (SELECT id FROM contexts WHERE tenant_id = $1)",
+            )
+            .bind(tenant_id.to_string())
+            .execute(&mut *conn)
+            .await?;
+        }
+        Backend::Postgres => {
+            sqlx::query("DELETE FROM context_search WHERE tenant_id = $1")
+                .bind(tenant_id.to_string())
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Indexes every context that is not yet (migration 13 on a database of an earlier release), a
+/// page at a time, in the migration's transaction.
+pub(crate) async fn backfill(conn: &mut AnyConnection, backend: Backend) -> Result<u64> {
+    let mut after = String::new();
+    let mut done = 0;
+    loop {
+        let rows = sqlx::query(
+            "SELECT id, tenant_id, external_id, content FROM contexts WHERE id > $1 ORDER BY id LIMIT 500",
+        )
+        .bind(after.clone())
+        .fetch_all(&mut *conn)
+        .await?;
+        let rows = Row::from_any_rows(&rows)?;
+        let Some(last) = rows.last() else {
+            return Ok(done);
+        };
+        after = last.try_get("id")?;
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let tenant: String = row.try_get("tenant_id")?;
+            let path: String = row.try_get("external_id")?;
+            let content: String = row.try_get("content")?;
+            let group = put(&tenant, &id, &path, &content);
+            let statements = match backend {
+                Backend::Sqlite => group.sqlite,
+                Backend::Postgres => group.postgres,
+            };
+            for (sql, binds) in statements {
+                crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+            done += 1;
+        }
+    }
+}
+
+/// A search: the checked query and the listing's scopes.
+#[derive(Debug, Clone)]
+pub struct SearchQuery {
+    /// The query.
+    pub query: Query,
+    /// Only this workspace (by slug).
+    pub workspace: Option<String>,
+    /// Only these workspaces (slugs; a key limited to them); `None`: every workspace.
+    pub within: Option<Vec<String>>,
+    /// Only contexts with this tag.
+    pub tag: Option<String>,
+    /// Only external ids starting with this.
+    pub prefix: Option<String>,
+    /// Hits of this page (1 to 100).
+    pub limit: u32,
+    /// Hits skipped (the decoded cursor).
+    pub offset: u32,
+}
+
+/// Characters of a hit's content read for its snippets (the index holds about the first
+/// 100 KB of a file's terms).
+const SNIPPET_SOURCE_CHARS: i64 = 200_000;
+
+/// `GET /api/contexts/search`: the best hits of `q` in the tenant's contexts, ranked, a page.
+pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchPage> {
+    let mut binds: Vec<Bind> = Vec::new();
+    let mut p = |b: Bind| {
+        binds.push(b);
+        format!("${}", binds.len())
+    };
+    let (from, rank, matches) = match db.backend() {
+        Backend::Sqlite => {
+            let m = p(Bind::Text(format!(
+                "scope : \"{}\" AND {}",
+                scope_term(tenant_id),
+                q.query.fts5()
+            )));
+            (
+                "context_fts JOIN search_docs s ON s.n = context_fts.rowid \
+                 JOIN contexts c ON c.id = s.context_id"
+                    .to_string(),
+                // FTS5's bm25 is lower for better matches; the path counts four times the content.
+                "-bm25(context_fts, 0.0, 4.0, 1.0)".to_string(),
+                format!("context_fts MATCH {m}"),
+            )
+        }
+        Backend::Postgres => {
+            let scoped = p(Bind::Text(format!(
+                "'{}' & ({})",
+                scope_term(tenant_id),
+                q.query.tsquery()
+            )));
+            let user = p(Bind::Text(q.query.tsquery()));
+            (
+                "context_search s JOIN contexts c ON c.id = s.context_id".to_string(),
+                format!(
+                    "ts_rank_cd('{{0.25, 0.25, 0.25, 1.0}}', s.doc, {user}::tsquery, 1)::float8"
+                ),
+                format!("s.doc @@ {scoped}::tsquery"),
+            )
+        }
+    };
+    let chars = p(Bind::Int(SNIPPET_SOURCE_CHARS));
+    let tenant = p(Bind::Text(tenant_id.to_string()));
+    let mut sql = format!(
+        "SELECT c.id, c.external_id, w.slug AS workspace, c.version, c.size_bytes, \
+         substr(c.content, 1, CAST({chars} AS INTEGER)) AS content, {rank} AS score \
+         FROM {from} JOIN workspaces w ON w.id = c.workspace_id \
+         WHERE {matches} AND c.tenant_id = {tenant}"
+    );
+    if let Some(slug) = &q.workspace {
+        let id = super::workspaces::id_of(db, tenant_id, slug).await?;
+        sql.push_str(&format!(" AND c.workspace_id = {}", p(Bind::Text(id))));
+    }
+    if let Some(slugs) = &q.within {
+        let list: Vec<String> = slugs.iter().map(|s| p(Bind::Text(s.clone()))).collect();
+        sql.push_str(&format!(
+            " AND w.slug IN ({})",
+            if list.is_empty() {
+                "NULL".to_string()
+            } else {
+                list.join(", ")
+            }
+        ));
+    }
+    for (op, bound) in super::external_id_range(q.prefix.as_deref(), None) {
+        sql.push_str(&format!(" AND c.external_id {op} {}", p(Bind::Text(bound))));
+    }
+    if let Some(tag) = &q.tag {
+        sql.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM context_tags t WHERE t.context_id = c.id AND t.tag = {})",
+            p(Bind::Text(tag.clone()))
+        ));
+    }
+    sql.push_str(&format!(
+        " ORDER BY score DESC, c.external_id LIMIT {} OFFSET {}",
+        p(Bind::Int(i64::from(q.limit) + 1)),
+        p(Bind::Int(i64::from(q.offset)))
+    ));
+    let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
+        .fetch_all(&mut *db.reader().await?)
+        .await
+        .map_err(|e| match &e {
+            // FTS5 refuses an expression it cannot run (it never should: every term is quoted).
+            sqlx::Error::Database(d) if d.message().contains("fts5") => {
+                Error::BadParameter(format!("q: the search could not run ({})", d.message()))
+            }
+            _ => Error::from(e),
+        })?;
+    let rows = Row::from_any_rows(&rows)?;
+    let more = rows.len() > q.limit as usize;
+    let mut hits = Vec::with_capacity(rows.len().min(q.limit as usize));
+    for row in rows.iter().take(q.limit as usize) {
+        let content: String = row.try_get("content")?;
+        let snippets: Vec<LineMatch> = q.query.snippets(&content);
+        hits.push(SearchHit {
+            id: row.try_get("id")?,
+            external_id: row.try_get("external_id")?,
+            workspace: row.try_get("workspace")?,
+            version: row.try_get("version")?,
+            size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
+            score: row.try_get::<f64, _>("score")?,
+            snippets,
+        });
+    }
+    let next_cursor = if more {
+        contextq_api::search::next_cursor(q.offset, q.limit)
+    } else {
+        None
+    };
+    Ok(SearchPage { hits, next_cursor })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tsvector_holds_positions_weights_and_the_scope() {
+        let path = index_terms("notes/OPS-4471.md", MAX_PATH_TERMS);
+        let body = index_terms("ops ops it's", MAX_CONTENT_TERMS);
+        let v = tsvector("ten_1", &path, &body);
+        assert_eq!(
+            v,
+            "'t_ten_1' '4471':3A 'it':303 'md':4A 'notes':1A 'ops':2A,301,302 's':304"
+        );
+    }
+}
