@@ -295,6 +295,7 @@ pub enum QueryError {
 /// consecutive positions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Query {
+    text: String,
     items: Vec<Vec<QueryTerm>>,
 }
 
@@ -343,7 +344,15 @@ impl Query {
         if items.len() > MAX_QUERY_ITEMS {
             return Err(QueryError::TooManyWords { items: items.len() });
         }
-        Ok(Query { items })
+        Ok(Query {
+            text: q.to_string(),
+            items,
+        })
+    }
+
+    /// The query as written.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// The words and phrases, each as its terms.

@@ -161,6 +161,97 @@ where
     shared_errors(make().await).await;
     bad_input(make().await).await;
     store_contract(make().await, profile).await;
+    search(make().await).await;
+}
+
+/// `memory_search`: a store that searches finds exactly the files a scan with the contract's
+/// rules finds (after a rename and a delete), numbers lines as `view` does, and scopes to a
+/// directory; a store that cannot search says so as an error result, never a listing.
+pub async fn search<S: Store>(store: S) {
+    use crate::search::{Query, by_scan};
+    let tool = MemoryTool::new(store);
+    create(
+        &tool,
+        "/memories/a/one.md",
+        "intro\nthe staging password OPS-4471\n",
+    )
+    .await;
+    create(&tool, "/memories/a/two.md", "Herr Müller, staging\n").await;
+    create(&tool, "/memories/b/three.md", "nothing here\n").await;
+    ok(&tool, json!({"command": "rename", "old_path": "/memories/b/three.md", "new_path": "/memories/b/staging.md"})).await;
+    ok(
+        &tool,
+        json!({"command": "delete", "path": "/memories/a/two.md"}),
+    )
+    .await;
+    create(&tool, "/memories/a/four.md", "muller\n").await;
+    let r = tool.execute_search(json!({"query": "staging"})).await;
+    if r.is_error {
+        assert!(
+            r.content.contains("Search is not available"),
+            "{}",
+            r.content
+        );
+        return;
+    }
+    let mirror = crate::MemoryStore::new();
+    for (path, text) in [
+        (
+            "/memories/a/one.md",
+            "intro\nthe staging password OPS-4471\n",
+        ),
+        ("/memories/b/staging.md", "nothing here\n"),
+        ("/memories/a/four.md", "muller\n"),
+    ] {
+        mirror
+            .put(
+                &crate::MemoryPath::parse(path).unwrap(),
+                text,
+                crate::PutMode::Create,
+            )
+            .await
+            .unwrap();
+    }
+    for q in [
+        "staging",
+        "OPS-4471",
+        "müller",
+        "\"staging password\"",
+        "stag*",
+        "nothing",
+    ] {
+        let query = Query::parse(q).unwrap();
+        let mut want: Vec<String> = by_scan(&mirror, &query, &crate::MemoryPath::root(), 50)
+            .await
+            .unwrap()
+            .found
+            .into_iter()
+            .map(|f| f.path.raw().to_string())
+            .collect();
+        want.sort();
+        let mut got: Vec<String> = tool
+            .store()
+            .search(&query, &crate::MemoryPath::root(), 50)
+            .await
+            .unwrap()
+            .found
+            .into_iter()
+            .map(|f| f.path.raw().to_string())
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{q}");
+    }
+    let r = tool
+        .execute_search(json!({"query": "OPS-4471", "path": "/memories/a"}))
+        .await;
+    assert_eq!(
+        r.content,
+        "1 file in /memories/a match \"OPS-4471\", best first:\n\n/memories/a/one.md\n     2\tthe staging password OPS-4471"
+    );
+    let r = tool
+        .execute_search(json!({"query": "OPS-4471", "path": "/memories/b"}))
+        .await;
+    assert_eq!(r.content, "No files in /memories/b match \"OPS-4471\".");
 }
 
 /// `view /memories` on an empty store.

@@ -30,6 +30,8 @@
 //! - [`contextq`]: everything ContextQ: options, client, [`ContextQStore`], history and
 //!   restores ([`contextq::history`]), [`ContextQError`]; the wire types are the
 //!   `contextq-api` crate's.
+//! - [`search`]: the `memory_search` tool beside `memory`: [`Store::search`]'s answer, the scan
+//!   of stores without an index, Claude's answer.
 //! - [`secrets`]: the secret guard's patterns ([`MemoryTool::secret_guard`]).
 //! - [`retry`]: the one retry engine of both HTTP clients, and [`RetryConfig`].
 //! - [`error`]: [`Error`], the crate's one error type.
@@ -49,6 +51,7 @@ pub mod path;
 pub mod protocol;
 pub mod render;
 pub mod retry;
+pub mod search;
 pub mod secrets;
 pub mod store;
 pub mod tool;

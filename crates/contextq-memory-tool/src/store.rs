@@ -333,6 +333,23 @@ pub trait Store: Send + Sync + 'static {
         out
     }
 
+    /// The files beneath `dir` that `query` matches, best first, at most `limit`, each with its
+    /// matching lines (`crate::search`). Optional: the default answers
+    /// [`crate::Error::NotSupported`], and the tool tells Claude search is not available (never
+    /// a listing in its place). [`crate::search::by_scan`] reads every file, bounded; a store
+    /// with an index (ContextQ's `search` extension) asks it.
+    async fn search(
+        &self,
+        query: &crate::search::Query,
+        dir: &MemoryPath,
+        limit: usize,
+    ) -> Result<crate::search::Searched> {
+        let _ = (query, dir, limit);
+        Err(crate::Error::NotSupported {
+            operation: "search",
+        })
+    }
+
     /// The name the store keeps the file at `path` under: two paths with one key are one file
     /// (ContextQ lowercases a workspace folder's name into its slug, so `/memories/Acme/x.md`
     /// and `/memories/acme/x.md` are one row in per-workspace mode). Default: the normalized
@@ -385,6 +402,15 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
 
     async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {
         (**self).create_many(files).await
+    }
+
+    async fn search(
+        &self,
+        query: &crate::search::Query,
+        dir: &MemoryPath,
+        limit: usize,
+    ) -> Result<crate::search::Searched> {
+        (**self).search(query, dir, limit).await
     }
 
     fn key(&self, path: &MemoryPath) -> String {

@@ -1122,7 +1122,162 @@ async fn pages_start_after_a_path(b: Backend) {
     assert_eq!(walk(per_ws.store(), 3).await, in_ws);
 }
 
+/// `memory_search` through ContextQ's `search` extension: what it finds, line numbers Claude can
+/// `str_replace` from, the path scope, the limit's note, every bad input an error Claude can act
+/// on, hidden files and rows of another workspace never found, per-workspace mode across
+/// workspaces; and with the extension hidden, an explicit error, never a listing.
+async fn memory_search_through_contextq(b: Backend) {
+    let server = Server::start(b).await;
+    let (tenant, key) = server.tenant(Plan::Pro, ALL, "ws").await;
+    let tool = server.tool(&key);
+    for (path, text) in [
+        (
+            "/memories/ops/incidents.md",
+            "# Incidents\nTicket OPS-4471: the staging password rotated.\n",
+        ),
+        (
+            "/memories/ops/probes.md",
+            "probe /healthz/deep\nstaging differs\n",
+        ),
+        ("/memories/people.md", "Herr Müller (staging owner)\n"),
+        ("/memories/.secret/staging.md", "staging hidden\n"),
+    ] {
+        assert!(!run(&tool, create(path, text)).await.is_error);
+    }
+    let search = |input: Value| {
+        let tool = &tool;
+        async move { tool.execute_search(input).await }
+    };
+    let r = search(json!({"query": "OPS-4471"})).await;
+    assert!(!r.is_error, "{}", r.content);
+    assert_eq!(
+        r.content,
+        "1 file in /memories match \"OPS-4471\", best first:\n\n/memories/ops/incidents.md\n     2\tTicket OPS-4471: the staging password rotated."
+    );
+    // The line number is view's: str_replace from it works.
+    let r = run(
+        &tool,
+        json!({"command": "view", "path": "/memories/ops/incidents.md", "view_range": [2, 2]}),
+    )
+    .await;
+    assert!(
+        r.content
+            .ends_with("     2\tTicket OPS-4471: the staging password rotated."),
+        "{}",
+        r.content
+    );
+    // Scope, ranking, hidden files.
+    let r = search(json!({"query": "staging", "path": "/memories/ops"})).await;
+    assert!(
+        r.content.starts_with("2 files in /memories/ops match"),
+        "{}",
+        r.content
+    );
+    assert!(!r.content.contains("people.md"));
+    let r = search(json!({"query": "staging"})).await;
+    assert!(
+        r.content.starts_with("3 files in /memories match"),
+        "{}",
+        r.content
+    );
+    assert!(!r.content.contains(".secret"), "{}", r.content);
+    let r = search(json!({"query": "muller"})).await;
+    assert!(r.content.contains("/memories/people.md"), "{}", r.content);
+    let r = search(json!({"query": "staging", "limit": 1})).await;
+    assert!(
+        r.content
+            .ends_with("or ask for a higher limit (at most 50)."),
+        "{}",
+        r.content
+    );
+    let r = search(json!({"query": "nothingmatches"})).await;
+    assert_eq!(
+        (r.is_error, r.content.as_str()),
+        (false, "No files in /memories match \"nothingmatches\".")
+    );
+    // Every bad input: an error result naming what to change.
+    for (input, says) in [
+        (json!({"query": "\"open"}), "closing"),
+        (json!({"query": "*"}), "a * must end a word"),
+        (json!({"query": "-"}), "no letters or digits"),
+        (
+            json!({"query": "x", "limit": 0}),
+            "limit must be from 1 to 50",
+        ),
+        (
+            json!({"query": "x", "limit": 500}),
+            "limit must be from 1 to 50",
+        ),
+        (json!({"query": "x", "path": "/etc"}), "/memories"),
+        (
+            json!({"query": "x", "path": "/memories/../etc"}),
+            "/memories",
+        ),
+        (json!({"path": "/memories"}), "memory_search takes"),
+        (json!({"query": 5}), "memory_search takes"),
+        (json!({"query": "x", "extra": 1}), "memory_search takes"),
+    ] {
+        let r = search(input.clone()).await;
+        assert!(r.is_error, "{input}: {}", r.content);
+        assert!(r.content.contains(says), "{input}: {}", r.content);
+    }
+    // A row of another workspace holding an external id of this namespace is never found.
+    server.workspace(&tenant, "other").await;
+    common::seed_rows(
+        &server.url,
+        &key,
+        &[json!({"externalId": "mem-tool:ws/planted.md", "workspace": "other", "type": "reference", "content": "plantedword", "tags": ["mem-tool"]})],
+    )
+    .await;
+    let r = search(json!({"query": "plantedword"})).await;
+    assert!(r.content.starts_with("No files"), "{}", r.content);
+    // Per-workspace mode: the root spans workspaces, each file under its workspace's folder.
+    let per_workspace = contextq_memory_tool(options(&server.url, &key)).unwrap();
+    assert!(
+        !per_workspace
+            .execute(create("/memories/other/notes.md", "staging in other\n"))
+            .await
+            .is_error
+    );
+    let r = per_workspace
+        .execute_search(json!({"query": "staging"}))
+        .await;
+    assert!(
+        r.content.contains("/memories/other/notes.md")
+            && r.content.contains("/memories/ws/ops/incidents.md"),
+        "{}",
+        r.content
+    );
+    let r = per_workspace
+        .execute_search(json!({"query": "staging", "path": "/memories/other"}))
+        .await;
+    assert!(
+        r.content.starts_with("1 file in /memories/other match"),
+        "{}",
+        r.content
+    );
+    // Without the extension (the seed's ContextQ): an explicit error, nothing listed.
+    for hidden in [&["search"][..], &[]] {
+        let proxy = if hidden.is_empty() {
+            Proxy::plain(&server.url).await
+        } else {
+            Proxy::hiding(&server.url, hidden).await
+        };
+        let t = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
+        let r = t.execute_search(json!({"query": "staging"})).await;
+        assert!(r.is_error, "{}", r.content);
+        assert!(
+            r.content
+                .contains("Search is not available for this memory store"),
+            "{}",
+            r.content
+        );
+        assert!(!r.content.contains("incidents"));
+    }
+}
+
 contextq_server::database_tests!(
+    memory_search_through_contextq,
     edits_answer_the_same_with_a_snippet,
     pages_start_after_a_path,
     views_through_the_tree_are_the_listing_byte_for_byte,

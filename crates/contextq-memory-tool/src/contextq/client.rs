@@ -57,6 +57,23 @@ pub struct ListParams {
     pub start_after: Option<String>,
 }
 
+/// A search of `GET /api/contexts/search` (extension `search`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchParams {
+    /// The query, as written (the server checks it: `contextq_api::search::Query`).
+    pub query: String,
+    /// Only this workspace (slug).
+    pub workspace: Option<String>,
+    /// Only contexts carrying this tag.
+    pub tag: Option<String>,
+    /// Only external ids starting with this.
+    pub prefix: Option<String>,
+    /// Hits of the page (server max 100).
+    pub limit: Option<u32>,
+    /// `nextCursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
 /// A context with the version its `ETag` showed (`None`: the server has no conditional requests).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetched {
@@ -553,6 +570,34 @@ impl Client {
         } else {
             format!("/api/contexts?{}", query.join("&"))
         };
+        let a = self
+            .request(Method::GET, &path, None, None, Idempotency::Read)
+            .await?;
+        self.decode(&path, &a.body)
+    }
+
+    /// `GET /api/contexts/search` (extension `search`: send it only to a server that shows it):
+    /// the best hits of `query` (its text, checked by the server), with `tag`, in `workspace`,
+    /// under the external-id `prefix`, at most `limit`, from `cursor`.
+    pub async fn search(&self, params: &SearchParams) -> Result<contextq_api::search::SearchPage> {
+        let mut query = vec![format!("q={}", segment(&params.query))];
+        let mut add = |k: &str, v: &str| query.push(format!("{k}={}", segment(v)));
+        if let Some(v) = &params.workspace {
+            add("workspace", v);
+        }
+        if let Some(v) = &params.tag {
+            add("tag", v);
+        }
+        if let Some(v) = &params.prefix {
+            add("prefix", v);
+        }
+        if let Some(v) = params.limit {
+            add("limit", &v.to_string());
+        }
+        if let Some(v) = &params.cursor {
+            add("cursor", v);
+        }
+        let path = format!("/api/contexts/search?{}", query.join("&"));
         let a = self
             .request(Method::GET, &path, None, None, Idempotency::Read)
             .await?;

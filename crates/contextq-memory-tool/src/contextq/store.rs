@@ -40,7 +40,7 @@ use async_trait::async_trait;
 
 use super::client::{
     Client, ContextInput, ContextSummary, DeletePrefix, EditContext, Extensions, Fetched,
-    ListParams, PrefixChanges, RenameContext, RenamePrefix,
+    ListParams, PrefixChanges, RenameContext, RenamePrefix, SearchParams,
 };
 use super::error::{ContextQError, ErrorCode};
 use crate::error::{Error, Result};
@@ -914,6 +914,71 @@ impl Store for ContextQStore {
                 _ => return Ok(files),
             }
         }
+    }
+
+    /// With the `search` extension: the server's ranked search, within this store's tag, its
+    /// workspace (or every workspace in per-workspace mode at the root) and `dir`'s prefix;
+    /// hits that are not this store's rows or that `view` hides are left out. Without it:
+    /// [`Error::NotSupported`] (never a listing instead).
+    async fn search(
+        &self,
+        query: &crate::search::Query,
+        dir: &MemoryPath,
+        limit: usize,
+    ) -> Result<crate::search::Searched> {
+        if !self.extensions().await?.search {
+            return Err(Error::NotSupported {
+                operation: "search",
+            });
+        }
+        let dir = dir.normalised_copy();
+        let (prefix, workspace) = match self.target(&dir)? {
+            None => (format!("{}:", self.tag), None),
+            Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),
+        };
+        let params = SearchParams {
+            query: query.text().to_string(),
+            workspace,
+            tag: Some(self.tag.clone()),
+            prefix: Some(prefix),
+            limit: Some((limit + 1).clamp(1, 100) as u32),
+            cursor: None,
+        };
+        let page = match self.client.search(&params).await {
+            Ok(page) => page,
+            // The workspace does not exist (yet): nothing to find.
+            Err(e) if refused(&e, ErrorCode::NotFound) => {
+                return Ok(crate::search::Searched::default());
+            }
+            Err(e) => return Err(e),
+        };
+        let more = page.hits.len() > limit || page.next_cursor.is_some();
+        let found = page
+            .hits
+            .into_iter()
+            .filter(|h| {
+                self.owns(
+                    &h.external_id,
+                    &h.workspace,
+                    std::slice::from_ref(&self.tag),
+                )
+            })
+            .filter_map(|h| {
+                let path = self.path_of(&h.external_id)?;
+                let hidden = path.segments().iter().any(|s| crate::render::hidden(s));
+                (!hidden).then_some(crate::search::Found {
+                    path,
+                    score: h.score,
+                    lines: h.snippets,
+                })
+            })
+            .take(limit)
+            .collect();
+        Ok(crate::search::Searched {
+            found,
+            more,
+            scan_stopped_at: None,
+        })
     }
 
     /// With the `tree` extension: one request, the server adding sizes up; the same listing

@@ -357,6 +357,16 @@ fn walk(root: &Path, dir: &Path, base: &MemoryPath, listing: &mut Listing) -> Re
 
 #[async_trait]
 impl Store for LocalStore {
+    /// A bounded scan ([`crate::search::by_scan`]): no index here.
+    async fn search(
+        &self,
+        query: &crate::search::Query,
+        dir: &MemoryPath,
+        limit: usize,
+    ) -> Result<crate::search::Searched> {
+        crate::search::by_scan(self, query, dir, limit).await
+    }
+
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
         let path = path.clone();
         self.blocking(move |s| {

@@ -47,6 +47,16 @@ impl Inner {
 
 #[async_trait]
 impl Store for MemoryStore {
+    /// A bounded scan ([`crate::search::by_scan`]): no index here.
+    async fn search(
+        &self,
+        query: &crate::search::Query,
+        dir: &MemoryPath,
+        limit: usize,
+    ) -> Result<crate::search::Searched> {
+        crate::search::by_scan(self, query, dir, limit).await
+    }
+
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
         Ok(self.lock().files.get(path).map(|(content, v)| Entry {
             content: content.clone(),

@@ -1,0 +1,311 @@
+//! Search for Claude (docs/search.md): a second tool, `memory_search`, beside `memory` (whose
+//! six commands have no search), what [`Store::search`] answers, the bounded scan of stores
+//! without an index ([`MemoryStore`](crate::MemoryStore), [`LocalStore`](crate::LocalStore)),
+//! and Claude's answer: each file's `/memories` path and its matching lines numbered as `view`
+//! numbers them, so that Claude can `view_range` or `str_replace` straight from it.
+//!
+//! The query language is the contract's (`contextq_api::search`): words in any order and any
+//! case, `"quoted phrases"`, `prefix*`, identifiers with punctuation found as written, accents
+//! and Chinese/Japanese found. ContextQ's server ranks with its index (extension `search`); a
+//! ContextQ without it answers Claude that search is not available there, never a listing.
+
+pub use contextq_api::search::{LineMatch, Query, QueryError};
+use contextq_api::search::{MAX_CONTENT_TERMS, MAX_PATH_TERMS, index_terms};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::path::MemoryPath;
+use crate::store::Store;
+
+/// The tool's name.
+pub const TOOL_NAME: &str = "memory_search";
+
+/// Files in one answer when Claude gives no `limit`.
+pub const DEFAULT_LIMIT: usize = 10;
+
+/// Most files in one answer.
+pub const MAX_LIMIT: usize = 50;
+
+/// Most files a scanning store reads for one search (it says so when it stops there).
+pub const MAX_SCAN_FILES: usize = 10_000;
+
+/// Most bytes a scanning store reads for one search.
+pub const MAX_SCAN_BYTES: usize = 64 << 20;
+
+/// What Claude is told the tool is for.
+pub const DESCRIPTION: &str = "Search the files of your memory directory (/memories) for words, \
+before walking directories or reading files one by one. Use it to find what you noted earlier \
+(a person, a decision, an error message, a ticket like OPS-4471, a version like v1.31.4). Words \
+match in any order and any case; \"quoted words\" must be adjacent; a word ending in * matches \
+words that start with it. Results: each file's path (best first) with its matching lines, \
+numbered as the memory tool's view numbers them, so you can view or str_replace from there. \
+Optional: path (a directory under /memories to search in), limit (files, 1 to 50, default 10).";
+
+/// The tool's input.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchInput {
+    /// What to look for.
+    pub query: String,
+    /// The directory to search in (default `/memories`).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Most files in the answer (default [`DEFAULT_LIMIT`], at most [`MAX_LIMIT`]).
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// The JSON schema of the tool's input.
+pub fn input_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "Words to find: any order, any case; \"quoted phrase\"; prefix*"},
+            "path": {"type": "string", "description": "A directory under /memories to search in (default /memories)"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "description": "Most files in the answer (default 10)"}
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+/// The tool as a Messages API client tool (`name`, `description`, `input_schema`).
+pub fn tool_definition() -> Value {
+    json!({"name": TOOL_NAME, "description": DESCRIPTION, "input_schema": input_schema()})
+}
+
+/// One file a search found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// Its path.
+    pub path: MemoryPath,
+    /// How well it matches (higher is better; compare within one answer).
+    pub score: f64,
+    /// Up to three matching lines (none when only the path matched).
+    pub lines: Vec<LineMatch>,
+}
+
+/// What [`Store::search`] answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Searched {
+    /// The best files first, at most the limit asked.
+    pub found: Vec<Found>,
+    /// More files match than were returned.
+    pub more: bool,
+    /// A scanning store stopped before reading everything: how many files it read.
+    pub scan_stopped_at: Option<usize>,
+}
+
+/// A search by reading every file beneath `dir` (at most [`MAX_SCAN_FILES`] files and
+/// [`MAX_SCAN_BYTES`] bytes), with the contract's query rules; hidden files (what `view`
+/// leaves out) are not searched. For stores without an index.
+pub async fn by_scan<S: Store + ?Sized>(
+    store: &S,
+    query: &Query,
+    dir: &MemoryPath,
+    limit: usize,
+) -> Result<Searched> {
+    let Some(listing) = store.list(dir).await? else {
+        return Ok(Searched::default());
+    };
+    let mut files: Vec<MemoryPath> = listing
+        .files
+        .into_iter()
+        .map(|f| f.path)
+        .filter(|p| !p.segments().iter().any(|s| crate::render::hidden(s)))
+        .collect();
+    files.sort_by_key(|p| p.raw().to_string());
+    let (mut read, mut bytes) = (0, 0);
+    let mut stopped = None;
+    let mut found = Vec::new();
+    for path in files {
+        if read >= MAX_SCAN_FILES || bytes >= MAX_SCAN_BYTES {
+            stopped = Some(read);
+            break;
+        }
+        let Some(entry) = store.get(&path).await? else {
+            continue;
+        };
+        read += 1;
+        bytes += entry.content.len();
+        let path_terms = index_terms(path.raw(), MAX_PATH_TERMS);
+        let content_terms = index_terms(&entry.content, MAX_CONTENT_TERMS);
+        if query.matches(&path_terms, &content_terms) {
+            found.push(Found {
+                score: query.scan_score(&path_terms, &content_terms),
+                lines: query.snippets(&entry.content),
+                path,
+            });
+        }
+    }
+    found.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.path.raw().cmp(b.path.raw()))
+    });
+    let more = found.len() > limit;
+    found.truncate(limit);
+    Ok(Searched {
+        found,
+        more,
+        scan_stopped_at: stopped,
+    })
+}
+
+/// The sentence for a query the rules refuse.
+pub(crate) fn refused_query(e: &QueryError) -> String {
+    format!("The search query was not run: {e}. Nothing was searched.")
+}
+
+/// The sentence for a store that cannot search.
+pub(crate) fn not_available() -> String {
+    "Search is not available for this memory store (the ContextQ server does not offer the \
+     `search` extension). Use the memory tool's view command to browse /memories instead."
+        .to_string()
+}
+
+/// Claude's answer: the files found, best first, each with its matching lines (the `view`
+/// numbering), within `budget` characters, with one closing line when anything was left out.
+pub(crate) fn answer(
+    query: &str,
+    dir: &MemoryPath,
+    limit: usize,
+    searched: &Searched,
+    budget: usize,
+) -> String {
+    if searched.found.is_empty() {
+        let mut out = format!("No files in {} match {query:?}.", dir.raw());
+        if let Some(n) = searched.scan_stopped_at {
+            out.push_str(&scan_note(n));
+        }
+        return out;
+    }
+    let n = searched.found.len();
+    let mut out = format!(
+        "{n} file{} in {} match {query:?}, best first:\n",
+        if n == 1 { "" } else { "s" },
+        dir.raw()
+    );
+    let mut shown = 0;
+    for f in &searched.found {
+        let mut block = format!("\n{}\n", f.path.raw());
+        if f.lines.is_empty() {
+            block.push_str("  (its path matches)\n");
+        }
+        for l in &f.lines {
+            let cut = if l.cut { " (line cut)" } else { "" };
+            block.push_str(&format!("{:>6}\t{}{cut}\n", l.line, l.text));
+        }
+        if out.len() + block.len() > budget && shown > 0 {
+            break;
+        }
+        out.push_str(&block);
+        shown += 1;
+    }
+    if shown < n {
+        out.push_str(&format!(
+            "\nNote: {} more matching file{} not shown, to keep this answer short; narrow the query or the path.",
+            n - shown,
+            if n - shown == 1 { " is" } else { "s are" }
+        ));
+    } else if searched.more {
+        out.push_str(&format!(
+            "\nNote: more files match than the {limit} shown; narrow the query or the path{}.",
+            if limit < MAX_LIMIT {
+                format!(", or ask for a higher limit (at most {MAX_LIMIT})")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if let Some(n) = searched.scan_stopped_at {
+        out.push_str(&scan_note(n));
+    }
+    out.trim_end().to_string()
+}
+
+fn scan_note(read: usize) -> String {
+    format!(
+        "\nNote: only the first {read} files were searched (this store reads files to search them); search a subdirectory to reach the others."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MemoryStore, PutMode};
+
+    fn p(s: &str) -> MemoryPath {
+        MemoryPath::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_scan_finds_ranks_and_numbers_lines() {
+        let store = MemoryStore::new();
+        for (path, text) in [
+            (
+                "/memories/ops.md",
+                "intro\nTicket OPS-4471 rotated the staging password\n",
+            ),
+            ("/memories/staging.md", "staging staging\nstaging"),
+            ("/memories/.hidden/x.md", "staging"),
+            ("/memories/other.md", "nothing here"),
+        ] {
+            store.put(&p(path), text, PutMode::Overwrite).await.unwrap();
+        }
+        let q = Query::parse("staging").unwrap();
+        let s = by_scan(&store, &q, &MemoryPath::root(), 10).await.unwrap();
+        let paths: Vec<&str> = s.found.iter().map(|f| f.path.raw()).collect();
+        assert_eq!(paths, ["/memories/staging.md", "/memories/ops.md"]);
+        assert_eq!(s.found[1].lines[0].line, 2);
+        let q = Query::parse("OPS-4471").unwrap();
+        let s = by_scan(&store, &q, &MemoryPath::root(), 10).await.unwrap();
+        let text = answer("OPS-4471", &MemoryPath::root(), 10, &s, 20_000);
+        assert_eq!(
+            text,
+            "1 file in /memories match \"OPS-4471\", best first:\n\n/memories/ops.md\n     2\tTicket OPS-4471 rotated the staging password"
+        );
+        let s = by_scan(
+            &store,
+            &Query::parse("staging").unwrap(),
+            &MemoryPath::root(),
+            1,
+        )
+        .await
+        .unwrap();
+        assert!(s.more);
+        let text = answer("staging", &MemoryPath::root(), 1, &s, 20_000);
+        assert!(
+            text.ends_with("or ask for a higher limit (at most 50)."),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_cut_answer_says_so() {
+        let found: Vec<Found> = (0..5)
+            .map(|i| Found {
+                path: p(&format!("/memories/f{i}.md")),
+                score: 1.0,
+                lines: vec![LineMatch {
+                    line: 1,
+                    text: "x".repeat(100),
+                    marks: vec![],
+                    cut: false,
+                }],
+            })
+            .collect();
+        let s = Searched {
+            found,
+            more: false,
+            scan_stopped_at: Some(10_000),
+        };
+        let text = answer("x", &MemoryPath::root(), 10, &s, 300);
+        assert!(
+            text.contains("3 more matching files are not shown"),
+            "{text}"
+        );
+        assert!(text.ends_with("search a subdirectory to reach the others."));
+    }
+}
