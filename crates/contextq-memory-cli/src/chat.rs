@@ -10,7 +10,7 @@ use std::io::IsTerminal;
 use anyhow::Result;
 use contextq_memory_tool::anthropic::{
     AnthropicConfig, ClearToolUses, MemoryRunnableTool, MessageParam, MessageRequest,
-    MessagesClient, ToolCall, ToolRunner,
+    MessagesClient, ToolCall, ToolRunner, memory_search_tool,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -26,9 +26,28 @@ pub struct ChatOptions {
     pub max_tokens: u32,
 }
 
-/// One line describing a tool call.
+/// The outcome of a call in a word: "ok", or the first line of its error.
+fn first_line_or_ok(call: &ToolCall) -> String {
+    if call.result.is_error {
+        call.result
+            .content
+            .lines()
+            .next()
+            .unwrap_or("error")
+            .to_string()
+    } else {
+        "ok".to_string()
+    }
+}
+
+/// One line describing a tool call for the terminal.
 pub fn describe_call(call: &ToolCall) -> String {
-    let command = call.input["command"].as_str().unwrap_or("?");
+    let command = match call.input["query"].as_str() {
+        Some(query) if call.name == contextq_memory_tool::search::TOOL_NAME => {
+            return format!("  [memory_search {query:?}] {}", first_line_or_ok(call));
+        }
+        _ => call.input["command"].as_str().unwrap_or("?"),
+    };
     let path = call.input["path"]
         .as_str()
         .or_else(|| call.input["old_path"].as_str())
@@ -81,6 +100,7 @@ pub async fn run(opened: &Opened, options: ChatOptions) -> Result<()> {
         let request = ClearToolUses::default().apply(request);
         let mut runner = ToolRunner::new(client.clone(), request)
             .tool(MemoryRunnableTool::from_arc(opened.tool.clone()))
+            .tool(memory_search_tool(opened.tool.clone()))
             .on_tool_call(|call| outln!("{}", describe_call(call)));
         while let Some(message) = runner.next_message().await {
             match message {

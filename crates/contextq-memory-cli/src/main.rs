@@ -14,6 +14,7 @@ mod history;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod out;
+mod search;
 mod stores;
 mod transfer;
 
@@ -187,6 +188,24 @@ enum Command {
         include_hidden: bool,
         #[command(flatten)]
         policy: Policy,
+    },
+    /// Search the memory files for words (the memory_search tool's query language: words in any
+    /// order and case, "quoted phrases", prefix*; identifiers such as OPS-4471 as written).
+    Search {
+        /// What to look for.
+        query: String,
+        /// A directory under /memories to search in.
+        #[arg(long, default_value = "/memories")]
+        path: String,
+        /// Most files shown.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=50))]
+        limit: u64,
+        /// One JSON object per file per line: path, score, lines ([{line, text, marks}]).
+        #[arg(long)]
+        json: bool,
+        /// contextq (default), memory, or local:DIR.
+        #[arg(long, default_value = "contextq")]
+        store: StoreChoice,
     },
     /// The versions of a memory file: number, time, action, size, key (masked).
     History {
@@ -595,6 +614,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let result = transfer::import(opened.tool.as_ref(), &dir, options).await;
             opened.close().await;
             return finish(result?, "imported");
+        }
+        Command::Search {
+            query,
+            path,
+            limit,
+            json,
+            store,
+        } => {
+            let opened = stores::open(&store, &settings(Policy::default())).await?;
+            let result = search::command(&opened, &query, &path, limit as usize, json).await;
+            opened.close().await;
+            return result;
         }
         Command::History { path, json } => {
             return history::command(

@@ -1,8 +1,9 @@
 //! `contextq-memory mcp`: the memory as an MCP server over stdio, or over streamable HTTP in
 //! front of a ContextQ with each client's own key ([`http`]) (feature `mcp`, rmcp).
 //!
-//! One tool, `memory`, whose input is the memory tool's command union and whose results are the
-//! library's strings (`is_error` on failures); and every memory file as a resource
+//! Two tools: `memory`, whose input is the memory tool's command union and whose results are the
+//! library's strings (`is_error` on failures), and `memory_search` beside it (full-text search,
+//! `contextq_memory_tool::search`); and every memory file as a resource
 //! (`memory:///memories/...`, list in pages of [`RESOURCES_PAGE`] with `nextCursor`, and read). Logs go to stderr; stdout carries only the protocol.
 
 use std::sync::Arc;
@@ -105,12 +106,22 @@ fn tool() -> Tool {
     Tool::new(TOOL_NAME, TOOL_DESCRIPTION, Arc::new(schema))
 }
 
+/// `memory_search`, beside `memory` (`contextq_memory_tool::search`).
+fn search_tool() -> Tool {
+    use contextq_memory_tool::search;
+    let schema = match search::input_schema() {
+        serde_json::Value::Object(o) => o,
+        _ => serde_json::Map::new(),
+    };
+    Tool::new(search::TOOL_NAME, search::DESCRIPTION, Arc::new(schema))
+}
+
 impl ServerHandler for MemoryMcp {
     fn get_info(&self) -> ServerConfig {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
             .with_server_info(Implementation::new("contextq-memory", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "Use the memory tool to keep notes under /memories that persist across conversations ({}).",
+                "Use the memory tool to keep notes under /memories that persist across conversations, and memory_search to find what you noted ({}).",
                 self.describe
             ))
     }
@@ -120,7 +131,7 @@ impl ServerHandler for MemoryMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(vec![tool()]))
+        Ok(ListToolsResult::with_all_items(vec![tool(), search_tool()]))
     }
 
     async fn call_tool(
@@ -128,13 +139,18 @@ impl ServerHandler for MemoryMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        if request.name != TOOL_NAME {
+        let search = request.name == contextq_memory_tool::search::TOOL_NAME;
+        if request.name != TOOL_NAME && !search {
             let result = ToolResult::error(render::unknown_tool(&request.name));
             return Ok(CallToolResult::error(vec![ContentBlock::text(result.content)]).into());
         }
         let memory = self.memory(&context)?;
         let input = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        let result = memory.tool.execute(input).await;
+        let result = if search {
+            memory.tool.execute_search(input).await
+        } else {
+            memory.tool.execute(input).await
+        };
         let content = vec![ContentBlock::text(result.content)];
         Ok(if result.is_error {
             CallToolResult::error(content)

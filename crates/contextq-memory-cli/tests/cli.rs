@@ -565,3 +565,52 @@ fn exec_exits_non_zero_when_the_store_fails() {
         serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
     assert_eq!(line["is_error"], true);
 }
+
+#[test]
+fn search_prints_claudes_answer_or_json_and_refuses_bad_queries() {
+    let data = tempfile::tempdir().unwrap();
+    let (_, _, ok) = exec(
+        data.path(),
+        &[],
+        "{\"command\":\"create\",\"path\":\"/memories/ops/incidents.md\",\"file_text\":\"intro\\nTicket OPS-4471: the staging password rotated\\n\"}\n{\"command\":\"create\",\"path\":\"/memories/people.md\",\"file_text\":\"Herr M\u{fc}ller\\n\"}\n",
+    );
+    assert!(ok);
+    let search = |args: &[&str]| {
+        let out = embedded(data.path())
+            .arg("search")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+            out.status.success(),
+        )
+    };
+    let (out, _, ok) = search(&["OPS-4471"]);
+    assert!(ok);
+    assert_eq!(
+        out,
+        "1 file in /memories match \"OPS-4471\", best first:\n\n/memories/ops/incidents.md\n     2\tTicket OPS-4471: the staging password rotated\n"
+    );
+    let (out, _, ok) = search(&["muller", "--json"]);
+    assert!(ok);
+    let hit: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(hit["path"], "/memories/people.md");
+    assert_eq!(hit["lines"][0]["line"], 1);
+    assert_eq!(hit["lines"][0]["text"], "Herr M\u{fc}ller");
+    assert!(hit["score"].is_number());
+    let (out, _, ok) = search(&["staging", "--path", "/memories/people.md"]);
+    assert!(ok && out.starts_with("No files"), "{out}");
+    for (args, says) in [
+        (&["\"open"][..], "closing"),
+        (&["*"][..], "a * must end a word"),
+        (&["x", "--path", "/etc"][..], "--path"),
+    ] {
+        let (_, err, ok) = search(args);
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (_, err, ok) = search(&["x", "--limit", "0"]);
+    assert!(!ok && err.contains("--limit"), "{err}");
+}

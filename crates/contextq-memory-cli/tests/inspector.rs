@@ -261,6 +261,31 @@ async fn the_inspector_in_a_real_browser() {
     until_text(&c, "#search", "/memories/big/d42/f19942.md").await;
     click(&c, Locator::XPath("//button[text()='Back to the tree']")).await;
 
+    // Content search: hits with their lines, the matched words marked; a line opens the file
+    // there, highlighted.
+    until_text(&c, "#tree", "user.md").await;
+    let words = c.find(Locator::Id("content-search-query")).await.unwrap();
+    words.send_keys("New_York timezone").await.unwrap();
+    click(&c, Locator::Css("#content-search button")).await;
+    let hits = until_text(&c, "#content-hits", "/memories/user.md").await;
+    assert!(!hits.contains("f00042"), "{hits}");
+    let marks = c
+        .find_all(Locator::Css("#content-hits mark"))
+        .await
+        .unwrap();
+    let mut marked = Vec::new();
+    for m in marks {
+        marked.push(m.text().await.unwrap());
+    }
+    assert!(marked.iter().any(|m| m == "New_York"), "{marked:?}");
+    assert!(marked.iter().any(|m| m == "Timezone"), "{marked:?}");
+    no_script_ran(&c).await;
+    shot(&c, "2c-content-search").await;
+    click(&c, Locator::Css("#content-hits button.snippet")).await;
+    let line = until_text(&c, "#content span.at", "America/New_York").await;
+    assert!(line.contains("Timezone"), "{line}");
+    click(&c, Locator::XPath("//button[text()='Back to the tree']")).await;
+
     // A file as Claude sees it, with line numbers.
     click(&c, Locator::XPath("//button[text()='user.md']")).await;
     let content = until_text(&c, "#content", "America/New_York").await;

@@ -29,8 +29,17 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
     let info = client.peer_info().expect("initialized");
     assert_eq!(info.server_info.as_ref().unwrap().name, "contextq-memory");
     let tools = client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 1);
+    assert_eq!(tools.len(), 2);
     assert_eq!(tools[0].name, "memory");
+    assert_eq!(tools[1].name, "memory_search");
+    assert_eq!(tools[1].input_schema["required"], json!(["query"]));
+    assert!(
+        tools[1]
+            .description
+            .as_deref()
+            .unwrap()
+            .contains("Search the files")
+    );
     assert_eq!(tools[0].input_schema["required"], json!(["command"]));
     assert!(
         tools[0].input_schema["properties"]["command"]["enum"]
@@ -98,6 +107,29 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
         assert_eq!(text, want, "{input}");
         assert_eq!(err, is_error, "{input}");
     }
+
+    // memory_search beside memory: lines numbered as view numbers them; a bad query an error.
+    let search = |input: Value| {
+        let client = &client;
+        async move {
+            let r = client
+                .call_tool(CallToolRequestParams::new("memory_search").with_arguments(args(input)))
+                .await
+                .unwrap();
+            let text = r.content[0].as_text().expect("text").text.clone();
+            (text, r.is_error.unwrap_or(false))
+        }
+    };
+    assert_eq!(
+        search(json!({"query": "one"})).await,
+        (
+            "1 file in /memories match \"one\", best first:\n\n/memories/d/notes.md\n     2\tone"
+                .to_string(),
+            false
+        )
+    );
+    let (text, err) = search(json!({"query": "\"open"})).await;
+    assert!(err && text.contains("closing"), "{text}");
 
     let resources = client.list_all_resources().await.unwrap();
     let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();

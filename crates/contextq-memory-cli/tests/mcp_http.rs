@@ -408,6 +408,22 @@ async fn a_session_belongs_to_the_key_that_opened_it(b: contextq_server::Backend
     let (status, answer) = rpc(&url, &a.api_key, &session, "tools/call", view).await;
     assert_eq!(status, 200);
     assert!(answer.to_string().contains("hunter2"), "{answer}");
+    // memory_search answers each key from its own tenant only.
+    let search = json!({"name": "memory_search", "arguments": {"query": "staging password"}});
+    let (status, answer) = rpc(&url, &a.api_key, &session, "tools/call", search.clone()).await;
+    assert_eq!(status, 200);
+    assert!(
+        answer.to_string().contains("/memories/a/secret.md"),
+        "{answer}"
+    );
+    let b_session = open_session(&url, &other.api_key).await;
+    let (status, answer) = rpc(&url, &other.api_key, &b_session, "tools/call", search).await;
+    assert_eq!(status, 200);
+    assert!(!answer.to_string().contains("hunter2"), "{answer}");
+    assert!(
+        answer.to_string().contains("No files in /memories match"),
+        "{answer}"
+    );
 
     // Revoked: refused on its own session from the next request (PostgreSQL: once the server
     // hears the notification, milliseconds).

@@ -32,5 +32,6 @@ pub use messages::{
     MessageRequest, MessagesClient, Role, StopReason, Usage,
 };
 pub use runner::{
-    DEFAULT_MAX_ITERATIONS, MemoryRunnableTool, RunnableTool, ToolCall, ToolRunner, memory_tool,
+    DEFAULT_MAX_ITERATIONS, MemoryRunnableTool, MemorySearchTool, RunnableTool, ToolCall,
+    ToolRunner, memory_search_tool, memory_tool,
 };

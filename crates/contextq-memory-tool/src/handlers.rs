@@ -139,6 +139,29 @@ pub trait MemoryToolHandlers: Send + Sync {
     /// `rename`
     async fn rename(&self, command: RenameCommand) -> Result<String, ToolError>;
 
+    /// The `memory_search` tool beside `memory` (`crate::search`): the files beneath
+    /// `input.path` that `input.query` matches, best first, with their matching lines. Default:
+    /// an error result saying search is not available here.
+    async fn search(&self, input: crate::search::SearchInput) -> Result<String, ToolError> {
+        let _ = input;
+        Err(ToolError::new(crate::search::not_available()))
+    }
+
+    /// [`MemoryToolHandlers::search`] on Claude's raw input; never fails, never panics on any
+    /// input.
+    async fn execute_search(&self, input: Value) -> ToolResult {
+        match serde_json::from_value::<crate::search::SearchInput>(input) {
+            Err(e) => ToolResult::error(format!(
+                "memory_search takes {{\"query\": \"words\", \"path\"?: \"/memories/...\", \"limit\"?: 1-{}}}: {e}",
+                crate::search::MAX_LIMIT
+            )),
+            Ok(input) => match self.search(input).await {
+                Ok(text) => ToolResult::ok(text),
+                Err(e) => ToolResult::error(e.message()),
+            },
+        }
+    }
+
     /// Runs one parsed command, keeping the typed error (with its effects).
     async fn handle(&self, command: Command) -> Result<String, ToolError> {
         match command {
@@ -187,5 +210,8 @@ impl<T: MemoryToolHandlers + ?Sized> MemoryToolHandlers for std::sync::Arc<T> {
     }
     async fn rename(&self, c: RenameCommand) -> Result<String, ToolError> {
         (**self).rename(c).await
+    }
+    async fn search(&self, input: crate::search::SearchInput) -> Result<String, ToolError> {
+        (**self).search(input).await
     }
 }

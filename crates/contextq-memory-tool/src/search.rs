@@ -154,12 +154,12 @@ pub async fn by_scan<S: Store + ?Sized>(
 }
 
 /// The sentence for a query the rules refuse.
-pub(crate) fn refused_query(e: &QueryError) -> String {
+pub fn refused_query(e: &QueryError) -> String {
     format!("The search query was not run: {e}. Nothing was searched.")
 }
 
 /// The sentence for a store that cannot search.
-pub(crate) fn not_available() -> String {
+pub fn not_available() -> String {
     "Search is not available for this memory store (the ContextQ server does not offer the \
      `search` extension). Use the memory tool's view command to browse /memories instead."
         .to_string()
@@ -167,7 +167,7 @@ pub(crate) fn not_available() -> String {
 
 /// Claude's answer: the files found, best first, each with its matching lines (the `view`
 /// numbering), within `budget` characters, with one closing line when anything was left out.
-pub(crate) fn answer(
+pub fn answer(
     query: &str,
     dir: &MemoryPath,
     limit: usize,

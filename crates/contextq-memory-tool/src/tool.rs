@@ -264,55 +264,6 @@ impl<S: Store> MemoryTool<S> {
         &self.store
     }
 
-    /// The `memory_search` tool (`crate::search`): the files beneath `input.path` (default
-    /// `/memories`) that `input.query` matches, best first, each with its matching lines
-    /// numbered as `view` numbers them, within the listing's answer budget. Every refusal (a
-    /// bad query, path or limit, a store that cannot search) is an error Claude can act on.
-    pub async fn search(&self, input: crate::search::SearchInput) -> Result<String, ToolError> {
-        use crate::search::{DEFAULT_LIMIT, MAX_LIMIT, Query};
-        let dir = match input.path.as_deref() {
-            None => MemoryPath::root(),
-            Some(p) => MemoryPath::parse(p)?,
-        };
-        let limit = match input.limit {
-            None => DEFAULT_LIMIT,
-            Some(n) if (1..=MAX_LIMIT as u64).contains(&n) => n as usize,
-            Some(n) => {
-                return Err(ToolError::new(format!(
-                    "limit must be from 1 to {MAX_LIMIT} (got {n}). Nothing was searched."
-                )));
-            }
-        };
-        let query = Query::parse(&input.query)
-            .map_err(|e| ToolError::new(crate::search::refused_query(&e)))?;
-        match self.store.search(&query, &dir, limit).await {
-            Ok(found) => Ok(crate::search::answer(
-                &input.query,
-                &dir,
-                limit,
-                &found,
-                self.answer_budget.listing_chars,
-            )),
-            Err(Error::NotSupported { .. }) => Err(ToolError::new(crate::search::not_available())),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// [`MemoryTool::search`] on Claude's raw input; never fails, never panics on any input.
-    pub async fn execute_search(&self, input: serde_json::Value) -> crate::ToolResult {
-        let parsed: Result<crate::search::SearchInput, _> = serde_json::from_value(input);
-        match parsed {
-            Err(e) => crate::ToolResult::error(format!(
-                "memory_search takes {{\"query\": \"words\", \"path\"?: \"/memories/...\", \"limit\"?: 1-{}}}: {e}",
-                crate::search::MAX_LIMIT
-            )),
-            Ok(input) => match self.search(input).await {
-                Ok(text) => crate::ToolResult::ok(text),
-                Err(e) => crate::ToolResult::error(e.message()),
-            },
-        }
-    }
-
     /// Whether `path` is a directory (`false` also when nothing is there).
     async fn is_dir(&self, path: &MemoryPath) -> Result<bool, ToolError> {
         Ok(self.store.list(path).await?.is_some())
@@ -772,6 +723,40 @@ fn parse(raw: &str) -> Result<MemoryPath, ToolError> {
 
 #[async_trait]
 impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
+    /// The `memory_search` tool (`crate::search`): the files beneath `input.path` (default
+    /// `/memories`) that `input.query` matches, best first, each with its matching lines
+    /// numbered as `view` numbers them, within the listing's answer budget. Every refusal (a
+    /// bad query, path or limit, a store that cannot search) is an error Claude can act on.
+    async fn search(&self, input: crate::search::SearchInput) -> Result<String, ToolError> {
+        use crate::search::{DEFAULT_LIMIT, MAX_LIMIT, Query};
+        let dir = match input.path.as_deref() {
+            None => MemoryPath::root(),
+            Some(p) => MemoryPath::parse(p)?,
+        };
+        let limit = match input.limit {
+            None => DEFAULT_LIMIT,
+            Some(n) if (1..=MAX_LIMIT as u64).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(ToolError::new(format!(
+                    "limit must be from 1 to {MAX_LIMIT} (got {n}). Nothing was searched."
+                )));
+            }
+        };
+        let query = Query::parse(&input.query)
+            .map_err(|e| ToolError::new(crate::search::refused_query(&e)))?;
+        match self.store.search(&query, &dir, limit).await {
+            Ok(found) => Ok(crate::search::answer(
+                &input.query,
+                &dir,
+                limit,
+                &found,
+                self.answer_budget.listing_chars,
+            )),
+            Err(Error::NotSupported { .. }) => Err(ToolError::new(crate::search::not_available())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     async fn view(&self, c: ViewCommand) -> Outcome {
         let path = parse(&c.path)?;
         match self.store.view(&path).await? {

@@ -153,8 +153,16 @@ async function tree(workspace) {
     ev.preventDefault();
     run(() => search(workspace, input.value));
   });
+  const words = el("input", { id: "content-search-query", placeholder: "words in the files, e.g. staging password or OPS-4471" });
+  const contentForm = el("form", { class: "toolbar", id: "content-search" },
+    el("label", { for: "content-search-query" }, "Search contents"), words, el("button", { type: "submit" }, "Search"));
+  contentForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    run(() => contentSearch(workspace, words.value));
+  });
   show(el("h2", {}, `Memory of workspace ${workspace}`),
     el("p", { class: "muted", id: "tree-summary" }, `${root.files} files, ${size(root.sizeBytes)}`),
+    contentForm,
     filter,
     el("table", { id: "tree" }, el("thead", {}, el("tr", {}, el("th", {}, "name"), el("th", {}, "files"), el("th", {}, "size"), el("th", {}, "last change"))),
       el("tbody", {}, levelRows(workspace, "", root, 0))));
@@ -180,14 +188,53 @@ async function search(workspace, text, cursor) {
       el("tbody", {}, rows)));
 }
 
-/** The content with line numbers, as Claude's view shows it. */
+/** A snippet's text with its matched terms in <mark> (marks are code-point offsets). */
+function marked(text, marks) {
+  const chars = Array.from(text);
+  const out = [];
+  let at = 0;
+  for (const [start, end] of marks || []) {
+    if (start < at || end > chars.length) continue;
+    out.push(chars.slice(at, start).join(""), el("mark", {}, chars.slice(start, end).join("")));
+    at = end;
+  }
+  out.push(chars.slice(at).join(""));
+  return out;
+}
+
+/** Files whose content or path matches `text` (extension `search`), best first, each with its
+ * matching lines; a line opens the file there. */
+async function contentSearch(workspace, text, cursor) {
+  status("");
+  const query = `q=${seg(text)}&workspace=${seg(workspace)}&tag=${TAG}&prefix=${seg(`${TAG}:${workspace}/`)}&limit=20${cursor ? `&cursor=${seg(cursor)}` : ""}`;
+  const { body } = await api(`/api/contexts/search?${query}`);
+  const hits = body.hits.filter((h) => h.workspace === workspace).map((h) =>
+    el("li", { class: "hit" },
+      el("button", { type: "button", class: "link file", onclick: () => run(() => file(workspace, h.externalId)) }, memoryPath(workspace, h.externalId)),
+      el("ul", {}, h.snippets.map((s) =>
+        el("li", {}, el("button", {
+          type: "button", class: "link snippet", "data-line": String(s.line),
+          onclick: () => run(() => file(workspace, h.externalId, s.line)),
+        }, el("span", { class: "muted" }, `${s.line}: `), ...marked(s.text, s.marks)))))));
+  const more = body.nextCursor
+    ? el("button", { type: "button", id: "content-search-more", onclick: () => run(() => contentSearch(workspace, text, body.nextCursor)) }, "Next 20")
+    : null;
+  show(el("h2", {}, `Files of ${workspace} matching ${text}`),
+    el("div", { class: "toolbar" }, el("button", { type: "button", onclick: () => run(() => tree(workspace)) }, "Back to the tree"), more),
+    hits.length ? el("ol", { id: "content-hits" }, hits) : el("p", { id: "content-hits-none" }, "No file matches."));
+}
+
+/** The content with line numbers, as Claude's view shows it: one element per line (`L<n>`). */
 function numbered(content) {
   const lines = content.split("\n");
   if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
-  return lines.map((l, i) => `${String(i + 1).padStart(6, " ")}\t${l}`).join("\n");
+  return lines.flatMap((l, i) => [
+    el("span", { id: `L${i + 1}` }, `${String(i + 1).padStart(6, " ")}\t${l}`),
+    i + 1 < lines.length ? "\n" : null,
+  ]);
 }
 
-async function file(workspace, externalId) {
+async function file(workspace, externalId, line) {
   status("");
   const path = memoryPath(workspace, externalId);
   let context = null;
@@ -205,6 +252,8 @@ async function file(workspace, externalId) {
   show(el("h2", {}, path),
     el("div", { class: "toolbar" }, back, hist, el("span", { class: "muted" }, `version ${context.version}, changed ${context.updatedAt}`)),
     el("pre", { id: "content", tabindex: "0" }, numbered(context.content)));
+  const at = line ? document.getElementById(`L${line}`) : null;
+  if (at) { at.classList.add("at"); at.scrollIntoView({ block: "center" }); }
 }
 
 /** Versions per history page; "Older" and "Newest" move between pages. */

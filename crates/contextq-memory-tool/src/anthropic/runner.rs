@@ -117,6 +117,42 @@ impl RunnableTool for MemoryRunnableTool {
     }
 }
 
+/// `memory_search` (`crate::search`) as a runnable tool beside [`memory_tool`]: a client tool
+/// with an input schema, answered by the same handlers.
+#[derive(Clone)]
+pub struct MemorySearchTool {
+    handlers: Arc<dyn MemoryToolHandlers>,
+}
+
+impl std::fmt::Debug for MemorySearchTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemorySearchTool").finish_non_exhaustive()
+    }
+}
+
+/// Wraps any [`MemoryToolHandlers`] as the `memory_search` tool.
+pub fn memory_search_tool(handlers: Arc<dyn MemoryToolHandlers>) -> MemorySearchTool {
+    MemorySearchTool { handlers }
+}
+
+#[async_trait]
+impl RunnableTool for MemorySearchTool {
+    fn name(&self) -> &str {
+        crate::search::TOOL_NAME
+    }
+    fn definition(&self) -> Value {
+        crate::search::tool_definition()
+    }
+    async fn call(&self, input: Value) -> ToolResult {
+        self.handlers.execute_search(input).await
+    }
+    /// Searches only read: they may run together.
+    fn conflicts(&self, a: &Value, b: &Value) -> bool {
+        let _ = (a, b);
+        false
+    }
+}
+
 /// One tool call the runner made, for display and logs.
 #[derive(Debug, Clone)]
 pub struct ToolCall {
@@ -289,12 +325,16 @@ impl ToolRunner {
         }
         for j in 0..n {
             for i in 0..j {
-                if calls[i].1 == calls[j].1 {
+                // Calls of two different tools keep their order (`memory_search` after a
+                // `memory` write of the same turn sees it); calls of one tool, unless it says
+                // they are independent.
+                let ordered = calls[i].1 != calls[j].1 || {
                     let tool = self.tools.iter().find(|t| t.name() == calls[j].1);
-                    if tool.is_none_or(|t| t.conflicts(&calls[i].2, &calls[j].2)) {
-                        let (a, b) = (root(&mut group, i), root(&mut group, j));
-                        group[b.max(a)] = a.min(b);
-                    }
+                    tool.is_none_or(|t| t.conflicts(&calls[i].2, &calls[j].2))
+                };
+                if ordered {
+                    let (a, b) = (root(&mut group, i), root(&mut group, j));
+                    group[b.max(a)] = a.min(b);
                 }
             }
         }
