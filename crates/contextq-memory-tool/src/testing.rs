@@ -7,7 +7,8 @@
 //! - `POST /v1/messages` with `x-api-key` and `anthropic-version: 2023-06-01`;
 //! - a non-empty `model`, `max_tokens` > 0, messages alternating from `user`;
 //! - the memory tool exactly `{"type": "memory_20250818", "name": "memory"}` (plus pass-through
-//!   keys), with the `context-management-2025-06-27` beta;
+//!   keys), with the `context-management-2025-06-27` beta; a client tool with an object
+//!   `input_schema`;
 //! - `context_management` of the documented shape (and the beta);
 //! - every `tool_use` answered in the next user message by exactly one `tool_result` with the
 //!   same id, results first;
@@ -19,6 +20,8 @@
 //! - a user text with a `/memories/<dir>/` path and no fact: `view <dir>/fact.md`;
 //! - `PARALLEL`: three memory calls in one turn (two creates on different files, then a view of
 //!   the first);
+//! - `SEARCH` (with a `memory_search` tool offered): a create, then a `memory_search` for what
+//!   it wrote, in one turn;
 //! - `RATE_LIMITED_ONCE` / `OVERLOADED_ONCE`: a 429 (`retry-after: 0`) / 529 first;
 //! - after tool results: a final text (`Saved it.`, `You told me: <fact>`, or the error).
 
@@ -176,6 +179,12 @@ fn validate(headers: &HeaderMap, body: &Value, produced: &[Value]) -> Result<(),
             }
         } else if tool["name"].as_str().is_none_or(str::is_empty) {
             return Err("tools: every tool needs a name".into());
+        } else if tool.get("type").is_none() && tool["input_schema"]["type"] != "object" {
+            // A client tool (no type): the API requires an object input schema.
+            return Err(format!(
+                "tools.{}: a client tool needs input_schema of type object",
+                tool["name"]
+            ));
         }
     }
     let cm_beta = betas.contains(&"context-management-2025-06-27");
@@ -292,6 +301,10 @@ fn tool_use(id: String, input: Value) -> Value {
     json!({"type": "tool_use", "id": id, "name": "memory", "input": input})
 }
 
+fn search_use(id: String, input: Value) -> Value {
+    json!({"type": "tool_use", "id": id, "name": "memory_search", "input": input})
+}
+
 async fn messages(
     State(inner): State<Arc<Mutex<Inner>>>,
     headers: HeaderMap,
@@ -384,6 +397,22 @@ async fn messages(
                     id(3),
                     json!({"command": "view", "path": "/memories/p/a.md"}),
                 ),
+            ],
+            "tool_use",
+        )
+    } else if last_text.contains("SEARCH")
+        && body["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "memory_search"))
+    {
+        (
+            vec![
+                json!({"type": "text", "text": "Saving it, then finding it."}),
+                tool_use(
+                    id(1),
+                    json!({"command": "create", "path": "/memories/s/key.md", "file_text": "intro\nFACT: the deploy key is OPS-4471\n"}),
+                ),
+                search_use(id(2), json!({"query": "OPS-4471"})),
             ],
             "tool_use",
         )

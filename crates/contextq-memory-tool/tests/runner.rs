@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use contextq_memory_tool::anthropic::{
     AnthropicConfig, AnthropicError, ClearToolUses, ContentBlock, MessageParam, MessageRequest,
-    MessagesClient, StopReason, ToolRunner, memory_tool,
+    MessagesClient, StopReason, ToolRunner, memory_search_tool, memory_tool,
 };
 use contextq_memory_tool::testing::ScriptedClaude;
 use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers, ToolDefinition};
@@ -96,6 +96,31 @@ async fn remembers_and_recalls_through_the_tool_loop() {
     let last = recall.run().await.unwrap();
     assert_eq!(last.text(), "You told me: the sky is green");
     assert!(claude.violations().is_empty(), "{:?}", claude.violations());
+}
+
+#[tokio::test]
+async fn memory_search_runs_beside_memory_after_the_write_of_its_turn() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let tool: Arc<dyn MemoryToolHandlers> = Arc::new(MemoryTool::new(MemoryStore::new()));
+    let mut runner = ToolRunner::new(client(&claude.url), request("SEARCH for it"))
+        .tool(memory_tool(tool.clone()))
+        .tool(memory_search_tool(tool));
+    let last = runner.run().await.unwrap();
+    assert!(claude.violations().is_empty(), "{:?}", claude.violations());
+    // The search ran after the create of the same turn, and found its line, numbered.
+    assert_eq!(
+        last.text(),
+        "Saved it. You told me: the deploy key is OPS-4471"
+    );
+    let reqs = claude.requests();
+    let tools = reqs[0].body["tools"].as_array().unwrap();
+    assert_eq!(tools[1]["name"], "memory_search");
+    assert_eq!(tools[1]["input_schema"]["required"], json!(["query"]));
+    let results = &reqs[1].body["messages"][2]["content"];
+    assert_eq!(
+        results[1]["content"],
+        "1 file in /memories match \"OPS-4471\", best first:\n\n/memories/s/key.md\n     2\tFACT: the deploy key is OPS-4471"
+    );
 }
 
 #[tokio::test]
