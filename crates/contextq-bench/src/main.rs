@@ -127,6 +127,19 @@ enum Cmd {
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
     },
+    /// Full-text search (extension `search`): p50/p99 of each kind of query (an identifier, two
+    /// words, a common word, a prefix, a phrase) as the tenant grows.
+    Search {
+        /// Files the tenant holds, in turn.
+        #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 20_000, 100_000])]
+        files: Vec<usize>,
+        /// Queries of each kind at each size.
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// Also run on PostgreSQL.
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
     /// Writes the deterministic command trace (JSON lines).
     Trace {
         #[arg(long, default_value_t = 10_000)]
@@ -141,6 +154,7 @@ enum Cmd {
 mod burst;
 mod history;
 mod scaleout;
+mod search;
 
 /// A `contextq-server serve` process on `127.0.0.1:0`, killed when dropped.
 struct Process {
@@ -158,8 +172,13 @@ struct Server {
     _database: TestDatabase,
 }
 
+/// `contextq-server` beside this binary, or `CONTEXTQ_BENCH_SERVER_BIN` (another build, e.g.
+/// the release before a change, to compare the two).
 fn server_bin() -> Result<std::path::PathBuf> {
-    let bin = std::env::current_exe()?.with_file_name("contextq-server");
+    let bin = match std::env::var_os("CONTEXTQ_BENCH_SERVER_BIN") {
+        Some(bin) => std::path::PathBuf::from(bin),
+        None => std::env::current_exe()?.with_file_name("contextq-server"),
+    };
     if !bin.exists() {
         bail!(
             "{} not found: cargo build --release -p contextq-server -p contextq-bench",
@@ -836,6 +855,11 @@ async fn main() -> Result<()> {
             postgres_url,
         } => tenant_size(files, ops, (tenants, tenant_files), postgres_url).await,
         Cmd::Overhead { ops } => overhead(ops).await,
+        Cmd::Search {
+            files,
+            queries,
+            postgres_url,
+        } => search::run(files, queries, postgres_url).await,
         Cmd::Scaleout {
             postgres_url,
             one_way_ms,

@@ -1,0 +1,180 @@
+//! `contextq-bench search`: what a search costs as the tenant grows (extension `search`), and
+//! what the index costs a write. A tenant is filled with generated prose (a vocabulary of 5,000
+//! words drawn log-uniformly, so a few are in most files and most in few, as in real notes) and
+//! one ticket id and version per file; then each kind of query is timed over HTTP, `limit=10`,
+//! at each size. The write's cost with the index is `tenant-size` or `commands` run against
+//! this server and against the release before it (`CONTEXTQ_BENCH_SERVER_BIN`,
+//! docs/benchmarks.md).
+
+use std::io::Write as _;
+use std::time::Instant;
+
+use anyhow::Result;
+use serde_json::{Value, json};
+
+use super::{backends, database, ms, settle, start_server, stats};
+
+/// A word of the vocabulary: two to four syllables, a distinct word per index.
+fn word(n: usize) -> String {
+    const C: &[&str] = &[
+        "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z",
+    ];
+    const V: &[&str] = &["a", "e", "i", "o", "u"];
+    let mut out = String::new();
+    let mut n = n + 70;
+    while n > 0 {
+        out.push_str(C[n % C.len()]);
+        n /= C.len();
+        out.push_str(V[n % V.len()]);
+        n /= V.len();
+    }
+    out
+}
+
+const VOCABULARY: usize = 5_000;
+
+/// A log-uniform index into the vocabulary: word k is drawn about 1/k as often as word 1.
+fn draw(rng: &mut fastrand::Rng) -> usize {
+    ((VOCABULARY as f64).powf(rng.f64()) as usize).saturating_sub(1)
+}
+
+/// File `i`'s words (its text is these, a ticket id and a version).
+fn words_of(i: usize) -> Vec<String> {
+    let mut rng = fastrand::Rng::with_seed(i as u64);
+    (0..40).map(|_| word(draw(&mut rng))).collect()
+}
+
+fn text_of(i: usize) -> String {
+    let words = words_of(i);
+    format!(
+        "# Note {i}\n{}\nTicket TICKET-{i} shipped in v1.{}.{}.\n{}\n",
+        words[..20].join(" "),
+        i % 50,
+        i % 7,
+        words[20..].join(" ")
+    )
+}
+
+/// Fills the tenant of `key` with files `range` (100 a request).
+async fn load(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    range: std::ops::Range<usize>,
+) -> Result<()> {
+    let all: Vec<usize> = range.collect();
+    for chunk in all.chunks(100) {
+        let items: Vec<Value> = chunk
+            .iter()
+            .map(|i| json!({"externalId": format!("mem-tool:ws/notes/d{:03}/n{i:06}.md", i % 500), "workspace": "ws", "type": "reference", "content": text_of(*i), "tags": ["mem-tool"]}))
+            .collect();
+        let r = http
+            .post(format!("{url}/api/contexts/bulk-upsert"))
+            .bearer_auth(key)
+            .json(&json!({"contexts": items}))
+            .send()
+            .await?;
+        anyhow::ensure!(r.status().is_success(), "bulk-upsert: {}", r.status());
+    }
+    Ok(())
+}
+
+/// `s` percent-encoded for a query string.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The kinds of query, each made from a random file index and word draw.
+type Make = fn(&mut fastrand::Rng, usize) -> String;
+const KINDS: [(&str, Make); 5] = [
+    ("an identifier (1 hit)", |rng, n| {
+        format!("TICKET-{}", rng.usize(0..n))
+    }),
+    ("two words", |rng, _| {
+        format!("{} {}", word(rng.usize(20..200)), word(rng.usize(20..200)))
+    }),
+    ("a common word", |rng, _| word(rng.usize(0..5))),
+    ("a prefix*", |rng, _| {
+        let w = word(rng.usize(50..500));
+        format!("{}*", &w[..3.min(w.len())])
+    }),
+    ("a phrase", |rng, n| {
+        let words = words_of(rng.usize(0..n));
+        let k = rng.usize(0..19);
+        format!("\"{} {}\"", words[k], words[k + 1])
+    }),
+];
+
+/// Runs the benchmark: for each size, each kind of query `queries` times.
+pub async fn run(sizes: Vec<usize>, queries: usize, postgres: Option<String>) -> Result<()> {
+    let http = reqwest::Client::new();
+    for backend in backends(postgres.as_deref()) {
+        let (db, dir) = database(backend, postgres.as_deref()).await?;
+        let server = start_server(&db, dir)?;
+        println!(
+            "\n{backend}: search p50 / p99 ms over {queries} queries of each kind, limit=10, by files the tenant holds\n"
+        );
+        let head: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
+        println!("| files | load s/1k files | {} |", head.join(" | "));
+        println!("|---|---|{}", "---|".repeat(KINDS.len()));
+        let mut loaded = 0;
+        for &n in &sizes {
+            let started = Instant::now();
+            load(&http, &server.url, &server.key, loaded..n).await?;
+            let load_per_k =
+                started.elapsed().as_secs_f64() / ((n - loaded).max(1) as f64 / 1000.0);
+            loaded = n;
+            settle(&db).await?;
+            let mut cells = Vec::new();
+            for (kind, make) in KINDS {
+                let mut rng = fastrand::Rng::with_seed(7);
+                let mut lat = Vec::with_capacity(queries);
+                let mut hits = 0;
+                let wall = Instant::now();
+                for _ in 0..queries {
+                    let q = make(&mut rng, n);
+                    let s = Instant::now();
+                    let r = http
+                        .get(format!(
+                            "{}/api/contexts/search?limit=10&q={}",
+                            server.url,
+                            encode(&q)
+                        ))
+                        .bearer_auth(&server.key)
+                        .send()
+                        .await?;
+                    anyhow::ensure!(r.status().is_success(), "{kind} {q}: {}", r.status());
+                    let body: Value = r.json().await?;
+                    lat.push(s.elapsed());
+                    hits += body["hits"].as_array().map_or(0, Vec::len);
+                }
+                anyhow::ensure!(hits > 0, "{kind}: no query found anything");
+                let s = stats(lat, wall.elapsed());
+                cells.push(format!("{} / {}", ms(s.p50), ms(s.p99)));
+            }
+            println!("| {n} | {load_per_k:.2} | {} |", cells.join(" | "));
+            std::io::stdout().flush()?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contextq_api::search::{Query, index_terms};
+
+    #[test]
+    fn words_are_distinct_and_each_file_holds_its_ticket() {
+        let words: std::collections::HashSet<String> = (0..VOCABULARY).map(word).collect();
+        assert_eq!(words.len(), VOCABULARY);
+        let q = Query::parse("TICKET-42").unwrap();
+        assert!(q.matches(&[], &index_terms(&text_of(42), 16_000)));
+        assert!(!q.matches(&[], &index_terms(&text_of(43), 16_000)));
+    }
+}
