@@ -51,6 +51,10 @@ pub const MAX_LIMIT: u32 = 100;
 /// Most hits reachable by paging one query: refine the query past that.
 pub const MAX_OFFSET: u32 = 1_000;
 
+/// Most documents one query ranks on SQLite: a query matching more is ranked among the newest
+/// this many (`SearchPage::capped`), so its cost is bounded however common its words are.
+pub const MAX_RANKED: usize = 2_000;
+
 /// Most matching lines shown for one file.
 pub const MAX_SNIPPETS: usize = 3;
 
@@ -611,6 +615,10 @@ pub struct SearchPage {
     /// The cursor of the next page, when there may be one.
     #[serde(default)]
     pub next_cursor: Option<String>,
+    /// More than [`MAX_RANKED`] files matched and the newest of them were ranked (SQLite): add a
+    /// word to narrow the query.
+    #[serde(default)]
+    pub capped: bool,
 }
 
 /// The cursor of the page after `offset + shown` hits, or `None` past [`MAX_OFFSET`].

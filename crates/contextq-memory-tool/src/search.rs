@@ -95,6 +95,9 @@ pub struct Searched {
     pub more: bool,
     /// A scanning store stopped before reading everything: how many files it read.
     pub scan_stopped_at: Option<usize>,
+    /// The words are in so many files that only the newest were ranked (contextq-server on
+    /// SQLite, `contextq_api::search::MAX_RANKED`).
+    pub capped: bool,
 }
 
 /// A search by reading every file beneath `dir` (at most [`MAX_SCAN_FILES`] files and
@@ -150,6 +153,7 @@ pub async fn by_scan<S: Store + ?Sized>(
         found,
         more,
         scan_stopped_at: stopped,
+        capped: false,
     })
 }
 
@@ -221,6 +225,12 @@ pub fn answer(
     }
     if let Some(n) = searched.scan_stopped_at {
         out.push_str(&scan_note(n));
+    }
+    if searched.capped {
+        out.push_str(&format!(
+            "\nNote: these words are in more than {} files, so only the newest of them were ranked; add a word to narrow the search.",
+            contextq_api::search::MAX_RANKED
+        ));
     }
     out.trim_end().to_string()
 }
@@ -300,6 +310,7 @@ mod tests {
             found,
             more: false,
             scan_stopped_at: Some(10_000),
+            capped: false,
         };
         let text = answer("x", &MemoryPath::root(), 10, &s, 300);
         assert!(

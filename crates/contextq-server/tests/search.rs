@@ -528,7 +528,61 @@ async fn search_agrees_with_a_scan(b: Backend) {
     s.stop().await;
 }
 
+/// A word in more files than SQLite ranks at once: the newest are ranked (`capped`), pages
+/// still follow; a scope that leaves fewer than a page among them is ranked in full, so a
+/// scoped search never misses its files.
+async fn a_common_word_is_ranked_among_the_newest(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Unlimited, RW).await;
+    let c = &t.client;
+    let old: Vec<serde_json::Value> = (0..5)
+        .map(|i| json!({"externalId": format!("mem:ws/old/f{i}.md"), "workspace": "ws", "type": "reference", "content": "common old", "tags": ["rare"]}))
+        .collect();
+    assert_eq!(
+        c.post("/api/contexts/bulk-upsert", json!({"contexts": old}))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let n = contextq_api::search::MAX_RANKED + 100;
+    let all: Vec<usize> = (0..n).collect();
+    for chunk in all.chunks(100) {
+        let items: Vec<serde_json::Value> = chunk
+            .iter()
+            .map(|i| json!({"externalId": format!("mem:ws/new/f{i:05}.md"), "workspace": "ws", "type": "reference", "content": format!("common {i}"), "tags": ["mem-tool"]}))
+            .collect();
+        let r = c
+            .post("/api/contexts/bulk-upsert", json!({"contexts": items}))
+            .await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+    let r = c.get("/api/contexts/search?q=common&limit=100").await;
+    assert_eq!(r.body["hits"].as_array().unwrap().len(), 100);
+    assert_eq!(
+        r.body["capped"],
+        b == Backend::Sqlite,
+        "{:?}",
+        r.body["capped"]
+    );
+    assert!(r.body["nextCursor"].is_string());
+    for scope in ["tag=rare", "prefix=mem:ws/old/", "prefix=mem:ws/ol"] {
+        let r = c
+            .get(&format!("/api/contexts/search?q=common&{scope}"))
+            .await;
+        assert_eq!(
+            sorted(common::strings(&r.body["hits"], "externalId")),
+            (0..5)
+                .map(|i| format!("mem:ws/old/f{i}.md"))
+                .collect::<Vec<_>>(),
+            "{scope}"
+        );
+    }
+    assert_eq!(found(c, "old").await.len(), 5);
+    s.stop().await;
+}
+
 contextq_server::database_tests!(
+    a_common_word_is_ranked_among_the_newest,
     what_a_query_finds,
     hostile_queries_are_400_never_500,
     scopes_keys_and_tenants,

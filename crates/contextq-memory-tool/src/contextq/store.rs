@@ -953,6 +953,7 @@ impl Store for ContextQStore {
             Err(e) => return Err(e),
         };
         let more = page.hits.len() > limit || page.next_cursor.is_some();
+        let capped = page.capped;
         let found = page
             .hits
             .into_iter()
@@ -978,6 +979,7 @@ impl Store for ContextQStore {
             found,
             more,
             scan_stopped_at: None,
+            capped,
         })
     }
 

@@ -11,7 +11,8 @@
 //! so a search reads only its tenant's postings, never another tenant's rows.
 
 use contextq_api::search::{
-    FILLER, LineMatch, MAX_CONTENT_TERMS, MAX_PATH_TERMS, Query, SearchHit, SearchPage, index_terms,
+    FILLER, LineMatch, MAX_CONTENT_TERMS, MAX_PATH_TERMS, MAX_RANKED, Query, SearchHit, SearchPage,
+    index_terms,
 };
 use sqlx::AnyConnection;
 
@@ -214,25 +215,148 @@ const SNIPPET_SOURCE_CHARS: i64 = 200_000;
 
 /// `GET /api/contexts/search`: the best hits of `q` in the tenant's contexts, ranked, a page.
 pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchPage> {
+    let backend = db.backend();
+    let workspace = workspace_id(db, tenant_id, q).await?;
+    let fts = match backend {
+        Backend::Sqlite => {
+            let mut m = format!(
+                "scope : \"{}\" AND {}",
+                scope_term(tenant_id),
+                q.query.fts5()
+            );
+            if let Some(anchor) = q.prefix.as_deref().and_then(path_anchor) {
+                m.push_str(" AND ");
+                m.push_str(&anchor);
+            }
+            m
+        }
+        Backend::Postgres => String::new(),
+    };
+    let mut conn = db.reader().await?;
+    // SQLite: a query that matches more than MAX_RANKED documents is ranked among the newest
+    // MAX_RANKED of them (a rowid range FTS5 walks backwards), so that its cost is bounded
+    // however many files hold a common word.
+    let threshold: Option<i64> = match backend {
+        Backend::Sqlite => sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT rowid AS n FROM context_fts WHERE context_fts MATCH $1 ORDER BY rowid DESC LIMIT 1 OFFSET {}",
+            MAX_RANKED - 1
+        )))
+        .bind(fts.clone())
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(fts_error)?
+        .map(|row| sqlx::Row::try_get::<i64, _>(&row, 0))
+        .transpose()?,
+        Backend::Postgres => None,
+    };
+    let mut page = ranked(
+        &mut conn,
+        backend,
+        tenant_id,
+        &fts,
+        q,
+        threshold,
+        workspace.clone(),
+    )
+    .await?;
+    if threshold.is_some() && page.len() <= q.limit as usize {
+        // The scopes left fewer hits than a page among the newest: rank them all instead.
+        page = ranked(&mut conn, backend, tenant_id, &fts, q, None, workspace).await?;
+    }
+    let capped = threshold.is_some();
+    let rows = page;
+    let more = rows.len() > q.limit as usize;
+    let mut hits = Vec::with_capacity(rows.len().min(q.limit as usize));
+    for row in rows.iter().take(q.limit as usize) {
+        let content: String = row.try_get("content")?;
+        let snippets: Vec<LineMatch> = q.query.snippets(&content);
+        hits.push(SearchHit {
+            id: row.try_get("id")?,
+            external_id: row.try_get("external_id")?,
+            workspace: row.try_get("workspace")?,
+            version: row.try_get("version")?,
+            size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
+            score: row.try_get::<f64, _>("score")?,
+            snippets,
+        });
+    }
+    let next_cursor = if more {
+        contextq_api::search::next_cursor(q.offset, q.limit)
+    } else {
+        None
+    };
+    Ok(SearchPage {
+        hits,
+        next_cursor,
+        capped,
+    })
+}
+
+/// The id of the workspace a search names, if any (404 for an unknown one).
+async fn workspace_id(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<Option<String>> {
+    match &q.workspace {
+        Some(slug) => Ok(Some(super::workspaces::id_of(db, tenant_id, slug).await?)),
+        None => Ok(None),
+    }
+}
+
+/// FTS5 refuses an expression it cannot run (it never should: every term is quoted): a 400.
+fn fts_error(e: sqlx::Error) -> Error {
+    match &e {
+        sqlx::Error::Database(d) if d.message().contains("fts5") => {
+            Error::BadParameter(format!("q: the search could not run ({})", d.message()))
+        }
+        _ => Error::from(e),
+    }
+}
+
+/// SQLite: the external-id prefix as a phrase that must start the `path` column (its last term
+/// a prefix when the prefix ends inside a segment), so that the candidates a capped ranking
+/// takes lie under it; `None` when it cannot be said exactly (no terms, Chinese or Japanese).
+fn path_anchor(prefix: &str) -> Option<String> {
+    let terms = index_terms(prefix, MAX_PATH_TERMS);
+    if terms.is_empty() || terms.len() > 64 || !prefix.is_ascii() {
+        return None;
+    }
+    let open = prefix.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let n = terms.len();
+    let phrase: Vec<String> = terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("\"{t}\"{}", if open && i + 1 == n { "*" } else { "" }))
+        .collect();
+    Some(format!("path : ^ {}", phrase.join(" + ")))
+}
+
+/// One ranked page (`limit + 1` rows, from `offset`), the content read only for its rows.
+async fn ranked(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    tenant_id: &str,
+    fts: &str,
+    q: &SearchQuery,
+    threshold: Option<i64>,
+    workspace_id: Option<String>,
+) -> Result<Vec<Row>> {
     let mut binds: Vec<Bind> = Vec::new();
     let mut p = |b: Bind| {
         binds.push(b);
         format!("${}", binds.len())
     };
-    let (from, rank, matches) = match db.backend() {
+    let (from, rank, matches) = match backend {
         Backend::Sqlite => {
-            let m = p(Bind::Text(format!(
-                "scope : \"{}\" AND {}",
-                scope_term(tenant_id),
-                q.query.fts5()
-            )));
+            let m = p(Bind::Text(fts.to_string()));
+            let mut matches = format!("context_fts MATCH {m}");
+            if let Some(t) = threshold {
+                matches.push_str(&format!(" AND context_fts.rowid >= {}", p(Bind::Int(t))));
+            }
             (
                 "context_fts JOIN search_docs s ON s.n = context_fts.rowid \
                  JOIN contexts c ON c.id = s.context_id"
                     .to_string(),
                 // FTS5's bm25 is lower for better matches; the path counts four times the content.
                 "-bm25(context_fts, 0.0, 4.0, 1.0)".to_string(),
-                format!("context_fts MATCH {m}"),
+                matches,
             )
         }
         Backend::Postgres => {
@@ -251,16 +375,13 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
             )
         }
     };
-    let chars = p(Bind::Int(SNIPPET_SOURCE_CHARS));
     let tenant = p(Bind::Text(tenant_id.to_string()));
     let mut sql = format!(
-        "SELECT c.id, c.external_id, w.slug AS workspace, c.version, c.size_bytes, \
-         substr(c.content, 1, CAST({chars} AS INTEGER)) AS content, {rank} AS score \
+        "SELECT c.id, c.external_id, w.slug AS workspace, c.version, c.size_bytes, {rank} AS score \
          FROM {from} JOIN workspaces w ON w.id = c.workspace_id \
          WHERE {matches} AND c.tenant_id = {tenant}"
     );
-    if let Some(slug) = &q.workspace {
-        let id = super::workspaces::id_of(db, tenant_id, slug).await?;
+    if let Some(id) = workspace_id {
         sql.push_str(&format!(" AND c.workspace_id = {}", p(Bind::Text(id))));
     }
     if let Some(slugs) = &q.within {
@@ -288,38 +409,18 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
         p(Bind::Int(i64::from(q.limit) + 1)),
         p(Bind::Int(i64::from(q.offset)))
     ));
+    // The content of the page's rows only, after the ranking.
+    let chars = p(Bind::Int(SNIPPET_SOURCE_CHARS));
+    let sql = format!(
+        "SELECT x.id, x.external_id, x.workspace, x.version, x.size_bytes, x.score, \
+         substr(b.content, 1, CAST({chars} AS INTEGER)) AS content \
+         FROM ({sql}) x JOIN contexts b ON b.id = x.id ORDER BY x.score DESC, x.external_id"
+    );
     let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-        .fetch_all(&mut *db.reader().await?)
+        .fetch_all(&mut *conn)
         .await
-        .map_err(|e| match &e {
-            // FTS5 refuses an expression it cannot run (it never should: every term is quoted).
-            sqlx::Error::Database(d) if d.message().contains("fts5") => {
-                Error::BadParameter(format!("q: the search could not run ({})", d.message()))
-            }
-            _ => Error::from(e),
-        })?;
-    let rows = Row::from_any_rows(&rows)?;
-    let more = rows.len() > q.limit as usize;
-    let mut hits = Vec::with_capacity(rows.len().min(q.limit as usize));
-    for row in rows.iter().take(q.limit as usize) {
-        let content: String = row.try_get("content")?;
-        let snippets: Vec<LineMatch> = q.query.snippets(&content);
-        hits.push(SearchHit {
-            id: row.try_get("id")?,
-            external_id: row.try_get("external_id")?,
-            workspace: row.try_get("workspace")?,
-            version: row.try_get("version")?,
-            size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
-            score: row.try_get::<f64, _>("score")?,
-            snippets,
-        });
-    }
-    let next_cursor = if more {
-        contextq_api::search::next_cursor(q.offset, q.limit)
-    } else {
-        None
-    };
-    Ok(SearchPage { hits, next_cursor })
+        .map_err(fts_error)?;
+    Ok(Row::from_any_rows(&rows)?)
 }
 
 #[cfg(test)]
