@@ -569,6 +569,7 @@ async fn a_common_word_is_ranked_among_the_newest(b: Backend) {
         let r = c
             .get(&format!("/api/contexts/search?q=common&{scope}"))
             .await;
+        assert_eq!(r.body["capped"], false, "{scope}: ranked in full");
         assert_eq!(
             sorted(common::strings(&r.body["hits"], "externalId")),
             (0..5)

@@ -259,11 +259,12 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
         workspace.clone(),
     )
     .await?;
-    if threshold.is_some() && page.len() <= q.limit as usize {
+    let mut capped = threshold.is_some();
+    if capped && page.len() <= q.limit as usize {
         // The scopes left fewer hits than a page among the newest: rank them all instead.
         page = ranked(&mut conn, backend, tenant_id, &fts, q, None, workspace).await?;
+        capped = false;
     }
-    let capped = threshold.is_some();
     let rows = page;
     let more = rows.len() > q.limit as usize;
     let mut hits = Vec::with_capacity(rows.len().min(q.limit as usize));
