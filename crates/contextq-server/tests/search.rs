@@ -10,6 +10,8 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use futures::StreamExt as _;
+
 use common::{ALL, RW, TestServer, seg};
 use contextq_api::search::{MAX_CONTENT_TERMS, MAX_PATH_TERMS, Query, index_terms};
 use contextq_server::{Backend, Plan, Scope};
@@ -579,6 +581,65 @@ async fn a_common_word_is_ranked_among_the_newest(b: Backend) {
         );
     }
     assert_eq!(found(c, "old").await.len(), 5);
+    s.stop().await;
+}
+
+/// Ten thousand distinct queries, unknown words, bad ones: nothing of them is kept (the
+/// metrics keep their series, the answers stay the same).
+#[tokio::test]
+async fn ten_thousand_queries_leave_nothing_behind() {
+    let s = TestServer::start(Backend::Sqlite).await;
+    let t = s.tenant(Plan::Free, RW).await;
+    let c = &t.client;
+    c.upsert("mem:ws/a.md", "kept word", &[]).await;
+    let metrics = || async {
+        let text = reqwest::get(format!("{}/metrics", s.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                l.rsplit_once(' ')
+                    .map_or(l, |(series, _)| series)
+                    .to_string()
+            })
+            .collect::<BTreeSet<String>>()
+    };
+    // Every kind of answer once, so that each series exists.
+    found(c, "kept").await;
+    c.get("/api/contexts/search?q=%22open").await;
+    metrics().await; // the scrape's own series
+    let before = metrics().await;
+    let queries = futures::stream::iter(0..10_000).map(|i| {
+        let c = c.clone();
+        async move {
+            let q = if i % 10 == 0 {
+                format!("%22unbalanced{i}")
+            } else {
+                format!("word{i}%20other{i}*")
+            };
+            c.get(&format!("/api/contexts/search?q={q}")).await.status
+        }
+    });
+    let statuses: Vec<StatusCode> = futures::StreamExt::buffer_unordered(queries, 16)
+        .collect()
+        .await;
+    assert_eq!(
+        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
+        9_000
+    );
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::BAD_REQUEST)
+            .count(),
+        1_000
+    );
+    assert_eq!(metrics().await, before, "no series was added");
+    assert_eq!(found(c, "kept").await, ["mem:ws/a.md"]);
     s.stop().await;
 }
 
