@@ -90,6 +90,10 @@ fn folds_accents(base: char) -> bool {
 
 /// `c` case-folded, decomposed, its Latin/Greek/Cyrillic accents removed; pushed onto `out`.
 fn fold_into(c: char, base: Option<char>, out: &mut String) {
+    if c.is_ascii() {
+        out.push(c.to_ascii_lowercase());
+        return;
+    }
     if c == 'ß' || c == 'ẞ' {
         out.push_str("ss");
         return;
@@ -111,7 +115,12 @@ fn fold_into(c: char, base: Option<char>, out: &mut String) {
 
 /// A finished term: composed (NFC) and cut at [`MAX_TERM_BYTES`].
 fn finish(raw: &str) -> String {
-    let mut term: String = raw.nfc().collect();
+    // ASCII is already composed: most terms skip the normalizer.
+    let mut term: String = if raw.is_ascii() {
+        raw.to_string()
+    } else {
+        raw.nfc().collect()
+    };
     if term.len() > MAX_TERM_BYTES {
         let mut end = MAX_TERM_BYTES;
         while !term.is_char_boundary(end) {

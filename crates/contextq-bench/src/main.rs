@@ -123,6 +123,10 @@ enum Cmd {
         /// Files each other tenant holds.
         #[arg(long, default_value_t = 100)]
         tenant_files: usize,
+        /// Bytes of prose in each file created and in the file edited (0: one short line), to
+        /// see how a write's cost grows with what it writes (and indexes).
+        #[arg(long, default_value_t = 0)]
+        file_bytes: usize,
         /// Also run on PostgreSQL.
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
@@ -631,8 +635,14 @@ async fn tenant_size(
     sizes: Vec<usize>,
     ops: usize,
     (tenants, tenant_files): (usize, usize),
+    file_bytes: usize,
     postgres: Option<String>,
 ) -> Result<()> {
+    let prose = if file_bytes == 0 {
+        String::new()
+    } else {
+        search::prose(file_bytes)
+    };
     let http = reqwest::Client::new();
     for backend in backends(postgres.as_deref()) {
         let (db, dir) = database(backend, postgres.as_deref()).await?;
@@ -678,14 +688,15 @@ async fn tenant_size(
             }
             let edit = format!("{base}/edit.md");
             let r = tool
-                .execute(json!({"command": "create", "path": edit, "file_text": "<v0>\n"}))
+                .execute(json!({"command": "create", "path": edit, "file_text": format!("<v0>\n{prose}")}))
                 .await;
             anyhow::ensure!(!r.is_error, "{}", r.content);
             type Make = Box<dyn Fn(usize, usize) -> Value + Send + Sync>;
             let (b1, b2, b3) = (base.clone(), base.clone(), base.clone());
+            let text = format!("a remembered fact\n{prose}");
             let plan: [Make; 4] = [
                 Box::new(
-                    move |_, i| json!({"command": "create", "path": format!("{b1}/c/{i}.md"), "file_text": "a remembered fact\n"}),
+                    move |_, i| json!({"command": "create", "path": format!("{b1}/c/{i}.md"), "file_text": text}),
                 ),
                 Box::new(
                     move |_, i| json!({"command": "str_replace", "path": edit, "old_str": format!("<v{i}>"), "new_str": format!("<v{}>", i + 1)}),
@@ -852,8 +863,18 @@ async fn main() -> Result<()> {
             ops,
             tenants,
             tenant_files,
+            file_bytes,
             postgres_url,
-        } => tenant_size(files, ops, (tenants, tenant_files), postgres_url).await,
+        } => {
+            tenant_size(
+                files,
+                ops,
+                (tenants, tenant_files),
+                file_bytes,
+                postgres_url,
+            )
+            .await
+        }
         Cmd::Overhead { ops } => overhead(ops).await,
         Cmd::Search {
             files,

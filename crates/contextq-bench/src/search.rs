@@ -55,6 +55,22 @@ fn text_of(i: usize) -> String {
     )
 }
 
+/// About `bytes` bytes of generated notes (whole notes, then cut at a line).
+pub fn prose(bytes: usize) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while out.len() < bytes {
+        out.push_str(&text_of(i));
+        i += 1;
+    }
+    let mut end = bytes.min(out.len());
+    while !out.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.truncate(end);
+    out
+}
+
 /// Fills the tenant of `key` with files `range` (100 a request).
 async fn load(
     http: &reqwest::Client,

@@ -628,7 +628,7 @@ pub async fn bulk_upsert(
             Some(creates.len() as u64),
         );
         for (item, id) in &creates {
-            batch.push_dialects(super::search::put(
+            batch.push_dialects(super::search::put_new(
                 actor.tenant_id,
                 id,
                 &item.external_id,

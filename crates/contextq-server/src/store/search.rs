@@ -3,8 +3,9 @@
 //! write of the context (so a write is searchable when acknowledged and a delete is gone at
 //! once), and the ranked search over it.
 //!
-//! SQLite: a contentless FTS5 table (`context_fts`, rows `search_docs.n`) with `secure-delete`,
-//! so a replaced or deleted file's terms leave the index's pages at once; ranked by BM25.
+//! SQLite: a contentless FTS5 table (`context_fts`, rows `search_docs.n`) whose deletes are
+//! tombstones (a replaced or deleted file's terms stay in their segment, never matched, until a
+//! merge rewrites it; a redaction merges everything); ranked by BM25.
 //! PostgreSQL: `context_search.doc`, a `tsvector` built from the same terms (path at positions
 //! 1-256 weight A, content from 301), a GIN index; ranked by `ts_rank_cd`. On both the tenant is
 //! a term of the document (`t_<tenant id>`, which no query term can be: `_` separates terms),
@@ -58,36 +59,47 @@ fn tsvector(tenant_id: &str, path: &[String], content: &[String]) -> String {
     out
 }
 
-/// The statements that make the index hold `content` at `path` for context `id` (new or
-/// replaced): added to a write's batch.
+/// The statements that make the index hold `content` at `path` for context `id`, replacing what
+/// it held: added to a write's batch.
 pub(crate) fn put(tenant_id: &str, id: &str, path: &str, content: &str) -> Dialects {
+    put_as(tenant_id, id, path, content, false)
+}
+
+/// [`put`] for a context created in this batch: nothing of it to replace (on SQLite, no delete
+/// before the insert).
+pub(crate) fn put_new(tenant_id: &str, id: &str, path: &str, content: &str) -> Dialects {
+    put_as(tenant_id, id, path, content, true)
+}
+
+fn put_as(tenant_id: &str, id: &str, path: &str, content: &str, fresh: bool) -> Dialects {
     let path_terms = index_terms(path, MAX_PATH_TERMS);
     let content_terms = index_terms(content, MAX_CONTENT_TERMS);
     let id = Bind::Text(id.to_string());
-    Dialects {
-        sqlite: vec![
-            (
-                "INSERT INTO search_docs (context_id) VALUES ($1) ON CONFLICT (context_id) DO NOTHING"
-                    .into(),
-                vec![id.clone()],
-            ),
-            (
-                "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
-                    .into(),
-                vec![id.clone()],
-            ),
-            (
-                "INSERT INTO context_fts (rowid, scope, path, body) \
-                 SELECT n, $2, $3, $4 FROM search_docs WHERE context_id = $1"
-                    .into(),
-                vec![
-                    id.clone(),
-                    Bind::Text(scope_term(tenant_id)),
-                    Bind::Text(path_terms.join(" ")),
-                    Bind::Text(content_terms.join(" ")),
-                ],
-            ),
+    let mut sqlite = vec![(
+        "INSERT INTO search_docs (context_id) VALUES ($1) ON CONFLICT (context_id) DO NOTHING"
+            .to_string(),
+        vec![id.clone()],
+    )];
+    if !fresh {
+        sqlite.push((
+            "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
+                .into(),
+            vec![id.clone()],
+        ));
+    }
+    sqlite.push((
+        "INSERT INTO context_fts (rowid, scope, path, body) \
+         SELECT n, $2, $3, $4 FROM search_docs WHERE context_id = $1"
+            .into(),
+        vec![
+            id.clone(),
+            Bind::Text(scope_term(tenant_id)),
+            Bind::Text(path_terms.join(" ")),
+            Bind::Text(content_terms.join(" ")),
         ],
+    ));
+    Dialects {
+        sqlite,
         postgres: vec![(
             "INSERT INTO context_search (context_id, tenant_id, doc) VALUES ($1, $2, $3::tsvector) \
              ON CONFLICT (context_id) DO UPDATE SET doc = EXCLUDED.doc, tenant_id = EXCLUDED.tenant_id"
