@@ -236,9 +236,17 @@ pub fn index_terms(text: &str, max: usize) -> Vec<String> {
         .into_iter()
         .take(max)
         .map(|t| {
-            let n = seen.entry(t.term.clone()).or_insert(0);
-            *n += 1;
-            if *n > MAX_TERM_POSITIONS {
+            let n = match seen.get_mut(&t.term) {
+                Some(n) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    seen.insert(t.term.clone(), 1);
+                    1
+                }
+            };
+            if n > MAX_TERM_POSITIONS {
                 FILLER.to_string()
             } else {
                 t.term

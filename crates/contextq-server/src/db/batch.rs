@@ -40,13 +40,30 @@ pub struct Batch {
     dialects: Vec<(usize, Dialects)>,
 }
 
-/// A group of statements each dialect writes its own way, with its own values.
-#[derive(Debug, Default)]
-pub struct Dialects {
-    /// SQLite's statements.
-    pub sqlite: Vec<(String, Vec<Bind>)>,
-    /// PostgreSQL's statements.
-    pub postgres: Vec<(String, Vec<Bind>)>,
+/// A group of statements each dialect writes its own way, with its own values, made only for
+/// the database the batch commits to (the search index's terms and `tsvector` are work worth
+/// doing once). Their values must never hold NUL ([`Batch::has_nul`] does not see them).
+pub struct Dialects(Box<dyn FnOnce(Backend) -> Vec<Statement> + Send>);
+
+/// One statement of a [`Dialects`] group: its SQL and its values.
+pub type Statement = (String, Vec<Bind>);
+
+impl Dialects {
+    /// The statements `make` writes for the backend it is given.
+    pub fn new(make: impl FnOnce(Backend) -> Vec<Statement> + Send + 'static) -> Self {
+        Dialects(Box::new(make))
+    }
+
+    /// The statements for `backend`.
+    pub fn statements(self, backend: Backend) -> Vec<Statement> {
+        (self.0)(backend)
+    }
+}
+
+impl std::fmt::Debug for Dialects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dialects(..)")
+    }
 }
 
 /// Whether `e` is the failure [`Batch::into_postgres`] provokes when a statement changed
@@ -165,11 +182,11 @@ impl Batch {
         let take = |out: &mut Vec<_>, upto: usize, groups: &mut std::iter::Peekable<_>| {
             while let Some((_, g)) = groups.next_if(|(at, _): &(usize, Dialects)| *at <= upto) {
                 let g: Dialects = g;
-                let own = match backend {
-                    Backend::Sqlite => g.sqlite,
-                    Backend::Postgres => g.postgres,
-                };
-                out.extend(own.into_iter().map(|(sql, binds)| (sql, binds, None)));
+                out.extend(
+                    g.statements(backend)
+                        .into_iter()
+                        .map(|(sql, binds)| (sql, binds, None)),
+                );
             }
         };
         for (i, statement) in self.statements.into_iter().enumerate() {
@@ -205,15 +222,10 @@ impl Batch {
     }
 
     /// Whether a text value of the batch contains NUL (U+0000), which PostgreSQL cannot store
-    /// and the contract refuses on every database.
+    /// and the contract refuses on every database (the common statements: a [`Dialects`]
+    /// group's values are made from them and hold none).
     pub fn has_nul(&self) -> bool {
         self.statements.iter().any(|(_, binds, _)| has_nul(binds))
-            || self.dialects.iter().any(|(_, g)| {
-                g.sqlite
-                    .iter()
-                    .chain(&g.postgres)
-                    .any(|(_, binds)| has_nul(binds))
-            })
     }
 
     /// The rows each common statement must change (`None`: any number), in order.

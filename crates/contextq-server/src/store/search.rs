@@ -37,24 +37,47 @@ const PG_CONTENT_FROM: usize = 301;
 /// scope term without positions. Terms hold letters, digits and marks only; quotes and
 /// backslashes are escaped all the same.
 fn tsvector(tenant_id: &str, path: &[String], content: &[String]) -> String {
-    let mut positions: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
-    for (terms, from, weight) in [(path, PG_PATH_FROM, "A"), (content, PG_CONTENT_FROM, "")] {
+    use std::fmt::Write as _;
+    // Positions per term, path ones (weight A) first; one allocation per distinct term.
+    let mut positions: std::collections::HashMap<&str, Vec<(usize, bool)>> = Default::default();
+    for (terms, from, a) in [
+        (path, PG_PATH_FROM, true),
+        (content, PG_CONTENT_FROM, false),
+    ] {
         for (i, term) in terms.iter().enumerate() {
             if term != FILLER {
                 positions
                     .entry(term.as_str())
                     .or_default()
-                    .push(format!("{}{weight}", from + i));
+                    .push((from + i, a));
             }
         }
     }
-    let quote = |t: &str| format!("'{}'", t.replace('\\', "\\\\").replace('\'', "''"));
-    let mut out = quote(&scope_term(tenant_id));
-    for (term, at) in positions {
+    let mut terms: Vec<(&str, Vec<(usize, bool)>)> = positions.into_iter().collect();
+    terms.sort_unstable_by(|x, y| x.0.cmp(y.0));
+    let quote = |out: &mut String, t: &str| {
+        out.push('\'');
+        for c in t.chars() {
+            match c {
+                '\'' => out.push_str("''"),
+                '\\' => out.push_str("\\\\"),
+                c => out.push(c),
+            }
+        }
+        out.push('\'');
+    };
+    let mut out = String::with_capacity(content.len() * 12 + 64);
+    quote(&mut out, &scope_term(tenant_id));
+    for (term, at) in terms {
         out.push(' ');
-        out.push_str(&quote(term));
+        quote(&mut out, term);
         out.push(':');
-        out.push_str(&at.join(","));
+        for (k, (pos, a)) in at.iter().enumerate() {
+            if k > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{pos}{}", if *a { "A" } else { "" });
+        }
     }
     out
 }
@@ -72,67 +95,76 @@ pub(crate) fn put_new(tenant_id: &str, id: &str, path: &str, content: &str) -> D
 }
 
 fn put_as(tenant_id: &str, id: &str, path: &str, content: &str, fresh: bool) -> Dialects {
-    let path_terms = index_terms(path, MAX_PATH_TERMS);
-    let content_terms = index_terms(content, MAX_CONTENT_TERMS);
-    let id = Bind::Text(id.to_string());
-    let mut sqlite = vec![(
-        "INSERT INTO search_docs (context_id) VALUES ($1) ON CONFLICT (context_id) DO NOTHING"
-            .to_string(),
-        vec![id.clone()],
-    )];
-    if !fresh {
-        sqlite.push((
-            "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
-                .into(),
-            vec![id.clone()],
-        ));
-    }
-    sqlite.push((
-        "INSERT INTO context_fts (rowid, scope, path, body) \
-         SELECT n, $2, $3, $4 FROM search_docs WHERE context_id = $1"
-            .into(),
-        vec![
-            id.clone(),
-            Bind::Text(scope_term(tenant_id)),
-            Bind::Text(path_terms.join(" ")),
-            Bind::Text(content_terms.join(" ")),
-        ],
-    ));
-    Dialects {
-        sqlite,
-        postgres: vec![(
-            "INSERT INTO context_search (context_id, tenant_id, doc) VALUES ($1, $2, $3::tsvector) \
-             ON CONFLICT (context_id) DO UPDATE SET doc = EXCLUDED.doc, tenant_id = EXCLUDED.tenant_id"
-                .into(),
-            vec![
-                id,
-                Bind::Text(tenant_id.to_string()),
-                Bind::Text(tsvector(tenant_id, &path_terms, &content_terms)),
-            ],
-        )],
-    }
+    let (tenant_id, id, path, content) = (
+        tenant_id.to_string(),
+        id.to_string(),
+        path.to_string(),
+        content.to_string(),
+    );
+    Dialects::new(move |backend| {
+        let path_terms = index_terms(&path, MAX_PATH_TERMS);
+        let content_terms = index_terms(&content, MAX_CONTENT_TERMS);
+        let id = Bind::Text(id);
+        match backend {
+            Backend::Sqlite => {
+                let mut sqlite = vec![(
+                    "INSERT INTO search_docs (context_id) VALUES ($1) ON CONFLICT (context_id) DO NOTHING"
+                        .to_string(),
+                    vec![id.clone()],
+                )];
+                if !fresh {
+                    sqlite.push((
+                        "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
+                            .into(),
+                        vec![id.clone()],
+                    ));
+                }
+                sqlite.push((
+                    "INSERT INTO context_fts (rowid, scope, path, body) \
+                     SELECT n, $2, $3, $4 FROM search_docs WHERE context_id = $1"
+                        .into(),
+                    vec![
+                        id,
+                        Bind::Text(scope_term(&tenant_id)),
+                        Bind::Text(path_terms.join(" ")),
+                        Bind::Text(content_terms.join(" ")),
+                    ],
+                ));
+                sqlite
+            }
+            Backend::Postgres => vec![(
+                "INSERT INTO context_search (context_id, tenant_id, doc) VALUES ($1, $2, $3::tsvector) \
+                 ON CONFLICT (context_id) DO UPDATE SET doc = EXCLUDED.doc, tenant_id = EXCLUDED.tenant_id"
+                    .into(),
+                vec![
+                    id,
+                    Bind::Text(tenant_id.clone()),
+                    Bind::Text(tsvector(&tenant_id, &path_terms, &content_terms)),
+                ],
+            )],
+        }
+    })
 }
 
 /// The statements that take context `id` out of the index: added to a write's batch.
 pub(crate) fn remove(id: &str) -> Dialects {
     let id = Bind::Text(id.to_string());
-    Dialects {
-        sqlite: vec![
+    Dialects::new(move |backend| {
+        match backend {
+        Backend::Sqlite => vec![
             (
                 "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
                     .into(),
                 vec![id.clone()],
             ),
-            (
-                "DELETE FROM search_docs WHERE context_id = $1".into(),
-                vec![id.clone()],
-            ),
+            ("DELETE FROM search_docs WHERE context_id = $1".into(), vec![id]),
         ],
-        postgres: vec![(
+        Backend::Postgres => vec![(
             "DELETE FROM context_search WHERE context_id = $1".into(),
             vec![id],
         )],
     }
+    })
 }
 
 /// Takes every context of a tenant out of the index (the tenant's deletion), before its
@@ -187,12 +219,7 @@ pub(crate) async fn backfill(conn: &mut AnyConnection, backend: Backend) -> Resu
             let tenant: String = row.try_get("tenant_id")?;
             let path: String = row.try_get("external_id")?;
             let content: String = row.try_get("content")?;
-            let group = put(&tenant, &id, &path, &content);
-            let statements = match backend {
-                Backend::Sqlite => group.sqlite,
-                Backend::Postgres => group.postgres,
-            };
-            for (sql, binds) in statements {
+            for (sql, binds) in put(&tenant, &id, &path, &content).statements(backend) {
                 crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
                     .execute(&mut *conn)
                     .await?;
