@@ -51,8 +51,9 @@ pub const MAX_LIMIT: u32 = 100;
 /// Most hits reachable by paging one query: refine the query past that.
 pub const MAX_OFFSET: u32 = 1_000;
 
-/// Most documents one query ranks on SQLite: a query matching more is ranked among the newest
-/// this many (`SearchPage::capped`), so its cost is bounded however common its words are.
+/// Most documents one query ranks: a query matching more is ranked among this many of them
+/// (`SearchPage::capped`; contextq-server takes the newest on SQLite, the first its index yields
+/// on PostgreSQL), so its cost is bounded however common its words are.
 pub const MAX_RANKED: usize = 2_000;
 
 /// Most matching lines shown for one file.
@@ -632,8 +633,8 @@ pub struct SearchPage {
     /// The cursor of the next page, when there may be one.
     #[serde(default)]
     pub next_cursor: Option<String>,
-    /// More than [`MAX_RANKED`] files matched and the newest of them were ranked (SQLite): add a
-    /// word to narrow the query.
+    /// At least [`MAX_RANKED`] files matched and only that many of them were ranked: add a word
+    /// to narrow the query.
     #[serde(default)]
     pub capped: bool,
 }

@@ -95,8 +95,8 @@ pub struct Searched {
     pub more: bool,
     /// A scanning store stopped before reading everything: how many files it read.
     pub scan_stopped_at: Option<usize>,
-    /// The words are in so many files that only the newest were ranked (contextq-server on
-    /// SQLite, `contextq_api::search::MAX_RANKED`).
+    /// The words are in so many files that only some of them were ranked (contextq-server:
+    /// `contextq_api::search::MAX_RANKED`, the newest on SQLite).
     pub capped: bool,
 }
 
@@ -228,7 +228,8 @@ pub fn answer(
     }
     if searched.capped {
         out.push_str(&format!(
-            "\nNote: these words are in more than {} files, so only the newest of them were ranked; add a word to narrow the search.",
+            "\nNote: these words are in at least {} files, so only {} of them were ranked; add a word to narrow the search.",
+            contextq_api::search::MAX_RANKED,
             contextq_api::search::MAX_RANKED
         ));
     }
@@ -318,5 +319,29 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("search a subdirectory to reach the others."));
+    }
+
+    #[test]
+    fn a_capped_ranking_tells_claude_to_add_a_word() {
+        let found = vec![Found {
+            path: p("/memories/f.md"),
+            score: 1.0,
+            lines: vec![],
+        }];
+        let capped = |capped| Searched {
+            found: found.clone(),
+            more: false,
+            scan_stopped_at: None,
+            capped,
+        };
+        let text = answer("x", &MemoryPath::root(), 10, &capped(true), 10_000);
+        assert!(
+            text.ends_with(
+                "these words are in at least 2000 files, so only 2000 of them were ranked; add a word to narrow the search."
+            ),
+            "{text}"
+        );
+        let text = answer("x", &MemoryPath::root(), 10, &capped(false), 10_000);
+        assert!(!text.contains("were ranked"), "{text}");
     }
 }

@@ -272,10 +272,11 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
         Backend::Postgres => String::new(),
     };
     let mut conn = db.reader().await?;
-    // SQLite: a query that matches more than MAX_RANKED documents is ranked among the newest
-    // MAX_RANKED of them (a rowid range FTS5 walks backwards), so that its cost is bounded
-    // however many files hold a common word.
-    let threshold: Option<i64> = match backend {
+    // A query that matches at least MAX_RANKED documents is ranked among MAX_RANKED of them, so
+    // that its cost is bounded however many files hold a common word: on SQLite the newest (a
+    // rowid range FTS5 walks backwards), on PostgreSQL the first its index yields (a GIN scan
+    // has no cheap order; the heap is read until that many are found, in the ranking's query).
+    let cap = match backend {
         Backend::Sqlite => sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT rowid AS n FROM context_fts WHERE context_fts MATCH $1 ORDER BY rowid DESC LIMIT 1 OFFSET {}",
             MAX_RANKED - 1
@@ -285,23 +286,23 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
         .await
         .map_err(fts_error)?
         .map(|row| sqlx::Row::try_get::<i64, _>(&row, 0))
-        .transpose()?,
-        Backend::Postgres => None,
+        .transpose()?
+        .map(Cap::RowidFrom),
+        Backend::Postgres => Some(Cap::First),
     };
-    let mut page = ranked(
+    let (mut page, mut capped) = ranked(
         &mut conn,
         backend,
         tenant_id,
         &fts,
         q,
-        threshold,
+        cap,
         workspace.clone(),
     )
     .await?;
-    let mut capped = threshold.is_some();
     if capped && page.len() <= q.limit as usize {
-        // The scopes left fewer hits than a page among the newest: rank them all instead.
-        page = ranked(&mut conn, backend, tenant_id, &fts, q, None, workspace).await?;
+        // The scopes left fewer hits than a page among those ranked: rank them all instead.
+        (page, _) = ranked(&mut conn, backend, tenant_id, &fts, q, None, workspace).await?;
         capped = false;
     }
     let rows = page;
@@ -330,6 +331,20 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
         next_cursor,
         capped,
     })
+}
+
+/// How a query matching more than [`MAX_RANKED`] documents is bounded.
+#[derive(Debug, Clone, Copy)]
+enum Cap {
+    /// SQLite: the documents from this rowid on (the newest `MAX_RANKED`).
+    RowidFrom(i64),
+    /// PostgreSQL: the first `MAX_RANKED` the index yields (all of them when fewer match).
+    First,
+}
+
+/// PostgreSQL: the query as a `tsquery` that only the tenant's documents can match.
+fn pg_scoped(tenant_id: &str, query: &Query) -> String {
+    format!("'{}' & ({})", scope_term(tenant_id), query.tsquery())
 }
 
 /// The id of the workspace a search names, if any (404 for an unknown one).
@@ -368,16 +383,18 @@ fn path_anchor(prefix: &str) -> Option<String> {
     Some(format!("path : ^ {}", phrase.join(" + ")))
 }
 
-/// One ranked page (`limit + 1` rows, from `offset`), the content read only for its rows.
+/// One ranked page (`limit + 1` rows, from `offset`), the content read only for its rows, and
+/// whether the ranking was capped (at least `MAX_RANKED` documents matched and only that many
+/// were ranked).
 async fn ranked(
     conn: &mut AnyConnection,
     backend: Backend,
     tenant_id: &str,
     fts: &str,
     q: &SearchQuery,
-    threshold: Option<i64>,
+    cap: Option<Cap>,
     workspace_id: Option<String>,
-) -> Result<Vec<Row>> {
+) -> Result<(Vec<Row>, bool)> {
     let mut binds: Vec<Bind> = Vec::new();
     let mut p = |b: Bind| {
         binds.push(b);
@@ -387,7 +404,7 @@ async fn ranked(
         Backend::Sqlite => {
             let m = p(Bind::Text(fts.to_string()));
             let mut matches = format!("context_fts MATCH {m}");
-            if let Some(t) = threshold {
+            if let Some(Cap::RowidFrom(t)) = cap {
                 matches.push_str(&format!(" AND context_fts.rowid >= {}", p(Bind::Int(t))));
             }
             (
@@ -400,14 +417,15 @@ async fn ranked(
             )
         }
         Backend::Postgres => {
-            let scoped = p(Bind::Text(format!(
-                "'{}' & ({})",
-                scope_term(tenant_id),
-                q.query.tsquery()
-            )));
+            let scoped = p(Bind::Text(pg_scoped(tenant_id, &q.query)));
             let user = p(Bind::Text(q.query.tsquery()));
+            // Capped: the CTE `m` below holds the first MAX_RANKED matches.
+            let docs = match cap {
+                Some(_) => "m",
+                None => "context_search",
+            };
             (
-                "context_search s JOIN contexts c ON c.id = s.context_id".to_string(),
+                format!("{docs} s JOIN contexts c ON c.id = s.context_id"),
                 format!(
                     "ts_rank_cd('{{0.25, 0.25, 0.25, 1.0}}', s.doc, {user}::tsquery, 1)::float8"
                 ),
@@ -451,16 +469,45 @@ async fn ranked(
     ));
     // The content of the page's rows only, after the ranking.
     let chars = p(Bind::Int(SNIPPET_SOURCE_CHARS));
-    let sql = format!(
-        "SELECT x.id, x.external_id, x.workspace, x.version, x.size_bytes, x.score, \
-         substr(b.content, 1, CAST({chars} AS INTEGER)) AS content \
-         FROM ({sql}) x JOIN contexts b ON b.id = x.id ORDER BY x.score DESC, x.external_id"
+    let columns = format!(
+        "x.id, x.external_id, x.workspace, x.version, x.size_bytes, x.score, \
+         substr(b.content, 1, CAST({chars} AS INTEGER)) AS content"
     );
+    let pg_capped = backend == Backend::Postgres && cap.is_some();
+    let sql = if pg_capped {
+        // One row at least (the count of candidates), the page's rows joined to it.
+        let scoped = p(Bind::Text(pg_scoped(tenant_id, &q.query)));
+        format!(
+            "WITH m AS MATERIALIZED (SELECT context_id, doc FROM context_search \
+             WHERE doc @@ {scoped}::tsquery LIMIT {MAX_RANKED}) \
+             SELECT k.matched, {columns} FROM (SELECT COUNT(*) AS matched FROM m) k \
+             LEFT JOIN (({sql}) x JOIN contexts b ON b.id = x.id) ON TRUE \
+             ORDER BY x.score DESC, x.external_id"
+        )
+    } else {
+        format!(
+            "SELECT {columns} FROM ({sql}) x JOIN contexts b ON b.id = x.id \
+             ORDER BY x.score DESC, x.external_id"
+        )
+    };
     let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
         .fetch_all(&mut *conn)
         .await
         .map_err(fts_error)?;
-    Ok(Row::from_any_rows(&rows)?)
+    let mut rows = Row::from_any_rows(&rows)?;
+    let capped = match cap {
+        Some(Cap::RowidFrom(_)) => true,
+        Some(Cap::First) => {
+            let matched = match rows.first() {
+                Some(row) => row.try_get::<i64, _>("matched")?,
+                None => 0,
+            };
+            rows.retain(|row| matches!(row.try_get::<Option<String>, _>("id"), Ok(Some(_))));
+            matched >= MAX_RANKED as i64
+        }
+        None => false,
+    };
+    Ok((rows, capped))
 }
 
 #[cfg(test)]
