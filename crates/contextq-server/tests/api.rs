@@ -1920,8 +1920,119 @@ async fn delete_by_external_extension(b: Backend) {
     common::consistent(&s.db).await;
 }
 
+/// What another tenant's requests to the endpoints that change many rows (by-prefix delete and
+/// rename, rename, delete by external id) answer and change.
+async fn many_row_attempts(c: &common::Api) -> Vec<(StatusCode, serde_json::Value)> {
+    let scope = json!({"requireTag": "mem-tool", "workspace": "ws"});
+    let mut delete_dir = scope.clone();
+    delete_dir["prefix"] = json!("mem-tool:ws/d/");
+    let mut move_dir = scope.clone();
+    move_dir["from"] = json!("mem-tool:ws/d/");
+    move_dir["to"] = json!("mem-tool:ws/e/");
+    move_dir["titleFrom"] = json!("/memories/d/");
+    move_dir["titleTo"] = json!("/memories/e/");
+    let mut move_file = scope.clone();
+    move_file["to"] = json!("mem-tool:ws/g.md");
+    move_file["title"] = json!("/memories/g.md");
+    let file = seg("mem-tool:ws/f.md");
+    let mut out = Vec::new();
+    for r in [
+        c.post("/api/contexts/by-prefix/delete", delete_dir).await,
+        c.post("/api/contexts/by-prefix/rename", move_dir).await,
+        c.post(
+            &format!("/api/contexts/by-external/{file}/rename"),
+            move_file,
+        )
+        .await,
+        c.delete(&format!("/api/contexts/by-external/{file}"), None)
+            .await,
+    ] {
+        out.push((r.status, r.body));
+    }
+    out
+}
+
+/// Everything a tenant holds, as it reads it: each context and its versions.
+async fn holdings(c: &common::Api) -> Vec<serde_json::Value> {
+    let listed = c.get("/api/contexts?limit=100").await.body;
+    let mut out = vec![listed.clone()];
+    for x in listed["contexts"].as_array().unwrap() {
+        let id = x["id"].as_str().unwrap();
+        out.push(c.get(&format!("/api/contexts/{id}")).await.body);
+        out.push(c.get(&format!("/api/contexts/{id}/versions")).await.body);
+    }
+    out
+}
+
+/// The endpoints that change many rows never reach another tenant's: a tenant asking to move or
+/// delete paths only another tenant holds gets the answer a path nobody holds gets, and the
+/// other tenant's contexts and versions are as they were; the same paths of its own are changed
+/// alone.
+async fn many_row_endpoints_stay_in_their_tenant(b: Backend) {
+    let s = TestServer::start(b).await;
+    let a = s.tenant(Plan::Free, ALL).await;
+    let other = s.tenant(Plan::Free, ALL).await;
+    let nobody_holds = many_row_attempts(&other.client).await;
+    for (id, text) in [
+        ("mem-tool:ws/d/a.md", "A's a\n"),
+        ("mem-tool:ws/d/sub/b.md", "A's b\n"),
+        ("mem-tool:ws/f.md", "A's f\n"),
+    ] {
+        let r = a.client.upsert(id, text, &["mem-tool"]).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let before = holdings(&a.client).await;
+    assert_eq!(before[0]["contexts"].as_array().unwrap().len(), 3);
+    let a_holds = many_row_attempts(&other.client).await;
+    assert_eq!(
+        a_holds, nobody_holds,
+        "another tenant's paths answer as unknown ones"
+    );
+    for (status, _) in &a_holds {
+        assert_eq!(*status, StatusCode::NOT_FOUND);
+    }
+    assert_eq!(holdings(&a.client).await, before, "nothing of A changed");
+    // The other tenant's own files at the same paths: its requests change them, A's stay.
+    for id in ["mem-tool:ws/d/a.md", "mem-tool:ws/f.md"] {
+        let r = other.client.upsert(id, "theirs\n", &["mem-tool"]).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let theirs = many_row_attempts(&other.client).await;
+    assert_eq!(theirs[0].0, StatusCode::OK, "{:?}", theirs[0].1);
+    assert_eq!(
+        common::strings(&theirs[0].1["changed"], "externalId"),
+        ["mem-tool:ws/d/a.md"],
+        "{:?}",
+        theirs[0].1
+    );
+    assert_eq!(
+        theirs[1].0,
+        StatusCode::NOT_FOUND,
+        "d/ is gone: {:?}",
+        theirs[1].1
+    );
+    assert_eq!(theirs[2].0, StatusCode::OK, "{:?}", theirs[2].1);
+    assert_eq!(
+        theirs[3].0,
+        StatusCode::NOT_FOUND,
+        "f.md was moved: {:?}",
+        theirs[3].1
+    );
+    assert_eq!(
+        common::strings(
+            &other.client.get("/api/contexts").await.body["contexts"],
+            "externalId"
+        ),
+        ["mem-tool:ws/g.md"]
+    );
+    assert_eq!(holdings(&a.client).await, before, "nothing of A changed");
+    common::consistent(&s.db).await;
+    s.stop().await;
+}
+
 contextq_server::database_tests!(
     delete_by_external_extension,
+    many_row_endpoints_stay_in_their_tenant,
     rename_extension,
     by_prefix_extension,
     by_prefix_is_bounded,
