@@ -182,8 +182,13 @@ async fn arbitrary_strings_round_trip(b: Backend) {
         round_trip(&db, std::slice::from_ref(value)).await.unwrap();
     }
     let handle = tokio::runtime::Handle::current();
+    // 96 in CI; `PROPTEST_CASES` for the long runs of docs/reliability.md.
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(96);
     let mut runner = TestRunner::new(Config {
-        cases: 96,
+        cases,
         failure_persistence: None,
         ..Config::default()
     });
