@@ -3,7 +3,8 @@
 //! held until the test releases them), or plays the ContextQ the seed describes, without any
 //! extension of the contract: no `ContextQ-Extensions`, no `ETag`, `If-Match` and `ifAbsent`
 //! ignored, no `externalIdPrefix`, no `cursor`/`nextCursor` (one page of at most 500), no
-//! `sizeBytes`. Tests of the adapter use it for fault injection; the bench binary counts HTTP
+//! `sizeBytes`, and 404 for every endpoint it does not have (versions, history, edit, rename,
+//! `by-prefix`, `tree`, search, delete by external id). Tests of the adapter use it for fault injection; the bench binary counts HTTP
 //! requests per command with it.
 
 use std::sync::{Arc, Mutex};
@@ -282,6 +283,16 @@ async fn forward(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Response {
+    if s.plain && !plain_endpoint(&method, path) {
+        // A plain ContextQ has no such endpoint: an adapter that calls one fails in every test.
+        return Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .header("content-type", "application/json")
+            .body(Body::from(
+                r#"{"error":{"code":"not_found","message":"no such endpoint"}}"#,
+            ))
+            .unwrap();
+    }
     let path = if s.plain {
         strip_query(path, &["externalIdPrefix", "cursor"])
     } else {
@@ -357,6 +368,30 @@ async fn forward(
 }
 
 /// `path?query` without the named query parameters.
+/// Whether the ContextQ the seed describes has this endpoint (its workspaces and contexts, not
+/// one of contextq-server's extensions).
+fn plain_endpoint(method: &Method, path: &str) -> bool {
+    let path = path.split('?').next().unwrap_or("");
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let m = method.as_str();
+    match segments.as_slice() {
+        ["health"] => m == "GET",
+        ["api", "workspaces"] => matches!(m, "GET" | "POST"),
+        ["api", "workspaces", _, "archive"] => m == "POST",
+        ["api", "workspaces", _] => m == "DELETE",
+        ["api", "contexts"] => m == "GET",
+        ["api", "contexts", "bulk-upsert"] => m == "POST",
+        ["api", "contexts", "by-external", _] => m == "GET",
+        [
+            "api",
+            "contexts",
+            "by-external" | "search" | "by-prefix" | "tree",
+        ] => false,
+        ["api", "contexts", _] => matches!(m, "GET" | "PUT" | "DELETE"),
+        _ => false,
+    }
+}
+
 fn strip_query(path: &str, names: &[&str]) -> String {
     let Some((p, q)) = path.split_once('?') else {
         return path.to_string();
