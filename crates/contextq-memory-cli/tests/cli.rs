@@ -614,3 +614,91 @@ fn search_prints_claudes_answer_or_json_and_refuses_bad_queries() {
     let (_, err, ok) = search(&["x", "--limit", "0"]);
     assert!(!ok && err.contains("--limit"), "{err}");
 }
+
+/// The fsync and fdatasync calls of one `exec` of `input` on the embedded default at
+/// `durability`, counted by `strace -f -c`.
+fn flushes(data: &std::path::Path, durability: &str, input: &str) -> u64 {
+    let inner = embedded(data);
+    let summary = data.join(format!("strace-{durability}.txt"));
+    let mut cmd = Command::new("strace");
+    cmd.args(["-f", "-qq", "-c", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&summary)
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .args(["--durability", durability, "exec", "--store", "contextq"]);
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = run_with_input(&mut cmd, input.as_bytes());
+    assert!(out.status.success(), "{durability}: {out:?}");
+    let results: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), input.lines().count());
+    assert!(
+        results.iter().all(|r| r["is_error"] == false),
+        "{results:?}"
+    );
+    // `% time seconds usecs/call calls [errors] syscall`: the calls column of each row.
+    std::fs::read_to_string(&summary)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            match cols.last() {
+                Some(&"fsync" | &"fdatasync") => cols.get(3).and_then(|c| c.parse::<u64>().ok()),
+                _ => None,
+            }
+        })
+        .sum()
+}
+
+/// `synced` (the default) flushes every acknowledged write to the disk before answering;
+/// `ordered` leaves the flushes to the background checkpoints. Counted, not assumed: the
+/// flushes of 40 creates under strace. Needs strace; without it the test says so and passes,
+/// unless `CONTEXTQ_STRACE_TESTS=required` (CI).
+#[test]
+fn synced_writes_are_flushed_each_and_ordered_ones_are_not() {
+    let has_strace = Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_strace {
+        assert_ne!(
+            std::env::var("CONTEXTQ_STRACE_TESTS").as_deref(),
+            Ok("required"),
+            "strace is not installed (apt-get install strace)"
+        );
+        eprintln!("skipped: strace is not installed");
+        return;
+    }
+    const WRITES: u64 = 40;
+    let input: String = (0..WRITES)
+        .map(|i| {
+            format!(
+                "{{\"command\":\"create\",\"path\":\"/memories/f{i}.md\",\"file_text\":\"fact {i}\\n\"}}\n"
+            )
+        })
+        .collect();
+    let mut counted = Vec::new();
+    for durability in ["synced", "ordered"] {
+        let data = tempfile::tempdir().unwrap();
+        // Provisioned first, so that only the writes' flushes are counted.
+        let (_, stderr, ok) = exec(
+            data.path(),
+            &[],
+            "{\"command\":\"view\",\"path\":\"/memories\"}\n",
+        );
+        assert!(ok, "{stderr}");
+        counted.push((durability, flushes(data.path(), durability, &input)));
+    }
+    let (synced, ordered) = (counted[0].1, counted[1].1);
+    assert!(synced >= WRITES, "synced: {counted:?}");
+    assert!(ordered < WRITES / 2, "ordered: {counted:?}");
+    eprintln!("flushes for {WRITES} creates: {counted:?}");
+}

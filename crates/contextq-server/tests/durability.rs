@@ -1,6 +1,7 @@
 //! `DbOptions::sync_commits`: SQLite commits flush the write-ahead log (`synchronous = FULL`,
-//! the default) or leave it to checkpoints (`NORMAL`), on every connection the server opens:
-//! pooled readers and the write connection.
+//! the default) or leave it to checkpoints (`NORMAL`), on the pooled connections (here; the
+//! direct connection commits run on is checked in `db::pool`'s unit tests, and the flushes
+//! themselves are counted under strace in the CLI's `tests/cli.rs`).
 
 use contextq_server::{Db, DbOptions};
 
@@ -21,9 +22,9 @@ async fn commits_are_synced_unless_asked_otherwise() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite:{}", dir.path().join("d.db").display());
         let db = Db::connect(&url, &options).await.unwrap();
-        // The write connection (held by the reader when no write runs) ...
+        // A pooled connection ...
         assert_eq!(synchronous(&db).await, want);
-        // ... and a pooled one, taken while the write connection is busy.
+        // ... and another, taken while the first is held.
         let _busy = db.reader().await.unwrap();
         assert_eq!(synchronous(&db).await, want);
         drop(_busy);

@@ -764,3 +764,31 @@ impl Write {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The setting of the connection commits run on (the direct one), not of a pooled reader.
+    #[tokio::test]
+    async fn the_connection_that_commits_has_the_durability_asked_for() {
+        for (sync, want) in [(true, 2), (false, 1)] {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite:{}", dir.path().join("d.db").display());
+            let db = Db::connect(&url, &DbOptions::default().sync_commits(sync))
+                .await
+                .unwrap();
+            let direct = db
+                .direct
+                .as_ref()
+                .expect("SQLite writes on a direct connection");
+            let row = direct
+                .try_read_one("PRAGMA synchronous", &[])
+                .expect("the connection is idle")
+                .unwrap()
+                .expect("one row");
+            assert_eq!(row.try_get::<i64, _>(0usize).unwrap(), want, "sync {sync}");
+            db.close().await;
+        }
+    }
+}
