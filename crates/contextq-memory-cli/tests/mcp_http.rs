@@ -1,9 +1,10 @@
 //! `contextq-memory mcp --http`: MCP over streamable HTTP in front of a ContextQ, each client
 //! with its own key. Without a key, or with one ContextQ refuses: 401 before any MCP. A browser
 //! Origin not allowed: refused. The official Python (`mcp`) and TypeScript
-//! (`@modelcontextprotocol/sdk`) clients, each with a key of its own limited to one shared
-//! workspace, run the six commands, see each other's files there, list and read the resources,
-//! and are refused in another workspace (the server's enforcement).
+//! (`@modelcontextprotocol/sdk`) clients, with keys of two tenants (and of different scopes),
+//! each limited to a workspace `team`, run the six commands, list and read the resources, see
+//! only their own tenant's files and are refused in another workspace (the server's
+//! enforcement); a read-only key of the first tenant sees its files and cannot write.
 //!
 //! The clients come as for `mcp_official_clients.rs` (`CONTEXTQ_MCP_PYTHON`,
 //! `CONTEXTQ_MCP_TS_SDK`, required in CI by `CONTEXTQ_MCP_CLIENT_TESTS=required`).
@@ -95,24 +96,39 @@ fn check(client: &str, out: std::process::Output, ws: &str, p: &str, resources: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_mcp_with_each_clients_key() {
     let server = TestServer::start(Backend::Sqlite).await;
-    let tenant = server
-        .tenant(Plan::Free, &[Scope::Read, Scope::Write], "team")
-        .await;
-    server.workspace(&tenant.tenant_id, "private").await;
-    // Two agents, each with a key of its own limited to the team's workspace.
+    // Two tenants, each with a workspace `team` and one `private`; each agent a key of its own
+    // tenant limited to `team` (the second with the admin scope too), and a read-only key of
+    // the first tenant. A server that used one client's key for another fails every check.
     let mut keys = Vec::new();
-    for _ in 0..2 {
+    let mut tenants = Vec::new();
+    for scopes in [
+        &[Scope::Read, Scope::Write][..],
+        &[Scope::Read, Scope::Write, Scope::Admin][..],
+    ] {
+        let tenant = server.tenant(Plan::Free, scopes, "team").await;
+        server.workspace(&tenant.tenant_id, "private").await;
         let key = admin::create_key_limited(
             &server.db,
             &tenant.tenant_id,
-            &[Scope::Read, Scope::Write],
+            scopes,
             None,
             Some(&["team".to_string()]),
         )
         .await
         .unwrap();
         keys.push(key.api_key);
+        tenants.push(tenant.tenant_id);
     }
+    let read_only = admin::create_key_limited(
+        &server.db,
+        &tenants[0],
+        &[Scope::Read],
+        None,
+        Some(&["team".to_string()]),
+    )
+    .await
+    .unwrap()
+    .api_key;
     let (child, url) = spawn_serving(
         Command::new(BIN)
             .args(["mcp", "--http", "127.0.0.1:0"])
@@ -171,7 +187,7 @@ async fn remote_mcp_with_each_clients_key() {
         "py-",
         &["memory:///memories/team/py-kept.md"],
     );
-    // The second agent, on its own key, shares the first one's workspace: it sees its file.
+    // The second agent, another tenant's: its own file only, never the first one's.
     let ts = Command::new("node")
         .arg(scripts.join("remote.mjs"))
         .args([sdk.as_str(), &url, &keys[1], "team", "private", "ts-"])
@@ -182,27 +198,48 @@ async fn remote_mcp_with_each_clients_key() {
         ts,
         "team",
         "ts-",
-        &[
-            "memory:///memories/team/py-kept.md",
-            "memory:///memories/team/ts-kept.md",
-        ],
+        &["memory:///memories/team/ts-kept.md"],
     );
-    // Nothing was written in the workspace the key does not reach.
-    let listed = contextq_server::store::contexts::list(
-        &server.db,
-        &tenant.tenant_id,
-        &contextq_server::store::contexts::ListQuery {
-            workspace: Some("private".into()),
-            within: None,
-            tag: None,
-            external_id_prefix: None,
-            limit: 10,
-            after: None,
-        },
-    )
-    .await
-    .unwrap();
-    assert!(listed.0.is_empty(), "{listed:?}");
+    // The first tenant's read-only key: the first agent's file, and no write.
+    let session = open_session(&url, &read_only).await;
+    let view =
+        json!({"name": "memory", "arguments": {"command": "view", "path": "/memories/team"}});
+    let (status, answer) = rpc(&url, &read_only, &session, "tools/call", view).await;
+    assert_eq!(status, 200, "{answer}");
+    let listing = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(listing.contains("py-kept.md"), "{answer}");
+    assert!(!listing.contains("ts-kept.md"), "{answer}");
+    let create = json!({"name": "memory", "arguments": {"command": "create", "path": "/memories/team/ro.md", "file_text": "x"}});
+    let (status, answer) = rpc(&url, &read_only, &session, "tools/call", create).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(answer.to_string().contains("read-only"), "{answer}");
+    // Each tenant holds its own agent's files, in `team` only.
+    for (tenant, want) in tenants.iter().zip(["py-", "ts-"]) {
+        for (workspace, n) in [("team", 1), ("private", 0)] {
+            let listed = contextq_server::store::contexts::list(
+                &server.db,
+                tenant,
+                &contextq_server::store::contexts::ListQuery {
+                    workspace: Some(workspace.into()),
+                    within: None,
+                    tag: None,
+                    external_id_prefix: None,
+                    limit: 10,
+                    after: None,
+                },
+            )
+            .await
+            .unwrap();
+            assert_eq!(listed.0.len(), n, "{workspace}: {listed:?}");
+            assert!(
+                listed.0.iter().all(|c| c.external_id.contains(want)),
+                "{listed:?}"
+            );
+        }
+    }
 }
 
 /// `contextq-memory serve` answers MCP at `/mcp` on its own listener, with the local key.
