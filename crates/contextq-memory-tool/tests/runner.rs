@@ -7,8 +7,11 @@ use contextq_memory_tool::anthropic::{
     AnthropicConfig, AnthropicError, ClearToolUses, ContentBlock, MessageParam, MessageRequest,
     MessagesClient, StopReason, ToolRunner, memory_search_tool, memory_tool,
 };
+use contextq_memory_tool::store::{Entry, Listing, PutMode, Store, Version};
 use contextq_memory_tool::testing::ScriptedClaude;
-use contextq_memory_tool::{MemoryStore, MemoryTool, MemoryToolHandlers, ToolDefinition};
+use contextq_memory_tool::{
+    MemoryPath, MemoryStore, MemoryTool, MemoryToolHandlers, ToolDefinition,
+};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -174,6 +177,109 @@ async fn parallel_calls_keep_same_path_order_and_answer_every_id() {
             .execute(json!({"command": "view", "path": "/memories/p/b.md"}))
             .await
             .is_error
+    );
+}
+
+/// A store that takes 20 ms over every call and records when each began and ended, so that
+/// calls the runner runs concurrently overlap and calls it orders do not.
+struct Slow {
+    inner: MemoryStore,
+    events: Mutex<Vec<(String, bool)>>,
+}
+
+impl Slow {
+    async fn around<T>(&self, path: &MemoryPath, call: impl std::future::Future<Output = T>) -> T {
+        self.events
+            .lock()
+            .unwrap()
+            .push((path.raw().to_string(), true));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let out = call.await;
+        self.events
+            .lock()
+            .unwrap()
+            .push((path.raw().to_string(), false));
+        out
+    }
+
+    /// The calls on `path` as (start, end) positions in the record, each start paired with the
+    /// next end (a path's calls are checked not to overlap).
+    fn calls(&self, path: &str) -> Vec<(usize, usize)> {
+        let events = self.events.lock().unwrap();
+        let mut out = Vec::new();
+        let mut open = None;
+        for (i, (p, start)) in events.iter().enumerate() {
+            if p != path {
+                continue;
+            }
+            if *start {
+                open = Some(i);
+            } else if let Some(s) = open.take() {
+                out.push((s, i));
+            }
+        }
+        out
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Slow {
+    async fn get(&self, path: &MemoryPath) -> contextq_memory_tool::Result<Option<Entry>> {
+        self.around(path, self.inner.get(path)).await
+    }
+    async fn list(&self, dir: &MemoryPath) -> contextq_memory_tool::Result<Option<Listing>> {
+        self.around(dir, self.inner.list(dir)).await
+    }
+    async fn put(
+        &self,
+        path: &MemoryPath,
+        text: &str,
+        mode: PutMode,
+    ) -> contextq_memory_tool::Result<Option<Version>> {
+        self.around(path, self.inner.put(path, text, mode)).await
+    }
+    async fn delete(
+        &self,
+        path: &MemoryPath,
+        expected: Option<Version>,
+    ) -> contextq_memory_tool::Result<()> {
+        self.around(path, self.inner.delete(path, expected)).await
+    }
+}
+
+/// On a store that takes its time: the calls on a.md run in order (its view starts after its
+/// create ended, and sees it), and the create of b.md runs beside them, not after.
+#[tokio::test]
+async fn parallel_calls_overlap_unless_they_share_a_path() {
+    let claude = ScriptedClaude::start().await.unwrap();
+    let store = Arc::new(MemoryTool::new(Arc::new(Slow {
+        inner: MemoryStore::new(),
+        events: Mutex::new(Vec::new()),
+    })));
+    let mut runner =
+        ToolRunner::new(client(&claude.url), request("PARALLEL")).tool(memory_tool(store.clone()));
+    let last = runner.run().await.unwrap();
+    assert!(last.text().contains("You told me: a"), "{}", last.text());
+    let slow = store.store();
+    let events = slow.events.lock().unwrap().clone();
+    let a = "/memories/p/a.md";
+    let a_calls: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, (p, _))| p == a)
+        .map(|(i, _)| i)
+        .collect();
+    // a.md: create (start, end), then view (start, end), never interleaved.
+    let starts: Vec<bool> = a_calls.iter().map(|&i| events[i].1).collect();
+    assert!(
+        starts.chunks(2).all(|c| c == [true, false]),
+        "a.md's calls overlapped: {events:?}"
+    );
+    let b = slow.calls("/memories/p/b.md");
+    assert!(
+        b.iter()
+            .any(|&(bs, be)| slow.calls(a).iter().any(|&(s, e)| bs < e && s < be)),
+        "b.md ran alone, not beside a.md: {events:?}"
     );
 }
 
