@@ -27,6 +27,82 @@ fn view(path: &str) -> Value {
     json!({"command": "view", "path": path})
 }
 
+/// The requests each command makes under `base` (`/memories` pinned to `ws`, or `/memories/ws`
+/// in per-workspace mode), by step.
+async fn requests_by_step(
+    tool: &ContextQMemoryTool,
+    proxy: &Proxy,
+    base: &str,
+) -> Vec<(&'static str, Vec<String>)> {
+    let at = |p: &str| format!("{base}{p}");
+    // The first read learns what the server offers.
+    assert!(!run(tool, view(base)).await.is_error);
+    proxy.take_log();
+    let mut out = Vec::new();
+    let mut ok = async |name: &'static str, input: Value| {
+        let r = run(tool, input).await;
+        assert!(!r.is_error, "{name}: {}", r.content);
+        out.push((name, proxy.take_log()));
+    };
+    ok("create", create(&at("/a.md"), "one\ntwo\n")).await;
+    ok("view file", view(&at("/a.md"))).await;
+    ok(
+        "str_replace",
+        json!({"command": "str_replace", "path": at("/a.md"), "old_str": "one", "new_str": "1"}),
+    )
+    .await;
+    ok(
+        "insert",
+        json!({"command": "insert", "path": at("/a.md"), "insert_line": 0, "insert_text": "zero"}),
+    )
+    .await;
+    ok("create", create(&at("/d/b.md"), "b")).await;
+    ok("view directory", view(&at("/d"))).await;
+    ok(
+        "rename file",
+        json!({"command": "rename", "old_path": at("/a.md"), "new_path": at("/c.md")}),
+    )
+    .await;
+    ok(
+        "delete file",
+        json!({"command": "delete", "path": at("/c.md")}),
+    )
+    .await;
+    ok(
+        "rename directory",
+        json!({"command": "rename", "old_path": at("/d"), "new_path": at("/e")}),
+    )
+    .await;
+    ok(
+        "delete directory",
+        json!({"command": "delete", "path": at("/e")}),
+    )
+    .await;
+    out
+}
+
+/// Per-workspace mode (the mode of `CONTEXT_API_URL` without a workspace and of `mcp --http`)
+/// makes the same requests as a store pinned to the workspace: the ContextQ store's own
+/// commands, one request each where the server has the extension, never the fallbacks.
+async fn round_trips_per_command_per_workspace(b: Backend) {
+    let server = Server::start(b).await;
+    let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
+    let proxy = Proxy::start(&server.url).await;
+    let pinned = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
+    let pinned = requests_by_step(&pinned, &proxy, "/memories").await;
+    let unpinned = contextq_memory_tool(options(&proxy.url, &key)).unwrap();
+    let per_workspace = requests_by_step(&unpinned, &proxy, "/memories/ws").await;
+    assert_eq!(per_workspace, pinned);
+    for (name, log) in &pinned {
+        let want = if name.contains("directory") && !name.starts_with("view") {
+            2
+        } else {
+            1
+        };
+        assert_eq!(log.len(), want, "{name}: {log:?}");
+    }
+}
+
 async fn round_trips_per_command(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
@@ -1282,6 +1358,7 @@ contextq_server::database_tests!(
     pages_start_after_a_path,
     views_through_the_tree_are_the_listing_byte_for_byte,
     round_trips_per_command,
+    round_trips_per_command_per_workspace,
     per_workspace_path_model,
     never_touches_rows_without_the_tag,
     rows_of_another_workspace_are_never_touched,
