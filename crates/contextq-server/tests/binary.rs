@@ -71,7 +71,7 @@ async fn serve_bootstrap_and_logs_without_keys(b: Backend) {
         let r = http
             .post(format!("http://{addr}/api/contexts/bulk-upsert"))
             .bearer_auth(&key)
-            .json(&serde_json::json!({"contexts": [{"externalId": "x", "workspace": "notes", "type": "reference", "content": "hi"}]}))
+            .json(&serde_json::json!({"contexts": [{"externalId": "x", "workspace": "notes", "type": "reference", "content": "the staging password is zebra-7741-quokka"}]}))
             .send()
             .await
             .unwrap();
@@ -98,6 +98,11 @@ async fn serve_bootstrap_and_logs_without_keys(b: Backend) {
         "requests are logged: {logs}"
     );
     assert!(!logs.contains(&key), "the key leaked into the log");
+    // Nor a file's content, even at trace level (sqlx, hyper and axum included).
+    assert!(
+        !logs.contains("zebra-7741-quokka"),
+        "a file's content leaked into the log"
+    );
     assert!(
         !logs.contains(&key[8..]),
         "the key's secret part leaked into the log"

@@ -315,20 +315,31 @@ impl Db {
                 })
             });
         }
+        // sqlx logs each statement's text (and a slow one's at `warn`): on PostgreSQL a batch's
+        // values are literals in that text, file contents included, so it never logs them.
+        let connect_options = {
+            use sqlx::ConnectOptions as _;
+            use std::str::FromStr as _;
+            sqlx::any::AnyConnectOptions::from_str(&url)
+                .map_err(|e| Error::Connect(redact_url(&url), e))?
+                .disable_statement_logging()
+        };
         // One connection first, on its own: a wrong host or port is said at once, as the
         // database's own error ("connection refused"), where the pool would retry until its
         // acquire timeout and say only "pool timed out".
         if backend == Backend::Postgres {
             use sqlx::Connection as _;
-            let first =
-                tokio::time::timeout(options.acquire_timeout, sqlx::AnyConnection::connect(&url))
-                    .await
-                    .unwrap_or(Err(sqlx::Error::PoolTimedOut))
-                    .map_err(|e| Error::Connect(redact_url(&url), e))?;
+            let first = tokio::time::timeout(
+                options.acquire_timeout,
+                sqlx::AnyConnection::connect_with(&connect_options),
+            )
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+            .map_err(|e| Error::Connect(redact_url(&url), e))?;
             let _ = first.close().await;
         }
         let pool = pool_options
-            .connect(&url)
+            .connect_with(connect_options)
             .await
             .map_err(|e| Error::Connect(redact_url(&url), e))?;
         let commits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
