@@ -1,8 +1,9 @@
 //! One client cannot hold the budget of bodies in flight: each tenant's bodies take room in its
 //! own share first (so a tenant that floods or trickles large bodies makes only itself wait),
 //! and a body that arrives slower than the minimum rate is cut with 408 in the envelope. Through
-//! real HTTP on SQLite and PostgreSQL; `--nocapture` prints tenant B's latencies while tenant A
-//! trickles (docs/reliability.md, "Hostile clients").
+//! real HTTP on SQLite and PostgreSQL: tenant B's writes are all answered while tenant A's bodies
+//! are held open or trickled, before any of them is cut; `--nocapture` prints B's latencies
+//! (docs/reliability.md, "Hostile clients").
 
 mod common;
 
@@ -89,9 +90,19 @@ async fn one_tenant_cannot_hold_the_budget(b: Backend) {
     s.stop().await;
 }
 
+/// A tenant's share of the body budget in `a_trickled_body_is_cut_and_others_go_on`.
+const SHARE: usize = 8 << 20;
+
 async fn a_trickled_body_is_cut_and_others_go_on(b: Backend) {
-    // The defaults: 4 KiB/s after the first 5 s.
-    let s = TestServer::start_with(b, ServerConfig::default()).await;
+    // The default rate (4 KiB/s after the first 5 s); a budget of 16 MiB, 8 MiB a tenant, so
+    // that A's eight 2 MiB bodies would hold the whole budget were it not for the share.
+    let s = TestServer::start_with(
+        b,
+        ServerConfig::default()
+            .body_budget_bytes(16 << 20)
+            .body_share_bytes(SHARE),
+    )
+    .await;
     let a = s.tenant(Plan::Pro, ALL).await;
     let b_tenant = s.tenant(Plan::Pro, ALL).await;
     let a_id = context_id(&a.client, "a").await;
@@ -143,9 +154,15 @@ async fn a_trickled_body_is_cut_and_others_go_on(b: Backend) {
         latencies.push(t.elapsed());
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    let b_done = started.elapsed();
     latencies.sort();
     for t in trickles {
         let (answer, at) = t.await.unwrap();
+        // Every one of B's writes was answered while A's trickles all held their bodies open.
+        assert!(
+            b_done < at,
+            "tenant B's writes ended at {b_done:?}, after a trickle was cut at {at:?}: {latencies:?}"
+        );
         assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
         assert!(answer.contains("request_timeout"), "{answer}");
         assert!(answer.contains("too slowly"), "{answer}");
