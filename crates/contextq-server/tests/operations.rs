@@ -233,19 +233,50 @@ fn serve(dir: &std::path::Path, extra: &[&str]) -> (std::process::Child, String,
     (child, line.trim().to_string(), key)
 }
 
-/// Sends a request head and the first half of its body; the rest is for the caller.
+/// Sends a request head with `Expect: 100-continue`, waits for the server's `100 Continue` (its
+/// handler is reading the body: the request is in flight, no sleep needed to know it), then the
+/// first half of the body; the rest is for the caller.
 fn half_a_request(url: &str, key: &str, body: &str) -> (std::net::TcpStream, String) {
     let addr = url.trim_start_matches("http://");
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     let head = format!(
         "POST /api/contexts/bulk-upsert HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\
+         Expect: 100-continue\r\n\r\n",
         body.len()
     );
     let (first, rest) = body.split_at(body.len() / 2);
     stream.write_all(head.as_bytes()).unwrap();
+    let mut continued = Vec::new();
+    let mut byte = [0u8; 1];
+    while !continued.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "closed before 100 Continue"
+        );
+        continued.push(byte[0]);
+    }
+    assert!(
+        continued.starts_with(b"HTTP/1.1 100"),
+        "{}",
+        String::from_utf8_lossy(&continued)
+    );
     stream.write_all(first.as_bytes()).unwrap();
     (stream, rest.to_string())
+}
+
+/// Waits (at most 5 s) until the server at `url` takes no new connection: its listener is
+/// closed.
+fn until_refused(url: &str) {
+    let started = Instant::now();
+    while std::net::TcpStream::connect(url.trim_start_matches("http://")).is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "a new connection was still accepted 5 s into the stop"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn terminate(child: &std::process::Child) {
@@ -276,14 +307,9 @@ fn sigterm_finishes_requests_in_flight_then_stops() {
     let (mut child, url, key) = serve(dir.path(), &["--shutdown-grace-secs", "20"]);
     let body = json!({"contexts": [{"externalId": "late", "workspace": "default", "type": "reference", "content": "written during the stop\n"}]}).to_string();
     let (mut stream, rest) = half_a_request(&url, &key, &body);
-    std::thread::sleep(Duration::from_millis(300));
     terminate(&child);
-    std::thread::sleep(Duration::from_millis(500));
     // Stopping: the listener is closed, no new connection is taken...
-    assert!(
-        std::net::TcpStream::connect(url.trim_start_matches("http://")).is_err(),
-        "a new connection was accepted during the stop"
-    );
+    until_refused(&url);
     // ...but the request in flight finishes and is answered.
     stream.write_all(rest.as_bytes()).unwrap();
     let mut answer = String::new();
@@ -318,7 +344,6 @@ fn a_request_that_never_finishes_is_cut_after_the_grace() {
     let (mut child, url, key) = serve(dir.path(), &["--shutdown-grace-secs", "1"]);
     let body = json!({"contexts": []}).to_string() + &" ".repeat(1000);
     let (_stream, _rest) = half_a_request(&url, &key, &body);
-    std::thread::sleep(Duration::from_millis(300));
     terminate(&child);
     // The request timeout is 30 s; the grace of 1 s is what ends it.
     let (status, took) = wait_exit(&mut child, Duration::from_secs(10));
