@@ -164,6 +164,31 @@ fn insert(content: &str, line: i64, text: &str) -> Result<Applied, EditFailure> 
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_snippet_is_the_lines_around_within_the_content() {
+        let seven = "a\nb\nc\nd\ne\nf\ng";
+        let lines = |s: Snippet| (s.first_line, s.lines.join(","));
+        assert_eq!(lines(snippet(seven, 4, 1)), (3, "c,d,e".into()));
+        assert_eq!(lines(snippet(seven, 1, 4)), (1, "a,b,c,d,e".into()));
+        assert_eq!(lines(snippet(seven, 7, 4)), (3, "c,d,e,f,g".into()));
+        assert_eq!(lines(snippet(seven, 5, 0)), (5, "e".into()));
+        // A content ending in a newline has an empty last line.
+        assert_eq!(lines(snippet("a\nb\n", 2, 4)), (1, "a,b,".into()));
+        assert_eq!(lines(snippet("", 1, 4)), (1, "".into()));
+        // Lines are counted by newlines, whatever else the content holds.
+        assert_eq!(lines(snippet("\n\n\n\n", 3, 1)), (2, ",,".into()));
+    }
+
+    #[test]
+    fn a_large_replacement_is_made_whole() {
+        let content = format!("head\n{}\ntail\n", "x".repeat(200_000));
+        let new = "y".repeat(200_000);
+        let done = apply(&content, &sr("head", &new)).unwrap();
+        assert_eq!(done.content.len(), content.len() - 4 + new.len());
+        assert!(done.content.starts_with(&new) && done.content.ends_with("\ntail\n"));
+        assert_eq!(done.changed_line, Some(1));
+    }
+
     fn sr(old: &str, new: &str) -> TextEdit {
         TextEdit::StrReplace {
             old_str: old.into(),
