@@ -289,6 +289,89 @@ mod tests {
     }
 
     #[test]
+    fn what_may_have_been_applied() {
+        use Failure::*;
+        for f in [Lost, Status(500), Status(502), Status(504)] {
+            assert!(RetryConfig::may_have_applied(f), "{f:?}");
+        }
+        for f in [
+            Connect,
+            Status(503),
+            Status(529),
+            Status(429),
+            Status(404),
+            Status(409),
+        ] {
+            assert!(!RetryConfig::may_have_applied(f), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_when_given() {
+        let answer = |v: Option<&str>| {
+            let mut headers = reqwest::header::HeaderMap::new();
+            if let Some(v) = v {
+                headers.insert(reqwest::header::RETRY_AFTER, v.parse().unwrap());
+            }
+            Answer {
+                status: 429,
+                headers,
+                body: Vec::new(),
+            }
+        };
+        assert_eq!(
+            answer(Some("3")).retry_after(),
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(answer(None).retry_after(), None);
+        // A date is not read (the server sends seconds).
+        assert_eq!(
+            answer(Some("Wed, 21 Oct 2015 07:28:00 GMT")).retry_after(),
+            None
+        );
+    }
+
+    /// A connection refused was never sent (nothing can have been applied); an answer dropped
+    /// after the request was read may have been.
+    #[tokio::test]
+    async fn a_refused_connection_was_not_sent_and_a_dropped_answer_was() {
+        use tokio::io::AsyncReadExt as _;
+        let wrap: fn(TransportError) -> Error = |t| Error::Config {
+            message: format!("sent={}", t.sent),
+        };
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let url = format!("http://127.0.0.1:{port}/x");
+        let refused = exchange(reqwest::Client::new().get(&url), &url, "sk", wrap)
+            .await
+            .unwrap_err();
+        assert_eq!(refused.failure, Failure::Connect);
+        assert!(
+            refused.error.to_string().contains("sent=false"),
+            "{}",
+            refused.error
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+        });
+        let dropped = exchange(reqwest::Client::new().get(&url), &url, "sk", wrap)
+            .await
+            .unwrap_err();
+        assert_eq!(dropped.failure, Failure::Lost);
+        assert!(
+            dropped.error.to_string().contains("sent=true"),
+            "{}",
+            dropped.error
+        );
+    }
+
+    #[test]
     fn backoff_grows_and_is_capped() {
         let c = RetryConfig::default();
         for r in 0..30 {
