@@ -387,11 +387,39 @@ mod tests {
             "/memoriesX/.",
             "/memories/%2e",
             "/memories/a\\..",
+            // Each reason alone, on a path that would otherwise come back to the root.
+            "/memoriesX/..",
+            "/memories/\\/..",
+            "/memories/\u{1}/..",
+            "/memories/%2e/..",
         ] {
             assert!(!resolves_to_root(raw), "{raw}");
         }
         // Still refused as paths: only the commands that refuse the root name them so.
         assert!(MemoryPath::parse("/memories/.").is_err());
+    }
+
+    #[test]
+    fn a_path_shows_and_orders_as_its_segments() {
+        let longest = format!("/memories/{}", "a".repeat(MAX_SEGMENT_BYTES));
+        assert!(
+            MemoryPath::parse(&longest).is_ok(),
+            "a segment of the limit"
+        );
+        assert!(MemoryPath::parse(&format!("{longest}a")).is_err());
+        let p = MemoryPath::parse("/memories//a/b.md").unwrap();
+        assert_eq!(p.relative(), "a/b.md");
+        assert_eq!(MemoryPath::root().relative(), "");
+        assert!(MemoryPath::root().is_root() && !p.is_root());
+        assert_eq!(
+            p.to_string(),
+            "/memories//a/b.md",
+            "Display is the path as written"
+        );
+        assert_eq!(format!("{p:?}"), "MemoryPath(\"/memories/a/b.md\")");
+        let q = MemoryPath::parse("/memories/a/c.md").unwrap();
+        assert_eq!(p.partial_cmp(&q), Some(std::cmp::Ordering::Less));
+        assert!(p < q);
     }
 
     #[test]
