@@ -66,11 +66,14 @@ pub enum ErrorCode {
     RateLimited,
     /// 5xx: the server failed; the detail is in its log.
     Internal,
+    /// 503 (with `Retry-After`): the server cannot serve now (its database is unreachable, a
+    /// failover is in progress) and did nothing; the same request may be sent again.
+    Unavailable,
 }
 
 impl ErrorCode {
     /// Every code, in the order of their statuses.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::QuotaExceeded,
@@ -85,12 +88,14 @@ impl ErrorCode {
         ErrorCode::ValidationFailed,
         ErrorCode::RateLimited,
         ErrorCode::Internal,
+        ErrorCode::Unavailable,
     ];
 
     /// The code an error answer means: its envelope's `code` when that is one of the
     /// contract's and goes with the status, else the code its status carries (a proxy's HTML
     /// 404 is `NotFound`, any 5xx is `Internal`; the status wins over a code that contradicts
-    /// it); `None` for a status the contract does not use.
+    /// it; a 503 without a code is `Unavailable`: a proxy's 503 also did nothing); `None` for a
+    /// status the contract does not use.
     pub fn of_answer(status: u16, code: Option<&str>) -> Option<ErrorCode> {
         let known = code.and_then(|c| Self::ALL.into_iter().find(|k| k.as_str() == c));
         if let Some(known) =
@@ -99,6 +104,7 @@ impl ErrorCode {
             return Some(known);
         }
         match status {
+            503 => Some(ErrorCode::Unavailable),
             500..=599 => Some(ErrorCode::Internal),
             409 => Some(ErrorCode::Conflict),
             s => Self::ALL.into_iter().find(|k| k.status() == s),
@@ -122,6 +128,7 @@ impl ErrorCode {
             ErrorCode::ValidationFailed => "validation_failed",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::Internal => "internal",
+            ErrorCode::Unavailable => "unavailable",
         }
     }
 
@@ -141,6 +148,7 @@ impl ErrorCode {
             ErrorCode::ValidationFailed => 422,
             ErrorCode::RateLimited => 429,
             ErrorCode::Internal => 500,
+            ErrorCode::Unavailable => 503,
         }
     }
 }
@@ -200,7 +208,15 @@ mod tests {
             );
         }
         assert_eq!(ErrorCode::of_answer(409, None), Some(ErrorCode::Conflict));
-        assert_eq!(ErrorCode::of_answer(503, None), Some(ErrorCode::Internal));
+        assert_eq!(
+            ErrorCode::of_answer(503, None),
+            Some(ErrorCode::Unavailable)
+        );
+        assert_eq!(ErrorCode::of_answer(502, None), Some(ErrorCode::Internal));
+        assert_eq!(
+            ErrorCode::of_answer(503, Some("unavailable")),
+            Some(ErrorCode::Unavailable)
+        );
         assert_eq!(ErrorCode::of_answer(418, None), None);
         assert_eq!(
             ErrorCode::of_answer(503, Some("internal")),

@@ -898,6 +898,9 @@ fn contextq_message(e: &ContextQError) -> String {
             Some(ErrorCode::Internal) => format!(
                 "The memory store failed ({status} {code_text}: {message}); nothing was changed. Retry later."
             ),
+            Some(ErrorCode::Unavailable) => format!(
+                "The memory store is unavailable for now ({status} {code_text}: {message}); nothing was changed. Retry later."
+            ),
             _ => format!("The memory store answered {status} {code_text}: {message}"),
         },
         ContextQError::Transport(TransportError {
@@ -1357,6 +1360,10 @@ mod tests {
             (
                 api(500, "internal", None),
                 "The memory store failed (500 internal: m); nothing was changed. Retry later.",
+            ),
+            (
+                api(503, "unavailable", Some(1)),
+                "The memory store is unavailable for now (503 unavailable: m); nothing was changed. Retry later.",
             ),
             (
                 api(418, "teapot", None),

@@ -15,8 +15,17 @@
 //! After an attempt that may have been applied, a later refusal of a `Safe` write says nothing
 //! of it (the outcome stays unknown); a `Keyed` write's later answer other than 429, 503 or
 //! 529 *is* its outcome (the server answered the repeat with what the first run did).
+//!
+//! An outage is ridden out on time, not on count: for a client that follows outages (the
+//! ContextQ client), a 503 and a refused connection to a server that has answered it before do
+//! not use up [`RetryConfig::max_retries`]; they are retried until
+//! [`RetryConfig::retry_timeout`] (30 s by default), each wait at most [`OUTAGE_MAX_BACKOFF`], so
+//! that a database failover of a few seconds costs the caller nothing. A refused connection
+//! before the server ever answered (a wrong URL, a server not started) still fails after the
+//! counted retries, in under a second.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -54,6 +63,10 @@ contextq_api::setters!(RetryConfig {
     max_backoff: Duration,
     retry_timeout: Duration,
 });
+
+/// Longest wait between two tries during an outage: short, so that the first request after
+/// the service is back is not long in coming.
+pub const OUTAGE_MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Whether repeating a request can change the outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +114,16 @@ impl RetryConfig {
             Failure::Lost => true,
             Failure::Status(s) => s >= 500 && s != 503 && s != 529,
             Failure::Connect => false,
+        }
+    }
+
+    /// Whether `failure` says the service is down for now rather than refusing this request:
+    /// a 503, or a refused connection once the service has answered (`reached`).
+    pub fn is_outage(failure: Failure, reached: bool) -> bool {
+        match failure {
+            Failure::Status(503) => true,
+            Failure::Connect => reached,
+            _ => false,
         }
     }
 
@@ -197,13 +220,16 @@ pub(crate) async fn exchange(
 /// budget (retries or total time) is spent; then returns the last error, unless an earlier
 /// attempt may have been applied (its answer was lost, or a 500/502/504): then that earlier
 /// error, so that the caller knows the outcome is unknown (a later refusal, say a 503, says
-/// nothing of the earlier attempt). Every retry is logged at `warn` as "retry n of max" with the
-/// request (`what`, never carrying a secret) and the error.
+/// nothing of the earlier attempt). With `reached` (a client that follows outages: whether the
+/// service has answered it before, kept up to date here), an outage ([`RetryConfig::is_outage`])
+/// is retried until the time budget only. Every retry is logged at `warn` with the request
+/// (`what`, never carrying a secret) and the error.
 pub(crate) async fn run<T, F, Fut>(
     config: &RetryConfig,
     service: &str,
     what: &str,
     kind: Idempotency,
+    reached: Option<&AtomicBool>,
     mut attempt: F,
 ) -> Result<T>
 where
@@ -211,13 +237,24 @@ where
     Fut: Future<Output = std::result::Result<T, Attempt>>,
 {
     let started = Instant::now();
-    let mut retry = 0u32;
+    let (mut retry, mut counted) = (0u32, 0u32);
     let mut maybe_applied: Option<Error> = None;
     loop {
         let failed = match attempt().await {
-            Ok(done) => return Ok(done),
+            Ok(done) => {
+                if let Some(reached) = reached {
+                    reached.store(true, Ordering::Relaxed);
+                }
+                return Ok(done);
+            }
             Err(failed) => failed,
         };
+        let outage = reached.is_some_and(|reached| {
+            if matches!(failed.failure, Failure::Status(_)) {
+                reached.store(true, Ordering::Relaxed);
+            }
+            RetryConfig::is_outage(failed.failure, reached.load(Ordering::Relaxed))
+        });
         let give_up = |failed: Attempt, maybe_applied: Option<Error>| {
             let answered = matches!(failed.failure, Failure::Status(s) if s < 500 && s != 429);
             if RetryConfig::may_have_applied(failed.failure)
@@ -228,10 +265,15 @@ where
                 maybe_applied.unwrap_or(failed.error)
             }
         };
-        if retry >= config.max_retries || !RetryConfig::retryable(kind, failed.failure) {
+        if (!outage && counted >= config.max_retries)
+            || !RetryConfig::retryable(kind, failed.failure)
+        {
             return Err(give_up(failed, maybe_applied));
         }
         let mut delay = config.backoff(retry);
+        if outage {
+            delay = delay.min(OUTAGE_MAX_BACKOFF);
+        }
         if let Some(after) = failed.retry_after {
             delay = delay.max(after);
         }
@@ -239,17 +281,31 @@ where
             return Err(give_up(failed, maybe_applied));
         }
         retry += 1;
-        tracing::warn!(
-            service,
-            request = what,
-            retry,
-            max_retries = config.max_retries,
-            delay_ms = delay.as_millis() as u64,
-            error = %failed.error,
-            "{service} request failed; retry {retry} of {} in {} ms",
-            config.max_retries,
-            delay.as_millis()
-        );
+        if outage {
+            tracing::warn!(
+                service,
+                request = what,
+                retry,
+                delay_ms = delay.as_millis() as u64,
+                error = %failed.error,
+                "{service} is unavailable; retry {retry} in {} ms, for up to {} s in all",
+                delay.as_millis(),
+                config.retry_timeout.as_secs()
+            );
+        } else {
+            counted += 1;
+            tracing::warn!(
+                service,
+                request = what,
+                retry = counted,
+                max_retries = config.max_retries,
+                delay_ms = delay.as_millis() as u64,
+                error = %failed.error,
+                "{service} request failed; retry {counted} of {} in {} ms",
+                config.max_retries,
+                delay.as_millis()
+            );
+        }
         if kind != Idempotency::Read
             && RetryConfig::may_have_applied(failed.failure)
             && maybe_applied.is_none()
@@ -399,7 +455,7 @@ mod tests {
         then: Failure,
     ) -> (usize, Result<()>) {
         let mut n = 0;
-        let r = run(config, "test", "POST /x", kind, || {
+        let r = run(config, "test", "POST /x", kind, None, || {
             n += 1;
             let first = n == 1;
             async move { Err(failure(if first { Failure::Lost } else { then })) }
@@ -418,7 +474,7 @@ mod tests {
         };
         // Two refusals, then success: three attempts.
         let mut n = 0;
-        let r = run(&config, "test", "GET /x", Idempotency::Unsafe, || {
+        let r = run(&config, "test", "GET /x", Idempotency::Unsafe, None, || {
             n += 1;
             let n = n;
             async move {
@@ -433,16 +489,23 @@ mod tests {
         assert_eq!(r.unwrap(), 3);
         // A lost answer of an unsafe request: one attempt, its error.
         let mut n = 0;
-        let r: Result<()> = run(&config, "test", "DELETE /x", Idempotency::Unsafe, || {
-            n += 1;
-            async { Err(failure(Failure::Lost)) }
-        })
+        let r: Result<()> = run(
+            &config,
+            "test",
+            "DELETE /x",
+            Idempotency::Unsafe,
+            None,
+            || {
+                n += 1;
+                async { Err(failure(Failure::Lost)) }
+            },
+        )
         .await;
         assert_eq!(n, 1);
         assert!(r.unwrap_err().to_string().contains("Lost"));
         // Always failing: 1 + max_retries attempts.
         let mut n = 0;
-        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, || {
+        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, None, || {
             n += 1;
             async { Err(failure(Failure::Status(500))) }
         })
@@ -451,7 +514,7 @@ mod tests {
         assert_eq!(n, 4);
         // A Retry-After beyond the time budget ends retrying at once.
         let mut n = 0;
-        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, || {
+        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, None, || {
             n += 1;
             async {
                 let mut a = failure(Failure::Status(429));
@@ -486,5 +549,95 @@ mod tests {
         // A Safe write's 404 after a lost answer is not its outcome.
         let (_, r) = lost_then(&config, Idempotency::Safe, Failure::Status(404)).await;
         assert!(r.unwrap_err().to_string().contains("Lost"));
+    }
+
+    /// Runs a request that fails with `f` every time, for a client that follows outages and
+    /// has (`reached`) or has not been answered before; returns the attempts made.
+    async fn always(config: &RetryConfig, f: Failure, reached: Option<bool>) -> usize {
+        let flag = reached.map(AtomicBool::new);
+        let mut n = 0;
+        let r: Result<()> = run(
+            config,
+            "test",
+            "GET /x",
+            Idempotency::Read,
+            flag.as_ref(),
+            || {
+                n += 1;
+                async move { Err(failure(f)) }
+            },
+        )
+        .await;
+        assert!(r.is_err());
+        n
+    }
+
+    #[tokio::test]
+    async fn an_outage_is_ridden_out_on_time_not_on_count() {
+        let config = RetryConfig {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(4),
+            retry_timeout: Duration::from_millis(400),
+        };
+        // A 503 to a client that follows outages: tried until the time budget, far past the
+        // count; to one that does not (the Messages API): 1 + max_retries.
+        assert!(always(&config, Failure::Status(503), Some(false)).await > 20);
+        assert_eq!(always(&config, Failure::Status(503), None).await, 4);
+        // A refused connection: an outage once the server has answered, a wrong URL before.
+        assert!(always(&config, Failure::Connect, Some(true)).await > 20);
+        assert_eq!(always(&config, Failure::Connect, Some(false)).await, 4);
+        // Neither a 500 nor a 429 is an outage.
+        assert_eq!(always(&config, Failure::Status(500), Some(true)).await, 4);
+        assert_eq!(always(&config, Failure::Status(429), Some(true)).await, 4);
+        // An answer marks the server reached: a 503, then refused connections, ride on.
+        let reached = AtomicBool::new(false);
+        let mut n = 0;
+        let r: Result<()> = run(
+            &config,
+            "test",
+            "GET /x",
+            Idempotency::Read,
+            Some(&reached),
+            || {
+                n += 1;
+                let f = if n == 1 {
+                    Failure::Status(503)
+                } else {
+                    Failure::Connect
+                };
+                async move { Err(failure(f)) }
+            },
+        )
+        .await;
+        assert!(r.is_err() && n > 20, "{n}");
+        assert!(reached.load(Ordering::Relaxed));
+        // A success marks it too.
+        let reached = AtomicBool::new(false);
+        let r = run(
+            &config,
+            "test",
+            "GET /x",
+            Idempotency::Read,
+            Some(&reached),
+            || async { Ok(()) },
+        )
+        .await;
+        assert!(r.is_ok() && reached.load(Ordering::Relaxed));
+        // Each wait of an outage is at most OUTAGE_MAX_BACKOFF, however long the backoff grew.
+        let slow = RetryConfig {
+            initial_backoff: Duration::from_secs(10),
+            max_backoff: Duration::from_secs(10),
+            retry_timeout: Duration::from_secs(3),
+            ..config
+        };
+        let started = Instant::now();
+        let n = always(&slow, Failure::Status(503), Some(true)).await;
+        assert!(n >= 2, "{n}");
+        assert!(
+            started.elapsed() <= Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

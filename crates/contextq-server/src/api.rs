@@ -218,6 +218,24 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/redactions", post(history::redact))
 }
 
+/// Logs the database's outages once each ([`crate::db::outage::Outage`]): an answer refused
+/// because the database is unavailable starts or continues one; an API answer that is not a
+/// server failure (it reached the database) ends it.
+pub(crate) async fn note_outage(
+    State(state): State<AppState>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let api = req.uri().path().starts_with("/api/");
+    let response = next.run(req).await;
+    if let Some(why) = response.extensions().get::<error::Unavailable>() {
+        state.db.outage().refused(&why.0);
+    } else if api && response.status().as_u16() < 500 {
+        state.db.outage().answered();
+    }
+    response
+}
+
 /// Every error answer is the contract's JSON envelope, also those no handler wrote: the
 /// framework's rejections of a path or query (plain text), 405 (an empty body), a timeout (408)
 /// and a body over the limit (413). Their text, when they have one, becomes the message.
@@ -250,6 +268,7 @@ pub(crate) async fn envelope_errors(req: Request, next: axum::middleware::Next) 
         413 => ErrorCode::PayloadTooLarge,
         422 => ErrorCode::ValidationFailed,
         429 => ErrorCode::RateLimited,
+        503 => ErrorCode::Unavailable,
         s if s >= 500 => ErrorCode::Internal,
         _ => ErrorCode::BadRequest,
     };

@@ -28,11 +28,14 @@
 //! - [`row`]: [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
 //!   read them.
 //! - `direct`: SQLite's direct connection (crate-private).
+//! - [`outage`]: which failures mean the database is unavailable (503), which leave a commit's
+//!   outcome unknown, and [`outage::Outage`], an outage logged once.
 
 pub mod backend;
 pub mod batch;
 mod direct;
 mod migrate;
+pub mod outage;
 pub mod pool;
 pub mod row;
 

@@ -378,8 +378,6 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 options.audit_key = Some(key);
                 options.adopt_audit_key = never_keyed;
             }
-            // An operator waits at a prompt: a database that does not answer is said within 5 s.
-            options.acquire_timeout = std::time::Duration::from_secs(5);
             // verify-audit opens a log that lost its keying, to report it.
             options.inspect_audit = matches!(command, Admin::VerifyAudit { .. });
             // Only these create a database; the others open an existing one (a typo in the URL

@@ -33,6 +33,10 @@ pub fn app(state: AppState) -> Router {
             config.request_timeout,
         ))
         .layer(axum::middleware::from_fn(crate::api::envelope_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::api::note_outage,
+        ))
         .layer(axum::middleware::from_fn(
             crate::api::drain_unread_bodies,
         ))

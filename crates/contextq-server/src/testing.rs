@@ -344,6 +344,162 @@ impl Drop for TcpProxy {
     }
 }
 
+/// What an [`OutageProxy`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum OutageMode {
+    /// Forwards both ways.
+    Up = 0,
+    /// Closes every connection and refuses new ones (accepted, then closed at once).
+    Down = 1,
+    /// Closes a connection when the server sends a `COMMIT`, without forwarding it.
+    CutBeforeCommit = 2,
+    /// Forwards a `COMMIT`, then closes the connection before the database's answer.
+    CutAfterCommit = 3,
+    /// As `CutAfterCommit`, then `Down`: the primary lost just after it committed.
+    CommitThenDown = 4,
+}
+
+/// A PostgreSQL outage to order: a proxy in front of the database whose [`OutageMode`] a test
+/// switches. Every connection checks the mode on each chunk (and every 20 ms when idle), so
+/// switching to `Down` ends the live ones at once. Connections through it are without TLS, so
+/// that it sees each `COMMIT`.
+#[derive(Debug)]
+pub struct OutageProxy {
+    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl OutageProxy {
+    /// A proxy in front of the database `url` points at (`postgres://user:pw@host:port/db`).
+    ///
+    /// # Panics
+    /// When the address cannot be resolved or no loopback port is free (a test helper).
+    pub async fn in_front_of(url: &str) -> OutageProxy {
+        let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+        let (userinfo, hostpath) = rest.split_once('@').expect("a URL with a user");
+        let hostport = hostpath.split(['/', '?']).next().unwrap_or(hostpath);
+        let upstream = tokio::net::lookup_host(hostport)
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .unwrap_or_else(|| panic!("cannot resolve the database address {hostport:?}"));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let addr = listener.local_addr().expect("an address");
+        let path = hostpath.find('/').map_or("", |i| &hostpath[i..]);
+        let joint = if path.contains('?') { '&' } else { '?' };
+        let url = format!("{scheme}://{userinfo}@{addr}{path}{joint}sslmode=disable");
+        let mode = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(OutageMode::Up as u8));
+        let shared = mode.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if shared.load(std::sync::atomic::Ordering::SeqCst) == OutageMode::Down as u8 {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                tokio::spawn(relay_switched(client, server, shared.clone()));
+            }
+        });
+        OutageProxy { mode, url, task }
+    }
+
+    /// What it does now (`CommitThenDown` turns itself into `Down`).
+    pub fn mode(&self) -> OutageMode {
+        OutageMode::from(self.mode.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Switches what it does, for every connection at once.
+    pub fn set(&self, mode: OutageMode) {
+        self.mode
+            .store(mode as u8, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The database's URL through this proxy.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for OutageProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies both ways until either side closes or the mode says to cut. A cut closes both
+/// sockets (dropped), which the server sees as a reset or an end of stream.
+async fn relay_switched(
+    mut client: tokio::net::TcpStream,
+    mut server: tokio::net::TcpStream,
+    mode: std::sync::Arc<std::sync::atomic::AtomicU8>,
+) {
+    let (mut to_db, mut to_client) = (vec![0u8; 64 * 1024], vec![0u8; 64 * 1024]);
+    // After a forwarded COMMIT in `CutAfterCommit`: drop the database's next answer.
+    let mut commit_sent = false;
+    let ticker = || tokio::time::sleep(std::time::Duration::from_millis(20));
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let now = OutageMode::from(mode.load(std::sync::atomic::Ordering::SeqCst));
+        if now == OutageMode::Down {
+            return;
+        }
+        tokio::select! {
+            n = client.read(&mut to_db) => {
+                let Ok(n @ 1..) = n else { return };
+                let chunk = &to_db[..n];
+                let commit = chunk.windows(6).any(|w| w == b"COMMIT");
+                match OutageMode::from(mode.load(std::sync::atomic::Ordering::SeqCst)) {
+                    OutageMode::Down => return,
+                    OutageMode::CutBeforeCommit if commit => return,
+                    OutageMode::CutAfterCommit | OutageMode::CommitThenDown if commit => commit_sent = true,
+                    _ => {}
+                }
+                if server.write_all(chunk).await.is_err() {
+                    return;
+                }
+            }
+            n = server.read(&mut to_client) => {
+                let Ok(n @ 1..) = n else { return };
+                if commit_sent {
+                    let _ = mode.compare_exchange(
+                        OutageMode::CommitThenDown as u8,
+                        OutageMode::Down as u8,
+                        std::sync::atomic::Ordering::SeqCst,
+                        std::sync::atomic::Ordering::SeqCst,
+                    );
+                    return;
+                }
+                if mode.load(std::sync::atomic::Ordering::SeqCst) == OutageMode::Down as u8 {
+                    return;
+                }
+                if client.write_all(&to_client[..n]).await.is_err() {
+                    return;
+                }
+            }
+            // Wakes an idle connection to see a switch to `Down`.
+            _ = ticker() => {}
+        }
+    }
+}
+
+impl From<u8> for OutageMode {
+    fn from(v: u8) -> OutageMode {
+        match v {
+            1 => OutageMode::Down,
+            2 => OutageMode::CutBeforeCommit,
+            3 => OutageMode::CutAfterCommit,
+            4 => OutageMode::CommitThenDown,
+            _ => OutageMode::Up,
+        }
+    }
+}
+
 /// Which way a [`pipe`] copies, and what it records.
 enum Direction {
     /// Client to database: a chunk after the database spoke starts a round trip.

@@ -535,6 +535,7 @@ impl MessagesClient {
             "Messages API",
             "POST /v1/messages",
             Idempotency::Read,
+            None,
             || async {
                 let mut req = self
                     .http

@@ -90,6 +90,9 @@ struct Learnt {
     advertised: std::sync::OnceLock<Extensions>,
     /// An `ETag` was seen on a read (the contract's own signal for conditional requests).
     etag_seen: std::sync::atomic::AtomicBool,
+    /// The server has answered this client (any status): a refused connection after that is
+    /// an outage to ride out, not a wrong URL to report at once ([`retry::run`]).
+    reached: std::sync::atomic::AtomicBool,
 }
 
 /// Whether a failed request may still have been applied by the server.
@@ -360,7 +363,15 @@ impl Client {
                 retry_after: answer.retry_after(),
             })
         };
-        let done = retry::run(&self.retry, "ContextQ", &what, kind, attempt).await;
+        let done = retry::run(
+            &self.retry,
+            "ContextQ",
+            &what,
+            kind,
+            Some(&self.learnt.reached),
+            attempt,
+        )
+        .await;
         match done {
             // A keyed write whose outcome is unknown (its answers lost, or no retry left): asked
             // once more with its key, whatever the retry budget, as a read-back would be: the

@@ -1,8 +1,10 @@
 //! [`ApiError`]: a refused request as the contract shows it, `{"error": {"code", "message"}}`
 //! with the code's status; and the one place where data-layer errors become HTTP answers.
 //!
-//! A database failure becomes a 500 `internal` whose message says nothing about the internals;
-//! the detail goes to the log (which never contains keys: they are hashed before any query).
+//! A database that cannot be reached becomes a 503 `unavailable` with `Retry-After` (nothing was
+//! done; [`crate::db::outage`]); any other database failure a 500 `internal` whose message says
+//! nothing about the internals, the detail in the log (which never contains keys: they are
+//! hashed before any query).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -18,14 +20,21 @@ pub struct ApiError {
     pub code: ErrorCode,
     /// A sentence for the client.
     pub message: String,
-    /// `Retry-After` seconds, for 429.
+    /// `Retry-After` seconds, for 429 and 503.
     pub retry_after: Option<u64>,
     /// For `edit_failed`: why the text edit cannot apply.
     pub edit: Option<contextq_api::EditFailure>,
     /// A repeat of a keyed write: the answer its first run recorded, sent as it is instead of
     /// this error (extension `idempotency`).
     pub replay: Option<Box<store::outcome::Recorded>>,
+    /// For 503 `unavailable`: the database's failure, for the outage log (never sent).
+    pub unavailable: Option<Unavailable>,
 }
+
+/// Why the database was unavailable to a request: carried on its answer (a response extension)
+/// to the middleware that logs outages once ([`crate::api::note_outage`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable(pub String);
 
 impl ApiError {
     /// An error with `code` and `message`.
@@ -36,12 +45,24 @@ impl ApiError {
             retry_after: None,
             edit: None,
             replay: None,
+            unavailable: None,
         }
     }
 
     /// 500 `internal` (the detail is logged, not sent).
     pub fn internal() -> Self {
         Self::new(ErrorCode::Internal, "internal error; see the server log")
+    }
+
+    /// 503 `unavailable`: the database cannot be reached; nothing was done.
+    pub fn unavailable() -> Self {
+        ApiError {
+            retry_after: Some(crate::db::outage::RETRY_AFTER.as_secs()),
+            ..Self::new(
+                ErrorCode::Unavailable,
+                "the database is unavailable; nothing was done, send the request again",
+            )
+        }
     }
 
     /// Its HTTP status.
@@ -107,6 +128,11 @@ impl From<store::Error> for ApiError {
                 replay: Some(Box::new(recorded)),
                 ..ApiError::internal()
             },
+            store::Error::Database(e) if crate::db::outage::is_unavailable(&e) => ApiError {
+                // Logged once per outage, where the database is known (`note_outage`).
+                unavailable: Some(Unavailable(e.to_string())),
+                ..ApiError::unavailable()
+            },
             e => ApiError::of(&e).unwrap_or_else(|| {
                 tracing::error!(error = %e, "request failed");
                 ApiError::internal()
@@ -134,6 +160,9 @@ impl IntoResponse for ApiError {
             && let Ok(v) = secs.to_string().parse()
         {
             response.headers_mut().insert("retry-after", v);
+        }
+        if let Some(why) = self.unavailable {
+            response.extensions_mut().insert(why);
         }
         response
     }

@@ -42,6 +42,8 @@ pub struct Db {
     /// SQLite: this process's direct connection, which writes ([`Db::begin_with_read`]) and
     /// point reads ([`Db::read_one`]) use (module `direct`).
     direct: Option<std::sync::Arc<DirectConnection>>,
+    /// Outages of this database, logged once each ([`super::outage::Outage`]).
+    outage: std::sync::Arc<super::outage::Outage>,
 }
 
 /// Aborts its task when dropped.
@@ -154,7 +156,10 @@ pub struct WriteTx {
 impl WriteTx {
     /// Commits (and frees the writer slot).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await?;
+        self.tx
+            .commit()
+            .await
+            .map_err(super::outage::outcome_unknown)?;
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
@@ -180,7 +185,9 @@ impl std::ops::DerefMut for WriteTx {
 pub struct DbOptions {
     /// Most connections held open (default 16; SQLite 8).
     pub max_connections: u32,
-    /// How long to wait for a free connection (default 30 s).
+    /// How long a request waits for a connection (default 5 s, well inside the request
+    /// timeout): past it, the request is answered 503 `unavailable` (the pool is exhausted, or
+    /// the database does not answer and the pool keeps trying to connect).
     pub acquire_timeout: Duration,
     /// The audit key (default none: rows are hash-chained but carry no MAC). A database keyed
     /// once is refused without its key ([`Db::connect`]).
@@ -245,7 +252,7 @@ impl Default for DbOptions {
     fn default() -> Self {
         DbOptions {
             max_connections: 16,
-            acquire_timeout: Duration::from_secs(30),
+            acquire_timeout: Duration::from_secs(5),
             audit_key: None,
             adopt_audit_key: false,
             inspect_audit: false,
@@ -371,6 +378,7 @@ impl Db {
             checkpointer,
             checkpointing,
             direct: None,
+            outage: std::sync::Arc::default(),
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -383,6 +391,11 @@ impl Db {
             db.direct = Some(std::sync::Arc::new(db.open_direct()?));
         }
         Ok(db)
+    }
+
+    /// This database's outages, for answering and logging them ([`super::outage`]).
+    pub fn outage(&self) -> &super::outage::Outage {
+        &self.outage
     }
 
     /// The audit key rows and heads are MACed with, if any.
@@ -747,7 +760,8 @@ impl Write {
                 if is_failed_check(&e) {
                     Err(BatchError::Mismatch(BatchMismatch { expected: expects }))
                 } else {
-                    Err(BatchError::Database(e))
+                    // The batch ends with its COMMIT: a lost connection leaves it unknown.
+                    Err(BatchError::Database(super::outage::outcome_unknown(e)))
                 }
             }
         }
