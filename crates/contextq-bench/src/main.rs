@@ -560,7 +560,7 @@ async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
 
 /// The tool's `view` of a file against the same request made bare (with the `tree` and
 /// `tree-file` extensions a view is one `GET /api/contexts/tree?...&file=`, checked through a
-/// counting proxy first), and against the seed's plain read of one context for reference.
+/// counting proxy first), and against the contract's plain read of one context for reference.
 async fn overhead(ops: usize) -> Result<()> {
     let (db, dir) = database("sqlite", None).await?;
     let server = start_server(&db, dir)?;
@@ -629,7 +629,10 @@ async fn overhead(ops: usize) -> Result<()> {
     for (label, s) in [
         ("`view` through ContextQMemoryTool", &t),
         ("the same `GET /api/contexts/tree?...&file=`, bare", &same_t),
-        ("the seed's `GET /api/contexts/by-external`, bare", &seed_t),
+        (
+            "the contract's `GET /api/contexts/by-external`, bare",
+            &seed_t,
+        ),
     ] {
         println!(
             "| {label} | {} | {} | {} |",

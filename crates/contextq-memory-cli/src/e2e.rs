@@ -1,13 +1,13 @@
-//! `contextq-memory e2e`: the seed's live end-to-end check with a real Claude and a real ContextQ.
+//! `contextq-memory e2e`: the TypeScript package's live end-to-end check with a real Claude and a real ContextQ.
 //!
 //! 1. A throwaway tenant, owner user and API key (read+write+admin) are created directly in the
 //!    server's database (SQLite or PostgreSQL), with contextq-server's admin functions: the
-//!    seed's direct-INSERT pattern, without SQL of our own that a schema change could break.
+//!    TypeScript package's direct-INSERT pattern, without SQL of our own that a schema change could break.
 //! 2. A workspace is created through the API.
 //! 3. Turn 1 asks Claude to remember a fact under `/memories/<ws>/`; turn 2, a separate
 //!    conversation, asks it to recall the fact.
 //! 4. `GET /api/contexts` checks independently that the fact landed in ContextQ.
-//! 5. Cleanup runs whatever happened, in the seed's order: the contexts and the workspace via the
+//! 5. Cleanup runs whatever happened, in the TypeScript package's order: the contexts and the workspace via the
 //!    API, then the key row, the user row, and the tenant row only when no chained audit row
 //!    forbids it (then it is left in place and the run says so).
 //!

@@ -294,7 +294,7 @@ enum Command {
     /// Serve the embedded store over HTTP so other processes can share it, with the memory
     /// inspector at /ui/ (prints a one-time sign-in link).
     Serve {
-        /// Address to listen on (38200 is the seed's default port, kept so that its default URL
+        /// Address to listen on (38200 is the TypeScript package's default port, kept so that its default URL
         /// works; it lies in Linux's ephemeral range 32768-60999, so pick another if it is taken).
         #[arg(long, default_value = "127.0.0.1:38200")]
         listen: String,
@@ -396,8 +396,7 @@ fn main() -> ExitCode {
     contextq_server::logs::init(default_filter, cli.logs.log_format);
     // `serve` answers other processes: every core. Every other command is one client running
     // one command at a time (the embedded server in the same process): one thread, so a request
-    // and its answer never hop between worker threads (measured: the 5,000-command trace runs
-    // in 12% less time than on the multi-threaded runtime; docs/benchmarks.md).
+    // and its answer never hop between worker threads (faster, measured in docs/benchmarks.md).
     let runtime = match cli.command {
         Command::Serve { .. } => tokio::runtime::Builder::new_multi_thread(),
         _ => tokio::runtime::Builder::new_current_thread(),

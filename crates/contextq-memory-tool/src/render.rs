@@ -600,7 +600,7 @@ pub fn rename_failed(old_path: &str, new_path: &str, cause: &str) -> String {
 }
 
 /// A rename whose copy was made but whose source could not be deleted, nor the copy removed
-/// again: the seed's explicit error, naming both paths and the source row's id.
+/// again: the TypeScript package's explicit error, naming both paths and the source row's id.
 pub fn rename_both_exist(old_path: &str, new_path: &str, source_id: &str, cause: &str) -> String {
     format!(
         "Rename of {old_path} to {new_path} is incomplete: {new_path} was created, but deleting the source {old_path} (id {source_id}) failed: {cause} Both files now exist; delete one of them."

@@ -46,7 +46,7 @@
 //!   bulk-upsert per 100 files) and the default sends them one by one.
 //!
 //! Versions are opaque: a store may leave them out ([`Entry::version`] `None`) when it cannot
-//! check them, and then the tool writes unconditionally (the seed's documented non-atomic mode).
+//! check them, and then the tool writes unconditionally (the TypeScript package's documented non-atomic mode).
 //!
 //! The shared conformance suite (`conformance`, feature `test-util`) checks all of this on every
 //! backend.

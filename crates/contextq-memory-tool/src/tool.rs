@@ -10,7 +10,7 @@
 //! and read again and re-apply the same edit, for as long as the edit budget
 //! ([`MemoryTool::edit_budget`], default [`DEFAULT_EDIT_BUDGET`]) lasts; only then is Claude
 //! told that the file kept changing. Deletes and renames that lose a race to a writer retry
-//! the same way. A store that reports no versions gets unconditional writes (the seed's
+//! the same way. A store that reports no versions gets unconditional writes (the TypeScript package's
 //! documented gap).
 //!
 //! Round trips (for a store where each method is one request): view file 1, view directory 2
@@ -49,11 +49,8 @@ pub struct MemoryTool<S> {
 /// at most 1 s, each drawn uniformly from zero to that ceiling ("full jitter", so that writers
 /// that collided once spread out), within a time budget that starts at the first attempt; the
 /// last wait is cut to what is left of the budget, so one more attempt is made at its end.
-///
-/// The 1 s ceiling is for many writers on one file: 32 writers, each attempt a `GET` and a
-/// `PUT` through two replicas and a database about 5 ms away, starved some writers for the whole
-/// 10 s budget with a 200 ms ceiling (8 of 320 edits refused), and none with 1 s
-/// (docs/benchmarks.md).
+/// The 1 s ceiling keeps many writers on one file from starving one another (a lower one did;
+/// docs/benchmarks.md has the measurement).
 #[derive(Debug)]
 pub struct Backoff {
     started: Instant,

@@ -39,7 +39,9 @@ pub mod outage;
 pub mod pool;
 pub mod row;
 
-pub use backend::{Backend, create_postgres_database, drop_postgres_database, redact_url};
+pub use backend::{
+    Backend, create_postgres_database, database_url_for, drop_postgres_database, redact_url,
+};
 pub use batch::{
     Batch, BatchError, BatchMismatch, Bind, Dialects, bind_all, has_nul, inline, placeholders,
 };

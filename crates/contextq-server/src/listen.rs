@@ -551,7 +551,7 @@ impl AsyncWrite for Watched {
 }
 
 /// The error of a listener that could not bind `addr`, saying what to change: an address in use
-/// suggests `--listen` with another port (the default 38200, kept for the seed's default URL,
+/// suggests `--listen` with another port (the default 38200, kept for the TypeScript package's default URL,
 /// lies in Linux's ephemeral port range 32768-60999, so an outgoing connection can hold it
 /// with nothing listening).
 pub fn bind_error(addr: &str, e: std::io::Error) -> std::io::Error {

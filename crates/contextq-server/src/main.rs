@@ -31,7 +31,7 @@ enum Command {
         #[arg(long, env = "CONTEXTQ_DATABASE_URL")]
         database_url: Option<String>,
         /// Address to listen on (port 0 picks a free port).
-        /// (38200 is the seed's default port, kept so that its default URL works; it lies in
+        /// (38200 is the TypeScript package's default port, kept so that its default URL works; it lies in
         /// Linux's ephemeral range 32768-60999, so pick another with --listen if it is taken.)
         #[arg(long, env = "CONTEXTQ_LISTEN", default_value = "127.0.0.1:38200")]
         listen: String,
@@ -318,7 +318,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 .max_connections(max_connections)
                 .shutdown_grace(secs(shutdown_grace_secs))
                 .for_this_process();
-            let database_url = database_url_for(database_url, &listen)?;
+            let database_url = contextq_server::db::database_url_for(database_url, &listen)?;
             let options = db_options(audit_key_file.as_deref())?.versions_kept(versions_kept);
             let db = Db::connect(&database_url, &options).await?;
             if db.audit_key().is_none() {
@@ -707,58 +707,5 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         _ => Err(format!(
             "{text:?}: use a positive whole number and s, m, h or d (e.g. 8h, 30d)"
         )),
-    }
-}
-
-/// The database `serve` uses: the one given, else, on a loopback address only, `sqlite:contextq.db`
-/// in the working directory. A replica reachable from elsewhere started without one would serve
-/// a fresh, empty file and answer 401 to every key: refused, naming what to set.
-fn database_url_for(given: Option<String>, listen: &str) -> Result<String> {
-    if let Some(url) = given.filter(|u| !u.trim().is_empty()) {
-        return Ok(url);
-    }
-    let host = listen.rsplit_once(':').map_or(listen, |(h, _)| h);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if loopback {
-        Ok("sqlite:contextq.db".to_string())
-    } else {
-        anyhow::bail!(
-            "--listen {listen} is reachable beyond this machine: give the database with --database-url \
-             (or CONTEXTQ_DATABASE_URL), e.g. postgres://USER:PASSWORD@HOST/DB; without one a \
-             replica would serve an empty SQLite file in its working directory"
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_server_beyond_loopback_names_its_database() {
-        use super::database_url_for;
-        assert_eq!(
-            database_url_for(None, "127.0.0.1:0").unwrap(),
-            "sqlite:contextq.db"
-        );
-        assert_eq!(
-            database_url_for(None, "[::1]:80").unwrap(),
-            "sqlite:contextq.db"
-        );
-        assert_eq!(
-            database_url_for(None, "localhost:1").unwrap(),
-            "sqlite:contextq.db"
-        );
-        let e = database_url_for(None, "0.0.0.0:38200")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("--database-url"), "{e}");
-        assert!(database_url_for(None, "10.0.0.5:1").is_err());
-        assert_eq!(
-            database_url_for(Some("sqlite:x.db".into()), "0.0.0.0:1").unwrap(),
-            "sqlite:x.db"
-        );
     }
 }

@@ -169,7 +169,19 @@ impl TestServer {
         options: DbOptions,
     ) -> TestServer {
         let database = TestDatabase::fresh(backend).await;
-        let db = Db::connect(&database.url, &options)
+        let url = database.url.clone();
+        Self::start_over(database, &url, config, options).await
+    }
+
+    /// A server over `database` reached at `url` (the database's own, or a proxy's in front of
+    /// it, such as an [`OutageProxy`]'s), opened with `options`.
+    pub async fn start_over(
+        database: TestDatabase,
+        url: &str,
+        config: ServerConfig,
+        options: DbOptions,
+    ) -> TestServer {
+        let db = Db::connect(url, &options)
             .await
             .unwrap_or_else(|e| panic!("cannot open the test database: {e}"));
         let state = AppState::new(db.clone(), config);

@@ -2,7 +2,7 @@
 //!
 //! Anthropic's context editing (`clear_tool_uses_20250919`) clears old tool results once its
 //! trigger fires, the memory tool's included, unless the request lists the tool in
-//! `exclude_tools`. [`ClearToolUses`] always puts `"memory"` there (the seed's warning turned into
+//! `exclude_tools`. [`ClearToolUses`] always puts `"memory"` there (the TypeScript package's warning turned into
 //! a default) and [`ClearToolUses::apply`] adds the beta header the feature needs.
 
 use serde_json::{Value, json};

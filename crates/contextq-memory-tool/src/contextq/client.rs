@@ -125,7 +125,7 @@ pub struct AllPages {
     /// The summaries of every page read.
     pub contexts: Vec<ContextSummary>,
     /// `false` when a server without the `cursor` extension answered a full page and no
-    /// cursor: there may be rows it never showed (the seed's one-page cap).
+    /// cursor: there may be rows it never showed (the contract's one-page cap).
     pub complete: bool,
 }
 

@@ -221,7 +221,7 @@ contextq_api::setters!(ContextQMemoryToolOptions {
     answer_budget: AnswerBudget,
 });
 
-/// The memory tool on ContextQ (the seed's `contextQMemoryTool(options)`).
+/// The memory tool on ContextQ (the TypeScript package's `contextQMemoryTool(options)`).
 pub fn contextq_memory_tool(options: ContextQMemoryToolOptions) -> Result<ContextQMemoryTool> {
     Ok(MemoryTool::new(options.store()?)
         .edit_budget(options.edit_budget)

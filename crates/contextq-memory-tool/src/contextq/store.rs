@@ -1,6 +1,6 @@
 //! `ContextQStore`: memory files as ContextQ contexts, over the typed client.
 //!
-//! # Path model (the seed's, plus pinning)
+//! # Path model (the TypeScript package's, plus pinning)
 //! - Per-workspace mode (default): `/memories` lists workspaces, `/memories/<ws>` is a workspace
 //!   (slug lowercased), `/memories/<ws>/a/b.md` is the context with external id
 //!   `<tag>:<ws>/a/b.md` (`mem-tool:` by default: external ids are unique per tenant, so the
@@ -19,8 +19,8 @@
 //!   answer, or from one probe request. Extension fields and parameters (`ifAbsent`,
 //!   `externalIdPrefix`) are only sent to a server that shows them.
 //! - With conditional requests, create is create-only (`ifAbsent`) and updates and deletes send
-//!   `If-Match`. Without them (the ContextQ the seed describes) create checks, then upserts, and
-//!   edits write unconditionally: the seed's documented non-atomic behaviour.
+//!   `If-Match`. Without them (a plain ContextQ (the contract without extensions)) create checks, then upserts, and
+//!   edits write unconditionally: the TypeScript package's documented non-atomic behaviour.
 //! - A write whose outcome is unknown (timeout, dropped connection, 5xx) is reconciled by
 //!   reading the row back: applied, not applied (then retried once), or, when the read-back
 //!   cannot settle it, [`Error::OutcomeUnknown`]; never guessed.
@@ -640,7 +640,7 @@ impl ContextQStore {
             path: path.normalized(),
         };
         if !self.extensions().await?.conditional_requests {
-            // The seed's documented gap: check, then upsert (not atomic on such a server: a
+            // The TypeScript package's documented gap: check, then upsert (not atomic on such a server: a
             // create racing this one between the two requests can be overwritten).
             if self.client.get_by_external(external_id).await?.is_some() {
                 return Err(exists());
@@ -859,7 +859,7 @@ impl Store for ContextQStore {
             .collect();
         let workspace_level = matches!(&target, Some(t) if t.rel.is_empty());
         // Nothing seen beneath it: not a directory. (On a server that caps listings, files beyond
-        // its one page cannot be seen: the seed's documented limit.)
+        // its one page cannot be seen: the contract's documented limit.)
         if listing.files.is_empty() && !dir.is_root() && !workspace_level {
             return Ok(None);
         }
@@ -1034,9 +1034,10 @@ impl Store for ContextQStore {
 
     /// Bulk-upserts of at most 100 files and [`BULK_BYTES`] of content each. With
     /// `conditional-requests` the items are create-only (`ifAbsent`: the request fails whole if
-    /// any exists); without, each file is checked first (`GET`) and only the absent are sent: the
-    /// seed's non-atomic create, as `put` does it. A request that is refused or whose answer is
-    /// lost is not guessed about: its files go one by one through `put`, which settles each.
+    /// any exists); without, each file is checked first (`GET`) and only the absent are sent:
+    /// the TypeScript package's non-atomic create, as `put` does it. A request that is refused
+    /// or whose answer is lost is not guessed about: its files go one by one through `put`,
+    /// which settles each.
     async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {
         let mut out: Vec<Option<Result<Option<Version>>>> =
             (0..files.len()).map(|_| None).collect();

@@ -1,6 +1,6 @@
 //! A loopback proxy of the test's own: forwards to the real server, counts requests, and
 //! injects faults (statuses, Retry-After, delays, dropped connections, lost responses, requests
-//! held until the test releases them), or plays the ContextQ the seed describes, without any
+//! held until the test releases them), or plays a plain ContextQ (the contract without extensions), without any
 //! extension of the contract: no `ContextQ-Extensions`, no `ETag`, `If-Match` and `ifAbsent`
 //! ignored, no `externalIdPrefix`, no `cursor`/`nextCursor` (one page of at most 500), no
 //! `sizeBytes`, and 404 for every endpoint it does not have (versions, history, edit, rename,
@@ -102,7 +102,7 @@ impl Proxy {
         Self::start_with(upstream, false, &[]).await
     }
 
-    /// A proxy that hides every extension of the contract: the ContextQ the seed describes.
+    /// A proxy that hides every extension of the contract: a plain ContextQ (the contract without extensions).
     pub async fn plain(upstream: &str) -> Proxy {
         Self::start_with(upstream, true, &[]).await
     }
@@ -368,7 +368,7 @@ async fn forward(
 }
 
 /// `path?query` without the named query parameters.
-/// Whether the ContextQ the seed describes has this endpoint (its workspaces and contexts, not
+/// Whether a plain ContextQ (the contract without extensions) has this endpoint (its workspaces and contexts, not
 /// one of contextq-server's extensions).
 fn plain_endpoint(method: &Method, path: &str) -> bool {
     let path = path.split('?').next().unwrap_or("");

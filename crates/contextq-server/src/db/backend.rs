@@ -174,6 +174,31 @@ impl FromStr for Backend {
     }
 }
 
+/// The database `serve` uses: the one given, else, on a loopback address only,
+/// `sqlite:contextq.db` in the working directory. A replica reachable from elsewhere started
+/// without one would serve a fresh, empty file and answer 401 to every key: refused, naming
+/// what to set.
+pub fn database_url_for(given: Option<String>, listen: &str) -> crate::Result<String> {
+    if let Some(url) = given.filter(|u| !u.trim().is_empty()) {
+        return Ok(url);
+    }
+    let host = listen.rsplit_once(':').map_or(listen, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        Ok("sqlite:contextq.db".to_string())
+    } else {
+        Err(crate::Error::Config(format!(
+            "--listen {listen} is reachable beyond this machine: give the database with --database-url \
+             (or CONTEXTQ_DATABASE_URL), e.g. postgres://USER:PASSWORD@HOST/DB; without one a \
+             replica would serve an empty SQLite file in its working directory"
+        )))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -216,5 +241,30 @@ mod tests {
             "sqlite://rel.db?mode=rwc"
         );
         assert!(sqlite_url("sqlite::memory:").is_err());
+    }
+
+    #[test]
+    fn a_server_beyond_loopback_names_its_database() {
+        assert_eq!(
+            database_url_for(None, "127.0.0.1:0").unwrap(),
+            "sqlite:contextq.db"
+        );
+        assert_eq!(
+            database_url_for(None, "[::1]:80").unwrap(),
+            "sqlite:contextq.db"
+        );
+        assert_eq!(
+            database_url_for(None, "localhost:1").unwrap(),
+            "sqlite:contextq.db"
+        );
+        let e = database_url_for(None, "0.0.0.0:38200")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--database-url"), "{e}");
+        assert!(database_url_for(None, "10.0.0.5:1").is_err());
+        assert_eq!(
+            database_url_for(Some("sqlite:x.db".into()), "0.0.0.0:1").unwrap(),
+            "sqlite:x.db"
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! random tag it does not contain, so no character of it is ever interpreted. On SQLite the
 //! values are bound, so each statement's text is the same for every write of one shape: prepared
 //! once per connection instead of parsed at every write (parsing was a fifth of the embedded
-//! default's CPU time). The property test `tests/write_batch.rs` round-trips arbitrary strings
+//! default's CPU time). The property test `tests/integration/write_batch.rs` round-trips arbitrary strings
 //! through both databases.
 
 use super::Backend;

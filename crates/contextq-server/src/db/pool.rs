@@ -225,8 +225,8 @@ pub struct DbOptions {
     /// SQLite: how often a background task checkpoints the write-ahead log (copies committed
     /// pages into the database file, a PASSIVE checkpoint), when there were commits since the
     /// last time (default [`DEFAULT_CHECKPOINT_INTERVAL`], 50 ms). Commits then never run a
-    /// checkpoint themselves (`wal_autocheckpoint = 0`), so no write waits for one (4-5% of the
-    /// embedded default's time in the 5,000-command trace, docs/benchmarks.md). `None`: SQLite's own
+    /// checkpoint themselves (`wal_autocheckpoint = 0`), so no write waits for one
+    /// (docs/benchmarks.md has what that saves). `None`: SQLite's own
     /// checkpoint, run by the commit that takes the log past 1,000 pages. PostgreSQL: no
     /// effect.
     pub checkpoint_interval: Option<Duration>,

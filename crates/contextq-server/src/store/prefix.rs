@@ -1,6 +1,6 @@
 //! Directories: every context under an external-id prefix deleted, or moved under another
 //! prefix, in one transaction (extension `by-prefix`), so that a memory directory's delete or
-//! rename is all or nothing on this server (the seed's named non-atomic gaps close here); and a
+//! rename is all or nothing on this server (the TypeScript package's named non-atomic gaps close here); and a
 //! directory read two levels deep with its sizes added up here (extension `tree`), so that a
 //! `view` of a directory is one small answer however many files lie deeper.
 //!

@@ -1,0 +1,353 @@
+//! The audit chain (verified, tamper detected, tenant deletion guarded) and version-checked
+//! concurrent writers, on SQLite and (when configured) PostgreSQL.
+
+use crate::common;
+
+use common::{ALL, TestServer, seg};
+use contextq_server::Backend;
+use contextq_server::Plan;
+use contextq_server::admin;
+use contextq_server::admin::TenantDeletion;
+use reqwest::StatusCode;
+
+async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let c = &t.client;
+    for i in 0..5 {
+        assert_eq!(
+            c.upsert(&format!("a{i}"), "x", &[]).await.status,
+            StatusCode::OK
+        );
+    }
+    let id = c
+        .get(&format!("/api/contexts/by-external/{}", seg("a0")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(c.put_content(&id, "y", None).await.status, StatusCode::OK);
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    // A refused write leaves no audit row.
+    assert_eq!(
+        c.delete(&format!("/api/contexts/{id}"), None).await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    let v = admin::verify_audit(&s.db, None).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    assert_eq!(
+        v.rows,
+        1 + 1 + 5 + 1 + 1,
+        "key.create + workspace.create + 5 creates + update + delete"
+    );
+
+    // Every row names the key that made the change (except admin-made ones).
+    let keyed: i64 = sqlx::Row::try_get(
+        &sqlx::query("SELECT COUNT(*) AS n FROM activity_logs WHERE api_key_id = $1")
+            .bind(t.key_id.clone())
+            .fetch_one(s.db.pool())
+            .await
+            .unwrap(),
+        "n",
+    )
+    .unwrap();
+    assert_eq!(keyed, 7);
+
+    // Editing a row is detected, and named: the tenant's chain and the row's number in it.
+    common::sql(
+        &s.db,
+        "UPDATE activity_logs SET detail = '{\"forged\":true}' WHERE tenant_id = $1 AND tenant_seq = 3",
+        &[&t.tenant_id],
+    )
+    .await;
+    let v = admin::verify_audit(&s.db, None).await.unwrap();
+    let bad = v.first_bad.clone().expect("the edit is found");
+    assert_eq!(
+        (bad.tenant_id.as_deref(), bad.seq),
+        (Some(t.tenant_id.as_str()), 3),
+        "{v:?}"
+    );
+    assert_eq!(v.rows, 2);
+    // Checking only another tenant's chain does not see it; checking this one does.
+    let other = s.tenant(Plan::Free, ALL).await;
+    assert!(
+        admin::verify_audit(&s.db, Some(&other.tenant_id))
+            .await
+            .unwrap()
+            .ok()
+    );
+    assert!(
+        !admin::verify_audit(&s.db, Some(&t.tenant_id))
+            .await
+            .unwrap()
+            .ok()
+    );
+    s.stop().await;
+
+    // Removing a row in the middle, or at the end, is detected too.
+    for (sql, bad_at) in [
+        (
+            "DELETE FROM activity_logs WHERE tenant_id = $1 AND tenant_seq = 4",
+            4,
+        ),
+        (
+            "DELETE FROM activity_logs WHERE tenant_id = $1 AND tenant_seq = 8",
+            8,
+        ),
+    ] {
+        let s = TestServer::start(b).await;
+        let t = s.tenant(Plan::Free, ALL).await;
+        for i in 0..7 {
+            t.client.upsert(&format!("r{i}"), "x", &[]).await;
+        }
+        sqlx::query(sql)
+            .bind(t.tenant_id.clone())
+            .execute(s.db.pool())
+            .await
+            .unwrap();
+        let v = admin::verify_audit(&s.db, None).await.unwrap();
+        assert_eq!(
+            v.first_bad.as_ref().map(|f| f.seq),
+            Some(bad_at),
+            "{sql}: {v:?}"
+        );
+        s.stop().await;
+    }
+}
+
+async fn tenant_deletion_is_refused_with_chained_rows(b: Backend) {
+    let s = TestServer::start(b).await;
+    // A tenant that never held data can be deleted with its keys and users (the rows of its
+    // key's creation go with it: they record an operator's commands, not data).
+    let quiet = admin::create_tenant(&s.db, "quiet", Plan::Free)
+        .await
+        .unwrap();
+    let user = admin::create_user(&s.db, &quiet, "o@quiet.invalid")
+        .await
+        .unwrap();
+    admin::create_key(&s.db, &quiet, Some(&user), common::RW)
+        .await
+        .unwrap();
+    assert_eq!(
+        admin::delete_tenant(&s.db, &quiet).await.unwrap(),
+        TenantDeletion::Deleted
+    );
+    assert!(
+        admin::tenant_by_name(&s.db, "quiet")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // One with rows of data (creating its workspace was audited) is kept, and says how many
+    // rows its chain holds (its key's creation and the workspace's).
+    let t = s.tenant(Plan::Free, ALL).await;
+    assert_eq!(
+        admin::delete_tenant(&s.db, &t.tenant_id).await.unwrap(),
+        TenantDeletion::KeptForAudit { audit_rows: 2 }
+    );
+    assert!(
+        admin::workspaces(&s.db, &t.tenant_id)
+            .await
+            .unwrap()
+            .iter()
+            .any(|w| w.slug == "ws"),
+        "nothing of it was deleted"
+    );
+    assert!(admin::verify_audit(&s.db, None).await.unwrap().ok());
+    s.stop().await;
+}
+
+/// 8 clients × 50 version-checked read-modify-writes on one context: version 401, 400 edits.
+async fn concurrent_version_checked_writers_lose_nothing(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    assert_eq!(
+        t.client.upsert("counter", "", &[]).await.status,
+        StatusCode::OK
+    );
+    let id = t
+        .client
+        .get(&format!("/api/contexts/by-external/{}", seg("counter")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut tasks = Vec::new();
+    for client in 0..8 {
+        let c = t.client.clone();
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conflicts = 0;
+            for edit in 0..50 {
+                loop {
+                    let cur = c.get(&format!("/api/contexts/{id}")).await;
+                    let version: i64 = cur.etag.unwrap().trim_matches('"').parse().unwrap();
+                    let content = format!(
+                        "{}c{client}e{edit}\n",
+                        cur.body["content"].as_str().unwrap()
+                    );
+                    let r = c.put_content(&id, &content, Some(version)).await;
+                    match r.status {
+                        StatusCode::OK => break,
+                        StatusCode::PRECONDITION_FAILED => conflicts += 1,
+                        other => panic!("unexpected {other}: {:?}", r.body),
+                    }
+                }
+            }
+            conflicts
+        }));
+    }
+    let mut conflicts = 0;
+    for task in tasks {
+        conflicts += task.await.unwrap();
+    }
+    let end = t.client.get(&format!("/api/contexts/{id}")).await;
+    assert_eq!(end.body["version"], 401, "{b:?}");
+    let content = end.body["content"].as_str().unwrap();
+    for client in 0..8 {
+        for edit in 0..50 {
+            assert!(
+                content.contains(&format!("c{client}e{edit}\n")),
+                "lost c{client}e{edit}"
+            );
+        }
+    }
+    assert_eq!(content.lines().count(), 400);
+    eprintln!("{b:?}: 400 edits, {conflicts} conflicts retried");
+    assert!(admin::verify_audit(&s.db, None).await.unwrap().ok());
+    s.stop().await;
+}
+
+/// Two server processes' worth of state on one database: two app states, one PostgreSQL or
+/// SQLite file, writers on both, versions still exact.
+async fn two_servers_on_one_database(b: Backend) {
+    let s1 = TestServer::start(b).await;
+    let db2 = contextq_server::Db::connect(&s1.database_url, &Default::default())
+        .await
+        .unwrap();
+    let server2 = contextq_server::RunningServer::bind(
+        "127.0.0.1:0",
+        contextq_server::AppState::new(db2, Default::default()),
+    )
+    .await
+    .unwrap();
+    let url2 = server2.url().to_string();
+    let t = s1.tenant(Plan::Free, ALL).await;
+    assert_eq!(
+        t.client.upsert("shared", "", &[]).await.status,
+        StatusCode::OK
+    );
+    let id = t
+        .client
+        .get(&format!("/api/contexts/by-external/{}", seg("shared")))
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let clients = [t.client.clone(), common::Api::new(&url2, &t.client.key)];
+    let mut tasks = Vec::new();
+    for (n, c) in clients.into_iter().enumerate() {
+        let id = id.clone();
+        tasks.push(tokio::spawn(async move {
+            for edit in 0..25 {
+                loop {
+                    let cur = c.get(&format!("/api/contexts/{id}")).await;
+                    let v: i64 = cur.body["version"].as_i64().unwrap();
+                    let content = format!("{}s{n}e{edit}\n", cur.body["content"].as_str().unwrap());
+                    let r = c.put_content(&id, &content, Some(v)).await;
+                    match r.status {
+                        StatusCode::OK => break,
+                        // The other server's writer got there first: read again.
+                        StatusCode::PRECONDITION_FAILED => continue,
+                        other => panic!("unexpected {other}: {:?}", r.body),
+                    }
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let end = t.client.get(&format!("/api/contexts/{id}")).await;
+    assert_eq!(end.body["version"], 51);
+    assert_eq!(end.body["content"].as_str().unwrap().lines().count(), 50);
+    assert!(admin::verify_audit(&s1.db, None).await.unwrap().ok());
+    server2.stop().await.unwrap();
+    s1.stop().await;
+}
+
+/// `admin::bootstrap` is one transaction: when its last step fails (a trigger refuses the
+/// workspace), no tenant, user or key is left behind, and the name can be bootstrapped again.
+async fn bootstrap_is_all_or_nothing(b: Backend) {
+    let s = TestServer::start(b).await;
+    let db = &s.db;
+    let refuse = match b {
+        Backend::Sqlite => vec![
+            "CREATE TRIGGER refuse BEFORE INSERT ON workspaces BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        ],
+        Backend::Postgres => vec![
+            "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER refuse BEFORE INSERT ON workspaces FOR EACH ROW EXECUTE FUNCTION refuse()",
+        ],
+    };
+    for sql in &refuse {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(*sql))
+            .execute(db.pool())
+            .await
+            .unwrap();
+    }
+    let count = |table: &'static str| async move {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) AS n FROM {table}"
+        )))
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        sqlx::Row::try_get::<i64, _>(&row, "n").unwrap()
+    };
+    let tables = [
+        "tenants",
+        "users",
+        "api_keys",
+        "audit_heads",
+        "activity_logs",
+    ];
+    let before: Vec<i64> = futures::future::join_all(tables.map(count)).await;
+    let err = admin::bootstrap(db, "atomic", Plan::Free, "notes", ALL)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("refused"), "{err}");
+    let after: Vec<i64> = futures::future::join_all(tables.map(count)).await;
+    assert_eq!(before, after, "a failed bootstrap left rows behind");
+    assert!(admin::tenant_by_name(db, "atomic").await.unwrap().is_none());
+    sqlx::raw_sql("DROP TRIGGER refuse ON workspaces")
+        .execute(db.pool())
+        .await
+        .or(sqlx::raw_sql("DROP TRIGGER refuse")
+            .execute(db.pool())
+            .await)
+        .unwrap();
+    let made = admin::bootstrap(db, "atomic", Plan::Free, "notes", ALL)
+        .await
+        .unwrap();
+    assert_eq!(made.workspace, "notes");
+    let v = admin::verify_audit(db, Some(&made.tenant_id))
+        .await
+        .unwrap();
+    assert!(v.ok() && v.rows == 1, "{v:?}");
+}
+
+contextq_server::database_tests!(
+    bootstrap_is_all_or_nothing,
+    audit_chain_verifies_and_detects_tampering,
+    tenant_deletion_is_refused_with_chained_rows,
+    concurrent_version_checked_writers_lose_nothing,
+    two_servers_on_one_database,
+);

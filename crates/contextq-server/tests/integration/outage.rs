@@ -1,0 +1,222 @@
+//! A database outage is an answer, not an internal error: with PostgreSQL behind a proxy of
+//! this test's own that can cut every connection, refuse new ones, or cut a connection at a
+//! write's `COMMIT` (before or after forwarding it), the server answers 503 `unavailable` with
+//! `Retry-After` while the database is gone (an unknown key too: never a 401), `/ready` is 503
+//! and `/health` 200, it serves again once the database is back without a restart, and a write
+//! whose `COMMIT` lost its connection is a 500 (its outcome unknown), never a 503 (which says
+//! nothing was done). PostgreSQL only: SQLite is a file in the server's process.
+
+use std::time::{Duration, Instant};
+
+use contextq_server::api::ServerConfig;
+use contextq_server::testing::{OutageMode as Mode, OutageProxy, TestDatabase, TestServer};
+use contextq_server::{Backend, DbOptions, Plan, Scope, admin};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::common;
+use common::Api;
+
+fn upsert(external_id: &str, content: &str) -> serde_json::Value {
+    json!({"contexts": [{"externalId": external_id, "workspace": "ws", "type": "reference", "content": content}]})
+}
+
+/// Asserts a 503 `unavailable` with `Retry-After`.
+fn assert_unavailable(reply: &common::Reply, what: &str) {
+    assert_eq!(
+        reply.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{what}: {:?}",
+        reply.body
+    );
+    assert_eq!(reply.code(), "unavailable", "{what}: {:?}", reply.body);
+    assert_eq!(
+        reply
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1"),
+        "{what}"
+    );
+}
+
+/// Sends `request` until it answers anything but 503 (at most `within`); the answer.
+async fn once_back<F, Fut>(within: Duration, mut request: F) -> common::Reply
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = common::Reply>,
+{
+    let started = Instant::now();
+    loop {
+        let reply = request().await;
+        if reply.status != StatusCode::SERVICE_UNAVAILABLE || started.elapsed() > within {
+            return reply;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(contextq_postgres),
+    ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+)]
+async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
+    let database = TestDatabase::fresh(Backend::Postgres).await;
+    let proxy = OutageProxy::in_front_of(&database.url).await;
+    let url = proxy.url().to_string();
+    let options = DbOptions::default().acquire_timeout(Duration::from_secs(3));
+    let server = TestServer::start_over(database, &url, ServerConfig::default(), options).await;
+    let db = server.db.clone();
+    let key = server
+        .tenant(Plan::Unlimited, &[Scope::Read, Scope::Write], "ws")
+        .await;
+    let api = Api::new(server.url(), &key.api_key);
+    assert_eq!(
+        api.post("/api/contexts/bulk-upsert", upsert("a.md", "one"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+
+    // The database is gone: every request is a 503 `unavailable` with Retry-After, an unknown
+    // key too (a 401 would tell its client the key is wrong).
+    proxy.set(Mode::Down);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..3 {
+        assert_unavailable(&api.get("/api/contexts/by-external/a.md").await, "a read");
+        assert_unavailable(
+            &api.post("/api/contexts/bulk-upsert", upsert("b.md", "two"))
+                .await,
+            "a write",
+        );
+        assert_unavailable(
+            &api.delete("/api/contexts/by-external/a.md", None).await,
+            "a delete",
+        );
+        let stranger = api.with_key(&format!("sk_live_{}", "0".repeat(40)));
+        assert_unavailable(&stranger.get("/api/contexts").await, "an unknown key");
+    }
+    assert!(db.outage().is_on());
+    let ready = reqwest::get(format!("{}/ready", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let health = reqwest::get(format!("{}/health", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(
+        health.status(),
+        StatusCode::OK,
+        "liveness does not need the database"
+    );
+
+    // Back: served again without a restart; nothing the refused writes asked was done.
+    proxy.set(Mode::Up);
+    let reply = once_back(Duration::from_secs(10), || {
+        api.get("/api/contexts/by-external/a.md")
+    })
+    .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    assert_eq!(reply.body["content"], "one");
+    assert_eq!(
+        api.get("/api/contexts/by-external/b.md").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert!(!db.outage().is_on(), "an answered request ends the outage");
+    let ready = reqwest::get(format!("{}/ready", server.url()))
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+
+    // A write whose COMMIT never reached the database: the server cannot know that, so the
+    // answer is a 500 (outcome unknown), not a 503; and indeed nothing was committed.
+    proxy.set(Mode::CutBeforeCommit);
+    let reply = api
+        .post("/api/contexts/bulk-upsert", upsert("c.md", "three"))
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{:?}",
+        reply.body
+    );
+    assert_eq!(reply.code(), "internal");
+    proxy.set(Mode::Up);
+    let reply = once_back(Duration::from_secs(10), || {
+        api.get("/api/contexts/by-external/c.md")
+    })
+    .await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{:?}", reply.body);
+
+    // A keyed write whose COMMIT was applied and whose answer was lost: a 500; asked again
+    // with its key once the database is back, the recorded outcome, applied once.
+    proxy.set(Mode::CutAfterCommit);
+    let reply = api
+        .keyed(
+            Method::POST,
+            "/api/contexts/bulk-upsert",
+            Some(upsert("d.md", "four")),
+            None,
+            Some("k-d"),
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{:?}",
+        reply.body
+    );
+    proxy.set(Mode::Up);
+    let again = once_back(Duration::from_secs(10), || {
+        api.keyed(
+            Method::POST,
+            "/api/contexts/bulk-upsert",
+            Some(upsert("d.md", "four")),
+            None,
+            Some("k-d"),
+        )
+    })
+    .await;
+    assert_eq!(again.status, StatusCode::OK, "{:?}", again.body);
+    assert_eq!(
+        again
+            .headers
+            .get("idempotency-replayed")
+            .and_then(|v| v.to_str().ok()),
+        Some("true"),
+        "the first attempt had committed"
+    );
+    let versions = api.get("/api/contexts/by-external/d.md/versions").await;
+    assert_eq!(versions.status, StatusCode::OK, "{:?}", versions.body);
+    assert_eq!(
+        versions.body["versions"].as_array().map(Vec::len),
+        Some(1),
+        "{:?}",
+        versions.body
+    );
+
+    // A key revoked after the outage is refused: the revocation listener reconnected (or the
+    // server looks keys up while it has not).
+    admin::revoke_key(&db, &key.key_id).await.unwrap();
+    let refused = once_back(Duration::from_secs(10), || async {
+        let r = api.get("/api/contexts").await;
+        if r.status == StatusCode::OK {
+            // Not heard yet: ask again.
+            common::Reply {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                ..r
+            }
+        } else {
+            r
+        }
+    })
+    .await;
+    assert_eq!(
+        refused.status,
+        StatusCode::UNAUTHORIZED,
+        "{:?}",
+        refused.body
+    );
+    server.stop().await;
+}
