@@ -13,6 +13,8 @@ mod contextq_conformance;
 mod contextq_faults;
 mod contextq_plain;
 mod create_many;
+#[cfg(unix)]
+mod failover;
 mod history;
 mod local_service;
 mod outage;

@@ -671,8 +671,76 @@ async fn ten_thousand_queries_leave_nothing_behind() {
     s.stop().await;
 }
 
+/// Someone who can write the database points another tenant's index entry at tenant A (its
+/// tenant's term and a word of A's query): A's search still never shows that file, a snippet
+/// or a count of it, because every hit is joined to its context and its tenant checked there.
+/// (Such a writer can also damage A's own results; that is not a read of another tenant.)
+async fn a_forged_index_row_never_shows_another_tenants_file(b: Backend) {
+    let s = TestServer::start(b).await;
+    let a = s.tenant(Plan::Unlimited, ALL).await;
+    let victim = s.tenant(Plan::Unlimited, ALL).await;
+    upsert_in(&a.client, "ws", "mem:ws/mine.md", "ordinary notes", &[]).await;
+    upsert_in(
+        &victim.client,
+        "ws",
+        "mem:ws/payroll.md",
+        "zebrasecret salaries",
+        &[],
+    )
+    .await;
+    let victim_id: String = victim
+        .client
+        .get("/api/contexts/by-external/mem%3Aws%2Fpayroll.md")
+        .await
+        .body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        found(&victim.client, "zebrasecret").await,
+        ["mem:ws/payroll.md"]
+    );
+    let forged = match b {
+        Backend::Sqlite => {
+            // The victim's document number, its entry replaced by one under A's term.
+            common::sql(
+                &s.db,
+                "INSERT OR REPLACE INTO context_fts (rowid, scope, path, body) \
+                 SELECT n, $1, 'mem ws payroll md', 'zebrasecret ordinary' FROM search_docs WHERE context_id = $2",
+                &[&format!("t_{}", a.tenant_id), &victim_id],
+            )
+            .await
+        }
+        Backend::Postgres => common::sql(
+            &s.db,
+            "UPDATE context_search SET tenant_id = $1, doc = $2::tsvector WHERE context_id = $3",
+            &[
+                &a.tenant_id,
+                &format!("'t_{}' 'zebrasecret':301 'ordinary':302", a.tenant_id),
+                &victim_id,
+            ],
+        )
+        .await,
+    };
+    assert_eq!(forged, 1, "the forged row was written");
+    for q in ["zebrasecret", "zebrasecret ordinary", "zebra*", "ordinary"] {
+        let r = a
+            .client
+            .get(&format!("/api/contexts/search?q={}&limit=100", seg(q)))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{q}: {:?}", r.body);
+        let text = r.body.to_string();
+        assert!(
+            !text.contains("payroll") && !text.contains("salaries") && !text.contains(&victim_id),
+            "{q}: {text}"
+        );
+    }
+    assert_eq!(found(&a.client, "ordinary").await, ["mem:ws/mine.md"]);
+}
+
 contextq_server::database_tests!(
     a_common_word_is_ranked_among_some,
+    a_forged_index_row_never_shows_another_tenants_file,
     what_a_query_finds,
     hostile_queries_are_400_never_500,
     scopes_keys_and_tenants,
