@@ -1,6 +1,8 @@
 //! The one retry engine of this crate's HTTP clients (ContextQ and the Claude Messages API):
 //! exponential backoff with jitter, `Retry-After` honoured, bounded in count and in total time,
-//! every retry logged as "retry n of max", and only where repeating is safe.
+//! every retry logged as "retry n of max", and only where repeating is safe. Also the crate's
+//! other backoff, [`Backoff`] (the tool's waits after a lost race), drawn under the same
+//! exponential ceiling.
 //!
 //! Whether a failure may be retried depends on what the request does ([`Idempotency`]), which
 //! each request states explicitly:
@@ -127,14 +129,75 @@ impl RetryConfig {
         }
     }
 
-    /// Backoff before retry number `retry` (0-based): exponential, full jitter in [50%, 100%].
+    /// Backoff before retry number `retry` (0-based): exponential, jitter in [50%, 100%] (a
+    /// retry after a failure waits at least half its ceiling: the service needs the time).
     pub fn backoff(&self, retry: u32) -> Duration {
-        let base = self
-            .initial_backoff
-            .saturating_mul(2u32.saturating_pow(retry.min(20)))
-            .min(self.max_backoff);
         let jitter = 0.5 + fastrand::f64() * 0.5;
-        base.mul_f64(jitter)
+        ceiling(self.initial_backoff, self.max_backoff, retry).mul_f64(jitter)
+    }
+}
+
+/// The ceiling of wait number `n` (0-based) of an exponential backoff: `base` doubled `n`
+/// times, at most `max`. Both backoffs of the crate draw their waits under it.
+fn ceiling(base: Duration, max: Duration, n: u32) -> Duration {
+    base.saturating_mul(2u32.saturating_pow(n.min(20))).min(max)
+}
+
+/// The waits between attempts of a write that lost a race to another writer (the tool's
+/// conditional writes): exponential from 2 ms, doubling to at most 1 s, each drawn uniformly
+/// from zero to that ceiling ("full jitter": writers that collided once spread out, and nothing
+/// failed, so no wait is owed), within a time budget that starts at the first attempt; the last
+/// wait is cut to what is left of the budget, so one more attempt is made at its end. The 1 s
+/// ceiling keeps many writers on one file from starving one another (a lower one did;
+/// docs/benchmarks.md has the measurement).
+#[derive(Debug)]
+pub struct Backoff {
+    started: Instant,
+    budget: Duration,
+    attempts: usize,
+}
+
+impl Backoff {
+    /// The first wait's ceiling.
+    pub const BASE: Duration = Duration::from_millis(2);
+    /// The largest ceiling.
+    pub const MAX: Duration = Duration::from_secs(1);
+
+    /// A backoff whose budget starts now.
+    pub fn new(budget: Duration) -> Backoff {
+        Backoff {
+            started: Instant::now(),
+            budget,
+            attempts: 1,
+        }
+    }
+
+    /// After a lost race: waits before the next attempt and returns `true`, or returns
+    /// `false` at once when the budget is spent.
+    pub async fn retry(&mut self) -> bool {
+        let Some(left) = self.budget.checked_sub(self.started.elapsed()) else {
+            return false;
+        };
+        if left.is_zero() {
+            return false;
+        }
+        let n = u32::try_from(self.attempts - 1).unwrap_or(u32::MAX);
+        let wait = ceiling(Self::BASE, Self::MAX, n)
+            .mul_f64(fastrand::f64())
+            .min(left);
+        tokio::time::sleep(wait).await;
+        self.attempts += 1;
+        true
+    }
+
+    /// Attempts so far (the first included).
+    pub fn attempts(&self) -> usize {
+        self.attempts
+    }
+
+    /// Time since the first attempt.
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
     }
 }
 
@@ -639,5 +702,33 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[tokio::test]
+    async fn the_race_backoff_grows_and_stops_at_the_budget() {
+        let budget = Duration::from_millis(300);
+        let mut backoff = Backoff::new(budget);
+        let mut waits = 0;
+        while backoff.retry().await {
+            waits += 1;
+            assert!(waits < 1_000, "never stopped");
+        }
+        // The first seven ceilings (2, 4, ..., 128 ms) add up to 254 ms: they always fit.
+        assert!(waits >= 7, "{waits} waits");
+        // The last wait ends at the budget, not past it.
+        assert_eq!(backoff.attempts(), waits + 1);
+        let spent = backoff.elapsed();
+        assert!(spent <= budget + Duration::from_millis(50), "{spent:?}");
+        // No budget: no second attempt.
+        assert!(!Backoff::new(Duration::ZERO).retry().await);
+    }
+
+    #[test]
+    fn ceilings_double_and_stop_at_their_maximum() {
+        let (base, max) = (Duration::from_millis(2), Duration::from_secs(1));
+        assert_eq!(ceiling(base, max, 0), base);
+        assert_eq!(ceiling(base, max, 3), Duration::from_millis(16));
+        assert_eq!(ceiling(base, max, 9), max);
+        assert_eq!(ceiling(base, max, u32::MAX), max);
     }
 }

@@ -6,7 +6,8 @@
 //! Concurrency: `str_replace` and `insert` go to [`Store::edit`] first: a store that applies
 //! edits itself (ContextQ with the `text-edit` extension) does so atomically, and concurrent
 //! edits never conflict. Otherwise they write with [`PutMode::Update`] at the version they read
-//! and, when another writer got there first, back off (exponential, with jitter: [`Backoff`])
+//! and, when another writer got there first, back off (exponential, with jitter: [`Backoff`],
+//! the retry engine's)
 //! and read again and re-apply the same edit, for as long as the edit budget
 //! ([`MemoryTool::edit_budget`], default [`DEFAULT_EDIT_BUDGET`]) lasts; only then is Claude
 //! told that the file kept changing. Deletes and renames that lose a race to a writer retry
@@ -17,7 +18,7 @@
 //! (1 for the root), create 1, str_replace 1 (store edit) or 2, insert 1 or 2, delete file 2,
 //! rename file 3 (or one native rename), and per file for directory delete and rename.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -29,6 +30,7 @@ use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
 };
 use crate::render;
+pub use crate::retry::Backoff;
 use crate::store::{Edited, Entry, Listing, PutMode, Store, TextEdit, Version, Viewed};
 
 /// How long an edit (or delete, or rename) that keeps losing races to other writers keeps
@@ -45,57 +47,13 @@ pub struct MemoryTool<S> {
     secret_guard: bool,
 }
 
-/// The waits between attempts of a write that lost a race: exponential from 2 ms, doubling to
-/// at most 1 s, each drawn uniformly from zero to that ceiling ("full jitter", so that writers
-/// that collided once spread out), within a time budget that starts at the first attempt; the
-/// last wait is cut to what is left of the budget, so one more attempt is made at its end.
-/// The 1 s ceiling keeps many writers on one file from starving one another (a lower one did;
-/// docs/benchmarks.md has the measurement).
-#[derive(Debug)]
-pub struct Backoff {
-    started: Instant,
-    budget: Duration,
-    attempts: usize,
-}
-
 impl Backoff {
-    /// The first wait's ceiling.
-    pub const BASE: Duration = Duration::from_millis(2);
-    /// The largest ceiling.
-    pub const MAX: Duration = Duration::from_secs(1);
-
-    /// A backoff whose budget starts now.
-    pub fn new(budget: Duration) -> Backoff {
-        Backoff {
-            started: Instant::now(),
-            budget,
-            attempts: 1,
-        }
-    }
-
-    /// After a lost race: waits before the next attempt and returns `true`, or returns
-    /// `false` at once when the budget is spent.
-    pub async fn retry(&mut self) -> bool {
-        let Some(left) = self.budget.checked_sub(self.started.elapsed()) else {
-            return false;
-        };
-        if left.is_zero() {
-            return false;
-        }
-        let shift = u32::try_from(self.attempts - 1).unwrap_or(u32::MAX).min(16);
-        let ceiling = Self::BASE.saturating_mul(1 << shift).min(Self::MAX);
-        let wait = ceiling.mul_f64(fastrand::f64()).min(left);
-        tokio::time::sleep(wait).await;
-        self.attempts += 1;
-        true
-    }
-
     /// The message for Claude when the budget is spent.
     fn gave_up(&self, path: &MemoryPath) -> ToolError {
         ToolError::new(render::edit_conflict(
             path.raw(),
-            self.attempts,
-            self.started.elapsed(),
+            self.attempts(),
+            self.elapsed(),
         ))
     }
 }
@@ -888,29 +846,5 @@ impl<S: Store> MemoryToolHandlers for MemoryTool<S> {
             Some(listing) => self.rename_dir(&old, &new, listing).await,
             None => Err(ToolError::new(render::does_not_exist(old.raw()))),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn backoff_grows_and_stops_at_the_budget() {
-        let budget = Duration::from_millis(300);
-        let mut backoff = Backoff::new(budget);
-        let mut waits = 0;
-        while backoff.retry().await {
-            waits += 1;
-            assert!(waits < 1_000, "never stopped");
-        }
-        // The first seven ceilings (2, 4, ..., 128 ms) add up to 254 ms: they always fit.
-        assert!(waits >= 7, "{waits} waits");
-        // The last wait ends at the budget, not past it.
-        assert_eq!(backoff.attempts, waits + 1);
-        let spent = backoff.started.elapsed();
-        assert!(spent <= budget + Duration::from_millis(50), "{spent:?}");
-        // No budget: no second attempt.
-        assert!(!Backoff::new(Duration::ZERO).retry().await);
     }
 }
