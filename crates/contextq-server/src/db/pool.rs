@@ -39,6 +39,9 @@ pub struct Db {
     /// [`Db::truncate_wal`]): SQLite refuses a checkpoint while another runs, without waiting,
     /// so a redaction's truncation would otherwise find the log busy now and then.
     checkpointing: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// SQLite: truncations of the log that found the background checkpoint running and waited
+    /// for it ([`Db::truncations_that_waited`]).
+    truncations_waited: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// SQLite: this process's direct connection, which writes ([`Db::begin_with_read`]) and
     /// point reads ([`Db::read_one`]) use (module `direct`).
     direct: Option<std::sync::Arc<DirectConnection>>,
@@ -377,6 +380,7 @@ impl Db {
             commits,
             checkpointer,
             checkpointing,
+            truncations_waited: std::sync::Arc::default(),
             direct: None,
             outage: std::sync::Arc::default(),
         };
@@ -462,6 +466,14 @@ impl Db {
         self.truncate_wal_after(None).await
     }
 
+    /// SQLite: how many truncations of the log ([`Db::truncate_wal`]) found this process's
+    /// background checkpoint running and waited for it to end (SQLite would have refused
+    /// them); for diagnostics and for the test that this race is met and survived.
+    pub fn truncations_that_waited(&self) -> u64 {
+        self.truncations_waited
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// [`Db::truncate_wal`], first running `statement` under the same writer slot (a
     /// redaction's rewrite of the search index).
     pub(crate) async fn truncate_wal_after(
@@ -474,7 +486,14 @@ impl Db {
         // Holding the writer slot: no write of this process is between its statements; and
         // the checkpoint lock: the background checkpoint is not running either.
         let mut slot = self.writer_slot().await?;
-        let _checkpointing = self.checkpointing.lock().await;
+        let _checkpointing = match self.checkpointing.try_lock() {
+            Ok(free) => free,
+            Err(_) => {
+                self.truncations_waited
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.checkpointing.lock().await
+            }
+        };
         let conn = slot.as_mut().expect("the slot holds a connection");
         if let Some(statement) = statement {
             sqlx::query(statement).execute(&mut *conn).await?;
