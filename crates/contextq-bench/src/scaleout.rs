@@ -43,7 +43,7 @@ pub struct Options {
 }
 
 pub async fn run(options: Options) -> Result<()> {
-    let (db_url, _) = crate::database("postgres", Some(&options.postgres)).await?;
+    let (db_url, _database) = crate::database("postgres", Some(&options.postgres)).await?;
     let tenants = provision(&db_url, 9).await?;
     println!(
         "database: a fresh PostgreSQL database; 2 replicas (separate contextq-server processes) \
