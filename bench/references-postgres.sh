@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The reference comparison on PostgreSQL: one command trace (default 5,000 commands) through
+# Anthropic's Python SDK memory tool (local files) and through `contextq-memory exec` against a
+# separate `contextq-server serve` on PostgreSQL (a fresh database on the given server, loopback,
+# `synchronous_commit` as the server has it), at two tenant sizes: an empty tenant, and one that
+# already holds PRELOAD files (default 10,000) in another of its workspaces (so that the trace's
+# directory views show the same entries; the database vacuumed and analyzed after the load, so
+# that no autovacuum runs during the measurement). Prints a Markdown table (seconds and ratio to
+# Python, each loop alone) and the time per command.
+#
+#   bash bench/references-postgres.sh POSTGRES_ADMIN_URL [COMMANDS] [PRELOAD]
+#   e.g. bash bench/references-postgres.sh postgres://postgres:postgres@127.0.0.1:5432/postgres
+set -euo pipefail
+admin=${1:?usage: bash bench/references-postgres.sh POSTGRES_ADMIN_URL [COMMANDS] [PRELOAD]}
+n=${2:-5000}
+preload=${3:-10000}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+db="cqbench_refs_$$"
+base=${admin%/*}
+url="$base/$db"
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  psql -q "$admin" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-bench -p contextq-memory-cli -p contextq-server
+bin="$root/target/release"
+"$bin/contextq-bench" trace --commands "$n" --out "$work/trace.jsonl"
+
+echo "installing the Python SDK into $work (throwaway)" >&2
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q anthropic
+cp "$root/bench/ref_python.py" "$work/"
+"$work/venv/bin/python" "$work/ref_python.py" "$work/trace.jsonl" "$work/py" "$work/python.out" > "$work/python.timing"
+
+psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
+# One tenant per size, each with its own key and workspace `ws`.
+boot() { # NAME: prints "KEY TENANT_ID"
+  "$bin/contextq-server" admin --database-url "$url" bootstrap --tenant "$1" --plan unlimited --workspace ws |
+    python3 -c 'import json,sys; b=json.load(sys.stdin); print(b["apiKey"], b["tenantId"])'
+}
+read -r empty_key _ <<< "$(boot empty)"
+read -r large_key large_tenant <<< "$(boot large)"
+"$bin/contextq-server" admin --database-url "$url" create-workspace --tenant-id "$large_tenant" --slug bulk > /dev/null
+"$bin/contextq-server" serve --database-url "$url" --listen 127.0.0.1:0 > "$work/serve.out" 2>/dev/null &
+server_pid=$!
+for _ in $(seq 1 100); do
+  [ -s "$work/serve.out" ] && break
+  sleep 0.1
+done
+server=$(head -n 1 "$work/serve.out" | tr -d '[:space:]')
+run() { # KEY NAME: the trace through the server as that tenant
+  CONTEXT_API_URL="$server" CONTEXT_API_KEY="$1" "$bin/contextq-memory" exec --timing --workspace ws \
+    < "$work/trace.jsonl" > "$work/$2.out" 2> "$work/$2.timing"
+}
+run "$empty_key" empty
+echo "preloading $preload files into the second tenant" >&2
+python3 -c "
+import json
+for i in range($preload):
+    print(json.dumps({'command': 'create', 'path': f'/memories/bulk/d{i % 100}/f{i}.md', 'file_text': f'preloaded note {i}\n'}))
+" | CONTEXT_API_URL="$server" CONTEXT_API_KEY="$large_key" "$bin/contextq-memory" exec --workspace bulk > /dev/null
+psql -q "$url" -c "VACUUM ANALYZE" > /dev/null
+run "$large_key" large
+
+python3 - "$work" "$preload" <<'EOF'
+import json, sys
+work, preload = sys.argv[1], int(sys.argv[2])
+impls = [
+    ("Python SDK `BetaLocalFilesystemMemoryTool` (local files)", "python"),
+    ("`ContextQStore` on contextq-server/PostgreSQL, an empty tenant", "empty"),
+    (f"`ContextQStore` on contextq-server/PostgreSQL, a tenant with {preload:,} files in another workspace", "large"),
+]
+timing = {k: json.loads(open(f"{work}/{k}.timing").read().strip().splitlines()[-1]) for _, k in impls}
+results = {k: [json.loads(l) for l in open(f"{work}/{k}.out") if l.strip()] for _, k in impls}
+base = timing["python"]["seconds"]
+print("| implementation | commands | seconds | ratio to Python (time) | errors | results identical to Python |")
+print("|---|---|---|---|---|---|")
+for label, k in impls:
+    t = timing[k]
+    same = sum(1 for a, b in zip(results[k], results["python"]) if a == b)
+    errors = sum(1 for r in results[k] if r["is_error"])
+    print(f"| {label} | {t['commands']} | {t['seconds']:.3f} | {t['seconds'] / base:.2f} | {errors} | {same} / {len(results[k])} |")
+shown = [(l, k) for l, k in impls if "by_command" in timing[k]]
+names = sorted({c for _, k in shown for c in timing[k]["by_command"]})
+print()
+print("| command | count | " + " | ".join(f"{l} µs/command" for l, _ in shown) + " |")
+print("|---|---|" + "---|" * len(shown))
+for c in names:
+    count = timing[shown[0][1]]["by_command"].get(c, {}).get("count", 0)
+    cells = []
+    for _, k in shown:
+        e = timing[k]["by_command"].get(c)
+        cells.append(f"{e['seconds'] / e['count'] * 1e6:.0f}" if e else "-")
+    print(f"| {c} | {count} | " + " | ".join(cells) + " |")
+EOF
