@@ -4,9 +4,10 @@
 # separate `contextq-server serve` on PostgreSQL (a fresh database on the given server, loopback,
 # `synchronous_commit` as the server has it), at two tenant sizes: an empty tenant, and one that
 # already holds PRELOAD files (default 10,000) in another of its workspaces (so that the trace's
-# directory views show the same entries; the database vacuumed and analyzed after the load, so
-# that no autovacuum runs during the measurement). Prints a Markdown table (seconds and ratio to
-# Python, each loop alone) and the time per command.
+# directory views show the same entries; the database vacuumed, analyzed and checkpointed after
+# the load, so that neither autovacuum nor the first writes after a checkpoint run during the
+# measurement). Prints a Markdown table (seconds and ratio to Python, each loop alone) and the
+# time per command.
 #
 #   bash bench/references-postgres.sh POSTGRES_ADMIN_URL [COMMANDS] [PRELOAD]
 #   e.g. bash bench/references-postgres.sh postgres://postgres:postgres@127.0.0.1:5432/postgres
@@ -45,6 +46,7 @@ boot() { # NAME: prints "KEY TENANT_ID"
 }
 read -r empty_key _ <<< "$(boot empty)"
 read -r large_key large_tenant <<< "$(boot large)"
+read -r after_key _ <<< "$(boot after)"
 "$bin/contextq-server" admin --database-url "$url" create-workspace --tenant-id "$large_tenant" --slug bulk > /dev/null
 "$bin/contextq-server" serve --database-url "$url" --listen 127.0.0.1:0 > "$work/serve.out" 2>/dev/null &
 server_pid=$!
@@ -64,8 +66,10 @@ import json
 for i in range($preload):
     print(json.dumps({'command': 'create', 'path': f'/memories/bulk/d{i % 100}/f{i}.md', 'file_text': f'preloaded note {i}\n'}))
 " | CONTEXT_API_URL="$server" CONTEXT_API_KEY="$large_key" "$bin/contextq-memory" exec --workspace bulk > /dev/null
-psql -q "$url" -c "VACUUM ANALYZE" > /dev/null
+psql -q "$url" -c "VACUUM ANALYZE" -c "CHECKPOINT" > /dev/null
 run "$large_key" large
+# A third tenant, empty, run after the load: tells the tenant's size from the database's.
+run "$after_key" after
 
 python3 - "$work" "$preload" <<'EOF'
 import json, sys
@@ -74,6 +78,7 @@ impls = [
     ("Python SDK `BetaLocalFilesystemMemoryTool` (local files)", "python"),
     ("`ContextQStore` on contextq-server/PostgreSQL, an empty tenant", "empty"),
     (f"`ContextQStore` on contextq-server/PostgreSQL, a tenant with {preload:,} files in another workspace", "large"),
+    ("`ContextQStore` on contextq-server/PostgreSQL, an empty tenant, after that load", "after"),
 ]
 timing = {k: json.loads(open(f"{work}/{k}.timing").read().strip().splitlines()[-1]) for _, k in impls}
 results = {k: [json.loads(l) for l in open(f"{work}/{k}.out") if l.strip()] for _, k in impls}
