@@ -93,6 +93,10 @@ struct Proc(Child);
 
 impl Proc {
     fn kill(&mut self) {
+        // Once reaped, its pid (and group id) may belong to someone else: killed once only.
+        if matches!(self.0.try_wait(), Ok(Some(_))) {
+            return;
+        }
         let pid = self.0.id();
         // `--` first: procps' kill reads `-KILL -1234` as `kill(-1, ...)`, every process.
         if pid > 1 {

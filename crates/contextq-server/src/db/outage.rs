@@ -6,6 +6,7 @@
 //! once per request.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Whether `e` says the database could not be reached or cannot take the request now (refused
@@ -85,6 +86,9 @@ const LOG_AGAIN_AFTER: Duration = Duration::from_secs(30);
 #[derive(Debug, Default)]
 pub struct Outage {
     state: Mutex<Option<State>>,
+    /// Whether `state` holds an outage: every answered request reads it, the lock is taken
+    /// only while an outage is on.
+    on: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -110,6 +114,7 @@ impl Outage {
                     logged: now,
                     refused: 1,
                 });
+                self.on.store(true, Ordering::Release);
             }
             Some(s) => {
                 s.refused += 1;
@@ -128,7 +133,11 @@ impl Outage {
 
     /// A request was answered without the database failing: ends an outage, if one was on.
     pub fn answered(&self) {
+        if !self.on.load(Ordering::Acquire) {
+            return;
+        }
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.on.store(false, Ordering::Release);
         if let Some(s) = state.take() {
             tracing::warn!(
                 refused = s.refused,
@@ -140,10 +149,7 @@ impl Outage {
 
     /// Whether an outage is on (a request was refused and none answered since).
     pub fn is_on(&self) -> bool {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        self.on.load(Ordering::Acquire)
     }
 }
 
