@@ -333,6 +333,10 @@ struct McpSessionArgs {
     /// Seconds a new MCP session has to send its first request after `initialize`.
     #[arg(long, value_name = "SECS", default_value_t = mcp::sessions::SessionLimits::default().unconfirmed.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
     mcp_session_confirm_secs: u64,
+    /// Seconds between checks of a key that holds MCP sessions but makes no request: a key
+    /// revoked or expired meanwhile has its sessions (and their open streams) ended.
+    #[arg(long, value_name = "SECS", default_value_t = mcp::sessions::SessionLimits::default().key_recheck.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    mcp_key_recheck_secs: u64,
 }
 
 #[cfg(feature = "mcp")]
@@ -343,6 +347,7 @@ impl McpSessionArgs {
             total: self.mcp_sessions,
             idle: std::time::Duration::from_secs(self.mcp_session_idle_secs),
             unconfirmed: std::time::Duration::from_secs(self.mcp_session_confirm_secs),
+            key_recheck: std::time::Duration::from_secs(self.mcp_key_recheck_secs),
         }
     }
 }

@@ -144,13 +144,10 @@ fn opened(
     contextq: Option<ContextQInfo>,
     embedded: Option<Embedded>,
 ) -> Opened {
-    let mut tool = MemoryTool::new(store.clone())
+    let tool = MemoryTool::new(store.clone())
         .read_only(settings.read_only)
         .secret_guard(settings.secret_guard)
         .answer_budget(settings.answer_budget);
-    if let Some(o) = options {
-        tool = tool.edit_budget(o.edit_budget);
-    }
     let history = options.and_then(|o| {
         contextq_memory_tool::contextq_memory_tool(
             o.clone()

@@ -37,10 +37,6 @@ use crate::stores::Settings;
 /// The header that names an MCP session.
 const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 
-/// How often a key holding sessions is asked about again when it makes no request, so that
-/// the sessions of a revoked or expired key end even while they only hold a stream open.
-pub const REVALIDATE_EVERY: Duration = Duration::from_secs(30);
-
 /// Most keys whose clients are kept built at once (a client per key, not a secret: the key is
 /// checked with ContextQ on every request anyway).
 const KEYS_KEPT: usize = 4096;
@@ -75,6 +71,24 @@ struct Keys {
     /// The ContextQ in this process (`serve`'s own), called without a socket.
     local: Option<Arc<dyn LocalService>>,
     seen: Mutex<HashMap<Owner, Known>>,
+    /// How often a key holding sessions is asked about again ([`SessionLimits::key_recheck`]).
+    recheck: Duration,
+}
+
+/// Room for `owner` among at most `cap` kept keys: a key not kept yet takes the place of the
+/// least recently `used`, which is built again on its next request; a kept one takes nothing.
+fn make_room<V>(
+    seen: &mut HashMap<Owner, V>,
+    owner: &Owner,
+    cap: usize,
+    used: impl Fn(&V) -> Instant,
+) {
+    if !seen.contains_key(owner)
+        && seen.len() >= cap
+        && let Some(oldest) = seen.iter().min_by_key(|(_, v)| used(v)).map(|(o, _)| *o)
+    {
+        seen.remove(&oldest);
+    }
 }
 
 /// Why a key gets no memory.
@@ -124,12 +138,7 @@ impl Keys {
             return Err(refusal);
         }
         let now = Instant::now();
-        if !seen.contains_key(&owner) && seen.len() >= KEYS_KEPT {
-            // The least recently used goes: it is built again on its next request.
-            if let Some(oldest) = seen.iter().min_by_key(|(_, k)| k.used).map(|(o, _)| *o) {
-                seen.remove(&oldest);
-            }
-        }
+        make_room(&mut seen, &owner, KEYS_KEPT, |k| k.used);
         seen.insert(
             owner,
             Known {
@@ -162,7 +171,6 @@ impl Keys {
         let client = store.client().clone();
         let store: Arc<dyn Store> = Arc::new(store);
         let tool = MemoryTool::new(store.clone())
-            .edit_budget(options.edit_budget)
             .read_only(options.read_only)
             .secret_guard(options.secret_guard)
             .answer_budget(options.answer_budget);
@@ -174,7 +182,7 @@ impl Keys {
     }
 
     /// Asks ContextQ again about the keys among `owners` not checked for
-    /// [`REVALIDATE_EVERY`]; the owners it refuses now (or no longer known here).
+    /// [`SessionLimits::key_recheck`]; the owners it refuses now (or no longer known here).
     async fn refused_among(&self, owners: Vec<Owner>) -> Vec<Owner> {
         let mut refused = Vec::new();
         for owner in owners {
@@ -185,7 +193,7 @@ impl Keys {
                         refused.push(owner);
                         continue;
                     }
-                    Some(k) if k.checked.elapsed() < REVALIDATE_EVERY => continue,
+                    Some(k) if k.checked.elapsed() < self.recheck => continue,
                     Some(k) => k.client.clone(),
                 }
             };
@@ -401,6 +409,7 @@ pub fn router(
             settings,
             local,
             seen: Mutex::new(HashMap::new()),
+            recheck: options.sessions.key_recheck,
         },
         gate,
         sweeping: AtomicBool::new(false),
@@ -474,4 +483,44 @@ pub async fn run(
     )
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keys kept stay within their cap however many keys come (a new one takes the place
+    /// of the least recently used); a key already kept takes nobody's.
+    #[test]
+    fn the_keys_kept_stay_within_their_cap() {
+        let start = Instant::now();
+        let at = |n: u64| start + Duration::from_millis(n);
+        let owner = |n: u32| {
+            let mut o = [0u8; 32];
+            o[..4].copy_from_slice(&n.to_be_bytes());
+            o
+        };
+        let mut seen: HashMap<Owner, Instant> = HashMap::new();
+        for n in 0..10_000u32 {
+            make_room(&mut seen, &owner(n), 3, |t| *t);
+            seen.insert(owner(n), at(u64::from(n)));
+            assert!(seen.len() <= 3, "{} keys kept after {n}", seen.len());
+        }
+        let kept = |seen: &HashMap<Owner, Instant>| {
+            let mut k: Vec<u32> = seen
+                .keys()
+                .map(|o| u32::from_be_bytes(o[..4].try_into().unwrap()))
+                .collect();
+            k.sort();
+            k
+        };
+        assert_eq!(kept(&seen), [9_997, 9_998, 9_999]);
+        // Kept already: nobody goes, though the cap is reached.
+        make_room(&mut seen, &owner(9_997), 3, |t| *t);
+        assert_eq!(kept(&seen), [9_997, 9_998, 9_999]);
+        // The least recently used goes, not the oldest inserted.
+        seen.insert(owner(9_997), at(20_000));
+        make_room(&mut seen, &owner(1), 3, |t| *t);
+        assert_eq!(kept(&seen), [9_997, 9_999]);
+    }
 }

@@ -38,6 +38,10 @@ pub struct SessionLimits {
     /// A session that sends nothing after its `initialize` for this long is closed (default
     /// 10 s; a client sends `notifications/initialized` at once).
     pub unconfirmed: Duration,
+    /// A key holding sessions that makes no request is asked about again this often, so that
+    /// the sessions of a key revoked or expired meanwhile end even while they only hold a
+    /// stream open (default 30 s; a key's request is checked every time anyway).
+    pub key_recheck: Duration,
 }
 
 impl Default for SessionLimits {
@@ -47,6 +51,7 @@ impl Default for SessionLimits {
             total: 1024,
             idle: Duration::from_secs(120),
             unconfirmed: Duration::from_secs(10),
+            key_recheck: Duration::from_secs(30),
         }
     }
 }
@@ -472,11 +477,11 @@ impl Gate {
         }
     }
 
-    /// How often [`Gate::expired`] should be asked: a quarter of the shorter timeout, between
-    /// 100 ms and 5 s.
+    /// How often [`Gate::expired`] should be asked (and keys rechecked): a quarter of the
+    /// shortest of the timeouts and [`SessionLimits::key_recheck`], between 100 ms and 5 s.
     pub fn sweep_interval(&self) -> Duration {
         let limits = self.shared.limits;
-        (limits.idle.min(limits.unconfirmed) / 4)
+        (limits.idle.min(limits.unconfirmed).min(limits.key_recheck) / 4)
             .clamp(Duration::from_millis(100), Duration::from_secs(5))
     }
 }

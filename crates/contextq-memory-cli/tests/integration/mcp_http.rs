@@ -649,6 +649,42 @@ async fn unconfirmed_and_idle_sessions_end() {
     drop(stream);
 }
 
+/// Whether `stream` ends (the server closed it) within `within`.
+async fn ends_within(stream: &mut reqwest::Response, within: std::time::Duration) -> bool {
+    tokio::time::timeout(within, async {
+        while let Ok(Some(_)) = stream.chunk().await {}
+    })
+    .await
+    .is_ok()
+}
+
+/// A key revoked while its client makes no request, only holding a stream open: the sweep asks
+/// about the key again (every `--mcp-key-recheck-secs`), ends its session and the stream with
+/// it; the sessions of a key still valid, asked about as often, go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_key_s_quiet_sessions_end_without_a_request() {
+    let server = TestServer::start(contextq_server::Backend::Sqlite).await;
+    let a = server.tenant(Plan::Free, &[Scope::Read], "a").await.api_key;
+    let b = server.tenant(Plan::Free, &[Scope::Read], "b").await.api_key;
+    let (_child, url) = mcp_http(&server, &["--mcp-key-recheck-secs", "1"]);
+    let (sa, sb) = (open_session(&url, &a).await, open_session(&url, &b).await);
+    let get = reqwest::Method::GET;
+    let mut stream_a = mcp_request(&url, get.clone(), &a, Some(&sa), None, &[]).await;
+    let mut stream_b = mcp_request(&url, get, &b, Some(&sb), None, &[]).await;
+    assert_eq!((stream_a.status().as_u16(), stream_b.status().as_u16()), (200, 200));
+    // Rechecked more than once while valid: open still.
+    let second = std::time::Duration::from_secs(1);
+    assert!(!ends_within(&mut stream_a, 3 * second).await);
+    admin::revoke_key(&server.db, &a).await.unwrap();
+    assert!(
+        ends_within(&mut stream_a, 10 * second).await,
+        "A's stream still open 10 s after its key was revoked"
+    );
+    assert!(!ends_within(&mut stream_b, 3 * second).await);
+    assert!(alive(&url, &b, &sb).await);
+    assert_eq!(refused_within(&url, &a, &sa, std::time::Duration::ZERO).await, 401);
+}
+
 /// Resident memory of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
