@@ -131,6 +131,16 @@ pub enum Error {
         /// When it was redacted.
         at: String,
     },
+    /// An operation done in steps ([`crate::store::steps`]) stopped part way, or gave up
+    /// against other writers: Claude's sentence for it, and what each path it touched is known
+    /// to hold (empty: nothing was changed).
+    #[error("{message}")]
+    Stopped {
+        /// The sentence for Claude (it names the paths as written).
+        message: String,
+        /// Path by path, whether the operation's step was applied.
+        effects: Vec<crate::handlers::PathEffect>,
+    },
     /// ContextQ failed or refused ([`ContextQError`]: matched by the contract's error code).
     #[error(transparent)]
     ContextQ(#[from] ContextQError),

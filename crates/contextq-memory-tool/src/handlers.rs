@@ -107,6 +107,7 @@ impl From<crate::Error> for ToolError {
                 path: path.clone(),
                 applied: Applied::Unknown,
             }],
+            crate::Error::Stopped { effects, .. } => effects.clone(),
             _ => Vec::new(),
         };
         let store_failed = e.is_store_failure();

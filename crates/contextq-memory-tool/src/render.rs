@@ -827,6 +827,7 @@ impl Error {
             Error::Redacted { path, version, .. } => format!(
                 "Version {version} of {path} was redacted: its content is gone; nothing was changed."
             ),
+            Error::Stopped { message, .. } => message.clone(),
             Error::ContextQ(e) => contextq_message(e),
             #[cfg(feature = "runner")]
             Error::Anthropic(e) => format!("The Anthropic API failed: {}", e.message()),

@@ -24,18 +24,17 @@
 //!   [`Error::OutcomeUnknown`], which a store returns when it cannot tell (an answer lost and
 //!   not settled by reading back). The tool relies on this: it never undoes or reports as
 //!   undone a step whose outcome is unknown.
-//! - [`Store::rename`] is optional: a store with an atomic native rename (files and directories,
-//!   never overwriting) implements it; the default answers [`Error::NotSupported`] and the tool
-//!   falls back to create-then-delete.
-//! - [`Store::edit`] is optional: a store that can apply a `str_replace` or `insert` itself, in
-//!   one atomic step (ContextQ's `text-edit` extension), implements it and returns the new
-//!   content; [`Error::EditRefused`] says the edit cannot apply (nothing changed). The default
-//!   answers [`Error::NotSupported`] and the tool reads, applies and writes back conditionally.
-//!   Like `put`, an error means not applied, except [`Error::OutcomeUnknown`].
-//! - [`Store::delete_file`] is optional: a store that can delete whatever file is at a path in
-//!   one step (ContextQ's `delete-by-external` extension) implements it; `Ok(false)` says no
-//!   file is there. The default answers [`Error::NotSupported`] and the tool reads, then
-//!   deletes at the version read.
+//! - The optional operations ([`Store::rename`], [`Store::edit`], [`Store::delete_file`],
+//!   [`Store::delete_dir`], [`Store::view`], [`Store::list_after`]) have defaults made of the
+//!   required ones, in [`steps`]: rename as create-only copies and conditional deletes, edit as
+//!   read, apply and write back at the version read, and so on, retrying a step lost to another
+//!   writer for [`Store::edit_budget`]. A store with a native operation overrides it: an atomic
+//!   rename of files and directories (never overwriting), a `str_replace` or `insert` applied
+//!   in one step (ContextQ's `text-edit` extension; [`Error::EditRefused`] says it cannot
+//!   apply), a file deleted whatever its version (`delete-by-external`), a directory deleted in
+//!   one transaction (`by-prefix`). Like `put`, an error means not applied, except
+//!   [`Error::OutcomeUnknown`], and [`Error::Stopped`] for a default that stopped part way
+//!   (it says what each path holds).
 //! - [`Store::view`] is what the tool's `view` reads: the file at the path, else the directory's
 //!   [`Store::outline`]. The default asks for one, then the other; a store that can ask for
 //!   both at once (ContextQ's `tree-file` extension) overrides it.
@@ -52,6 +51,7 @@
 //! backend.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -61,6 +61,7 @@ pub use contextq_api::{EditFailure, TextEdit};
 
 pub mod local;
 pub mod memory;
+pub mod steps;
 
 pub use local::{FileIo, LocalStore};
 pub use memory::MemoryStore;
@@ -259,7 +260,7 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::outline`]. A store that can look for both at once overrides it, so that a view
     /// of a directory is one step, not two.
     async fn view(&self, path: &MemoryPath) -> Result<Viewed> {
-        view_by_steps(self, path).await
+        steps::view(self, path).await
     }
 
     /// At most `page.limit` files beneath `dir` whose path comes after `page.after` (all when
@@ -268,7 +269,7 @@ pub trait Store: Send + Sync + 'static {
     /// walk is seen once). Default: the whole listing, sorted and cut; a store that can start a
     /// listing at a key overrides it, so that a page costs a page.
     async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
-        list_after_by_listing(self, dir, page).await
+        steps::list_after(self, dir, page).await
     }
 
     /// Writes `text` (the whole file) at `path` under `mode`; returns the new version.
@@ -277,41 +278,42 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes the file at `path`, only at version `expected` when given.
     async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()>;
 
-    /// Atomically moves a file or directory; never overwrites. Optional.
+    /// Moves a file or directory; never overwrites ([`Error::AlreadyExists`]; nothing at
+    /// `from`: [`Error::NotFound`]). Default: [`steps::rename`] (create-only copies, then
+    /// conditional deletes of the sources); a store with an atomic rename overrides it.
     async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
-        let _ = (from, to);
-        Err(crate::Error::NotSupported {
-            operation: "rename",
-        })
+        steps::rename(self, from, to).await
     }
 
-    /// Applies `edit` to the file at `path` in one atomic step; returns the new content.
-    /// Optional: the default answers [`crate::Error::NotSupported`].
+    /// Applies `edit` to the file at `path` ([`Error::NotFound`] when none is there,
+    /// [`Error::EditRefused`] when it cannot apply). Default: [`steps::edit`] (read, apply,
+    /// write back at the version read); a store that applies it in one atomic step overrides
+    /// it.
     async fn edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
-        let _ = (path, edit);
-        Err(crate::Error::NotSupported { operation: "edit" })
+        steps::edit(self, path, edit).await
     }
 
-    /// Deletes the file at `path`, whatever its version, in one step: `Ok(true)`; `Ok(false)`
-    /// when no file is there (nothing, or a directory), nothing changed. Like `delete`, an
-    /// error means not applied, except [`crate::Error::OutcomeUnknown`]. Optional: the
-    /// default answers [`crate::Error::NotSupported`], and the tool reads the file, then deletes
-    /// it at the version it read (ContextQ's `delete-by-external` extension saves the read).
+    /// Deletes the file at `path`, whatever its version: `Ok(true)`; `Ok(false)` when no file
+    /// is there (nothing, or a directory), nothing changed. Like `delete`, an error means not
+    /// applied, except [`Error::OutcomeUnknown`]. Default: [`steps::delete_file`] (read, then
+    /// delete at the version read); ContextQ's `delete-by-external` extension saves the read.
     async fn delete_file(&self, path: &MemoryPath) -> Result<bool> {
-        let _ = path;
-        Err(crate::Error::NotSupported {
-            operation: "delete_file",
-        })
+        steps::delete_file(self, path).await
     }
 
-    /// Deletes the directory `dir` and everything beneath it in one atomic step. Optional: the
-    /// default answers [`crate::Error::NotSupported`], and the tool deletes file by file
-    /// (naming what is left when it stops part way).
+    /// Deletes the directory `dir` and everything beneath it ([`Error::NotFound`] when it is
+    /// not a directory). Default: [`steps::delete_dir`] (file by file, then
+    /// [`Store::remove_dir`], [`Error::Stopped`] naming what is left when it stops part way); a
+    /// store that deletes it in one atomic step overrides it.
     async fn delete_dir(&self, dir: &MemoryPath) -> Result<()> {
-        let _ = dir;
-        Err(crate::Error::NotSupported {
-            operation: "delete_dir",
-        })
+        steps::delete_dir(self, dir).await
+    }
+
+    /// How long the step-wise defaults ([`steps`]) keep retrying a step that loses races to
+    /// other writers before answering that the file kept changing. Default
+    /// [`steps::DEFAULT_EDIT_BUDGET`] (10 s).
+    fn edit_budget(&self) -> Duration {
+        steps::DEFAULT_EDIT_BUDGET
     }
 
     /// Removes the (emptied) directory `dir`; a no-op for stores with derived directories.
@@ -416,6 +418,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     fn key(&self, path: &MemoryPath) -> String {
         (**self).key(path)
     }
+    fn edit_budget(&self) -> Duration {
+        (**self).edit_budget()
+    }
 }
 
 /// Where a page of [`Store::list_after`] starts and how long it is.
@@ -425,45 +430,6 @@ pub struct Page<'a> {
     pub after: Option<&'a MemoryPath>,
     /// At most this many files.
     pub limit: usize,
-}
-
-/// [`Store::view`] in two steps: [`Store::get`] (not at the root), then [`Store::outline`].
-pub(crate) async fn view_by_steps<S: Store + ?Sized>(
-    store: &S,
-    path: &MemoryPath,
-) -> Result<Viewed> {
-    if !path.is_root()
-        && let Some(entry) = store.get(path).await?
-    {
-        return Ok(Viewed::File(entry));
-    }
-    Ok(match store.outline(path).await? {
-        Some(listing) => Viewed::Directory(listing),
-        None => Viewed::Missing,
-    })
-}
-
-/// [`Store::list_after`] from [`Store::list`]: every file beneath `dir`, sorted by path as text,
-/// those after `page.after`, at most `page.limit`.
-pub(crate) async fn list_after_by_listing<S: Store + ?Sized>(
-    store: &S,
-    dir: &MemoryPath,
-    page: Page<'_>,
-) -> Result<Vec<FileMeta>> {
-    let Page { after, limit } = page;
-    let after = after.map(MemoryPath::normalized);
-    let mut files: Vec<(String, FileMeta)> = store
-        .list(dir)
-        .await?
-        .map(|l| l.files)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|f| (f.path.normalized(), f))
-        .filter(|(p, _)| after.as_ref().is_none_or(|a| p > a))
-        .collect();
-    files.sort_by(|a, b| a.0.cmp(&b.0));
-    files.truncate(limit);
-    Ok(files.into_iter().map(|(_, f)| f).collect())
 }
 
 /// A 64-bit FNV-1a hash: the version of content for stores without a counter.

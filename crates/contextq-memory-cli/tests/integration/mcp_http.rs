@@ -671,7 +671,10 @@ async fn a_revoked_key_s_quiet_sessions_end_without_a_request() {
     let get = reqwest::Method::GET;
     let mut stream_a = mcp_request(&url, get.clone(), &a, Some(&sa), None, &[]).await;
     let mut stream_b = mcp_request(&url, get, &b, Some(&sb), None, &[]).await;
-    assert_eq!((stream_a.status().as_u16(), stream_b.status().as_u16()), (200, 200));
+    assert_eq!(
+        (stream_a.status().as_u16(), stream_b.status().as_u16()),
+        (200, 200)
+    );
     // Rechecked more than once while valid: open still.
     let second = std::time::Duration::from_secs(1);
     assert!(!ends_within(&mut stream_a, 3 * second).await);
@@ -682,7 +685,10 @@ async fn a_revoked_key_s_quiet_sessions_end_without_a_request() {
     );
     assert!(!ends_within(&mut stream_b, 3 * second).await);
     assert!(alive(&url, &b, &sb).await);
-    assert_eq!(refused_within(&url, &a, &sa, std::time::Duration::ZERO).await, 401);
+    assert_eq!(
+        refused_within(&url, &a, &sa, std::time::Duration::ZERO).await,
+        401
+    );
 }
 
 /// Resident memory of process `pid`, in KiB.

@@ -49,7 +49,7 @@ pub struct ContextQMemoryToolOptions {
     pub create_workspaces: bool,
     /// How long an edit (or delete, or rename) that keeps losing races to other writers keeps
     /// retrying, with exponential backoff and jitter, before Claude is told the file kept
-    /// changing; default 10 s ([`crate::tool::DEFAULT_EDIT_BUDGET`]). Edits applied by the
+    /// changing; default 10 s ([`crate::store::steps::DEFAULT_EDIT_BUDGET`]). Edits applied by the
     /// server (`text-edit` extension) never lose such races.
     pub edit_budget: Duration,
     /// Read-only use: every write command is refused with an error result that tells Claude
@@ -78,7 +78,7 @@ impl Default for ContextQMemoryToolOptions {
             http_client: None,
             workspace: None,
             create_workspaces: false,
-            edit_budget: crate::tool::DEFAULT_EDIT_BUDGET,
+            edit_budget: crate::store::steps::DEFAULT_EDIT_BUDGET,
             read_only: false,
             secret_guard: true,
             answer_budget: AnswerBudget::default(),
@@ -208,6 +208,7 @@ impl ContextQMemoryToolOptions {
             self.workspace.clone(),
             self.create_workspaces,
         )
+        .map(|store| store.with_edit_budget(self.edit_budget))
     }
 }
 
@@ -224,7 +225,6 @@ contextq_api::setters!(ContextQMemoryToolOptions {
 /// The memory tool on ContextQ (the TypeScript package's `contextQMemoryTool(options)`).
 pub fn contextq_memory_tool(options: ContextQMemoryToolOptions) -> Result<ContextQMemoryTool> {
     Ok(MemoryTool::new(options.store()?)
-        .edit_budget(options.edit_budget)
         .read_only(options.read_only)
         .secret_guard(options.secret_guard)
         .answer_budget(options.answer_budget))

@@ -35,6 +35,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -47,7 +48,7 @@ use crate::error::{Error, Result};
 use crate::path::MemoryPath;
 use crate::store::{
     DirMeta, Edited, Entry, FileMeta, Listing, Page, PutMode, Store, TextEdit, Version, Viewed,
-    view_by_steps,
+    steps,
 };
 use contextq_api::Context;
 use contextq_api::limits::MAX_BULK_ITEMS;
@@ -91,6 +92,7 @@ pub struct ContextQStore {
     workspace: Option<String>,
     create_workspaces: bool,
     ids: Mutex<HashMap<String, String>>,
+    edit_budget: Duration,
 }
 
 /// Whether a failed write may still have been applied ([`ContextQError::may_have_applied`]).
@@ -155,7 +157,16 @@ impl ContextQStore {
             workspace,
             create_workspaces,
             ids: Mutex::new(HashMap::new()),
+            edit_budget: steps::DEFAULT_EDIT_BUDGET,
         })
+    }
+
+    /// How long an edit, delete or rename done in steps (a server without the extension for
+    /// it) keeps retrying when other writers keep changing the file (default
+    /// [`steps::DEFAULT_EDIT_BUDGET`]; zero: one attempt).
+    pub fn with_edit_budget(mut self, budget: Duration) -> Self {
+        self.edit_budget = budget;
+        self
     }
 
     /// The client.
@@ -871,7 +882,7 @@ impl Store for ContextQStore {
     async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
         let extensions = self.extensions().await?;
         if !(extensions.start_after && extensions.cursor && extensions.external_id_prefix) {
-            return crate::store::list_after_by_listing(self, dir, page).await;
+            return steps::list_after(self, dir, page).await;
         }
         let dir = dir.normalised_copy();
         let target = self.target(&dir)?;
@@ -999,7 +1010,7 @@ impl Store for ContextQStore {
             false => self.external_id(path)?,
         };
         let (true, true, Some(external_id)) = (extensions.tree, extensions.tree_file, file) else {
-            return view_by_steps(self, path).await;
+            return steps::view(self, path).await;
         };
         // The file at the path and the directory beneath it, in one request.
         let (listing, file) = self.tree_of(path, Some(&external_id)).await?;
@@ -1078,201 +1089,36 @@ impl Store for ContextQStore {
         self.one_by_one(files, out).await
     }
 
-    /// One request with the `text-edit` extension (the edit applied on the server, under the
-    /// row's lock, for a row carrying the tag in the path's workspace); `NotSupported` without
-    /// it, and the tool reads, applies and writes back conditionally.
     async fn edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
-        let not_found = || Error::NotFound {
-            path: path.normalized(),
-        };
-        let extensions = self.extensions().await?;
-        if !extensions.text_edit {
-            return Err(Error::NotSupported { operation: "edit" });
-        }
-        let Some(target) = self.target(path)?.filter(|t| !t.rel.is_empty()) else {
-            return Err(not_found());
-        };
-        let external_id = target.external_id(&self.tag);
-        let body = EditContext {
-            edit: edit.clone(),
-            require_tag: Some(self.tag.clone()),
-            workspace: Some(target.workspace),
-            // The answer Claude gets is a few lines: ask for those, not the whole file.
-            snippet_lines: extensions
-                .edit_snippet
-                .then_some(crate::render::SNIPPET_CONTEXT),
-        };
-        // Random and unique per edit: a repeat after a lost answer is applied at most once.
-        let key = format!("mt-{:032x}", fastrand::u128(..));
-        let version = |id: &str, v: i64| {
-            extensions
-                .conditional_requests
-                .then(|| Version::of_row(id, v as u64))
-        };
-        let answer = if extensions.edit_snippet {
-            self.client
-                .edit_summary(&external_id, &body, None, &key)
-                .await
-                .map(|e| {
-                    self.remember(&external_id, &e.context.id);
-                    Edited {
-                        version: version(&e.context.id, e.context.version),
-                        content: None,
-                        snippet: e.snippet,
-                        changed_line: e.changed_line,
-                    }
-                })
-        } else {
-            self.client
-                .edit(&external_id, &body, None, &key)
-                .await
-                .map(|e| {
-                    self.remember(&external_id, &e.context.id);
-                    Edited {
-                        version: version(&e.context.id, e.context.version),
-                        content: Some(e.context.content),
-                        snippet: None,
-                        changed_line: e.changed_line,
-                    }
-                })
-        };
-        match answer {
-            Ok(edited) => Ok(edited),
-            Err(e) if refused(&e, ErrorCode::NotFound) => Err(not_found()),
-            Err(Error::EditRefused { failure, .. }) => Err(Error::EditRefused {
-                path: path.normalized(),
-                failure,
-            }),
-            // The engine repeated it (same key) as long as it could: still no answer.
-            Err(e) if is_ambiguous(&e) => Err(unknown(path, "edit", e)),
-            Err(e) => Err(e),
+        match self.native_edit(path, edit).await {
+            Err(Error::NotSupported { .. }) => steps::edit(self, path, edit).await,
+            done => done,
         }
     }
 
-    /// One request with the `rename` extension, for a file moving within its workspace: the
-    /// server moves the row in one transaction (never over an existing file or directory) and
-    /// keeps its history. Directories, moves between workspaces and servers without the
-    /// extension answer `NotSupported`, and the tool moves file by file.
     async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
-        let unsupported = || Error::NotSupported {
-            operation: "rename",
-        };
-        if !self.extensions().await?.rename {
-            return Err(unsupported());
-        }
-        let (Some(source), Some(target)) = (self.target(from)?, self.target(to)?) else {
-            return Err(unsupported());
-        };
-        if source.rel.is_empty() || target.rel.is_empty() || source.workspace != target.workspace {
-            return Err(unsupported());
-        }
-        let old_id = source.external_id(&self.tag);
-        let new_id = target.external_id(&self.tag);
-        let body = RenameContext {
-            to: new_id.clone(),
-            title: Some(to.normalized()),
-            require_tag: Some(self.tag.clone()),
-            workspace: Some(source.workspace.clone()),
-        };
-        match self.client.rename(&old_id, &body).await {
-            Ok(renamed) => {
-                self.forget(&old_id);
-                self.remember(&new_id, &renamed.context.id);
-                Ok(())
-            }
-            // No file there: perhaps a directory, moved whole where the server can.
-            Err(e) if refused(&e, ErrorCode::NotFound) => {
-                self.rename_dir(from, to, &source, &target).await
-            }
-            Err(e) if refused(&e, ErrorCode::Conflict) => Err(Error::AlreadyExists {
-                path: to.normalized(),
-            }),
-            // No answer: unknown (as for a directory).
-            Err(e) if is_ambiguous(&e) => {
-                self.forget(&old_id);
-                Err(unknown(from, "rename", e))
-            }
-            Err(e) => Err(e),
+        match self.native_rename(from, to).await {
+            Err(Error::NotSupported { .. }) => steps::rename(self, from, to).await,
+            done => done,
         }
     }
 
-    /// With the `by-prefix` extension a directory is deleted in one transaction (all or
-    /// nothing). Without it, at the workspace level of per-workspace mode, or for a directory
-    /// over the server's limit, `NotSupported`: the tool deletes file by file.
     async fn delete_dir(&self, dir: &MemoryPath) -> Result<()> {
-        let unsupported = || Error::NotSupported {
-            operation: "delete_dir",
-        };
-        if !self.extensions().await?.by_prefix {
-            return Err(unsupported());
-        }
-        let Some(target) = self.target(dir)?.filter(|t| !t.rel.is_empty()) else {
-            return Err(unsupported());
-        };
-        let body = DeletePrefix {
-            prefix: target.prefix(&self.tag),
-            require_tag: Some(self.tag.clone()),
-            workspace: Some(target.workspace.clone()),
-        };
-        match self.client.delete_prefix(&body).await {
-            Ok(done) => self.note(&done),
-            Err(e) if directory_refusal(&e) => Err(directory_refused(e, dir, "delete_dir")),
-            // No answer: unknown. Nothing left beneath it may be another writer's delete, and
-            // something left may still be deleted late; keyed, the engine already asked again.
-            Err(e) if is_ambiguous(&e) => Err(unknown(dir, "delete", e)),
-            Err(e) => Err(e),
+        match self.native_delete_dir(dir).await {
+            Err(Error::NotSupported { .. }) => steps::delete_dir(self, dir).await,
+            done => done,
         }
     }
 
-    /// With the `delete-by-external` extension, one request: the row at the path's external
-    /// id, within this store's tag and the path's workspace, whatever its version. A 404 is no
-    /// file there. An answer lost is read back against the row known at the path before: gone,
-    /// deleted; that row still there, deleted again at the version read, so that the first
-    /// request committing late cannot make the answer wrong (gone by then: deleted); anything
-    /// else unknown (a directory's path, where no row was known, reads back as gone too).
     async fn delete_file(&self, path: &MemoryPath) -> Result<bool> {
-        if !self.extensions().await?.delete_by_external {
-            return Err(Error::NotSupported {
-                operation: "delete_file",
-            });
+        match self.native_delete_file(path).await {
+            Err(Error::NotSupported { .. }) => steps::delete_file(self, path).await,
+            done => done,
         }
-        let (Some(target), Some(external_id)) = (self.target(path)?, self.external_id(path)?)
-        else {
-            return Ok(false);
-        };
-        let known = self.ids().get(&external_id).cloned();
-        let delete = |if_match| {
-            self.client.delete_by_external(
-                &external_id,
-                Some(&self.tag),
-                Some(&target.workspace),
-                if_match,
-            )
-        };
-        let e = match delete(None).await {
-            Ok(()) => {
-                self.forget(&external_id);
-                return Ok(true);
-            }
-            Err(e) if refused(&e, ErrorCode::NotFound) => return Ok(false),
-            Err(e) if is_ambiguous(&e) => e,
-            Err(e) => return Err(e),
-        };
-        // (Keyed, the client already asked again with the key.) The row known at the path
-        // still there is deleted again at the version read (a conditional repeat cannot delete
-        // anything else); gone, or gone by then, may be another writer's delete: unknown.
-        let deleted = match self.client.get_by_external(&external_id).await {
-            Ok(Some(now)) if known.as_deref() == Some(now.context.id.as_str()) => {
-                delete(Some(now.context.version)).await.is_ok()
-            }
-            _ => false,
-        };
-        if deleted {
-            self.forget(&external_id);
-            Ok(true)
-        } else {
-            Err(unknown(path, "delete", e))
-        }
+    }
+
+    fn edit_budget(&self) -> Duration {
+        self.edit_budget
     }
 
     fn key(&self, path: &MemoryPath) -> String {
@@ -1348,5 +1194,206 @@ impl Store for ContextQStore {
             self.forget(&external_id);
         }
         result
+    }
+}
+
+/// The operations done natively where the server has the extension; each answers
+/// `NotSupported` where it does not, and the trait's method goes on with [`steps`].
+impl ContextQStore {
+    /// One request with the `text-edit` extension (the edit applied on the server, under the
+    /// row's lock, for a row carrying the tag in the path's workspace); `NotSupported` without
+    /// it, and the tool reads, applies and writes back conditionally.
+    async fn native_edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
+        let not_found = || Error::NotFound {
+            path: path.normalized(),
+        };
+        let extensions = self.extensions().await?;
+        if !extensions.text_edit {
+            return Err(Error::NotSupported { operation: "edit" });
+        }
+        let Some(target) = self.target(path)?.filter(|t| !t.rel.is_empty()) else {
+            return Err(not_found());
+        };
+        let external_id = target.external_id(&self.tag);
+        let body = EditContext {
+            edit: edit.clone(),
+            require_tag: Some(self.tag.clone()),
+            workspace: Some(target.workspace),
+            // The answer Claude gets is a few lines: ask for those, not the whole file.
+            snippet_lines: extensions
+                .edit_snippet
+                .then_some(crate::render::SNIPPET_CONTEXT),
+        };
+        // Random and unique per edit: a repeat after a lost answer is applied at most once.
+        let key = format!("mt-{:032x}", fastrand::u128(..));
+        let version = |id: &str, v: i64| {
+            extensions
+                .conditional_requests
+                .then(|| Version::of_row(id, v as u64))
+        };
+        let answer = if extensions.edit_snippet {
+            self.client
+                .edit_summary(&external_id, &body, None, &key)
+                .await
+                .map(|e| {
+                    self.remember(&external_id, &e.context.id);
+                    Edited {
+                        version: version(&e.context.id, e.context.version),
+                        content: None,
+                        snippet: e.snippet,
+                        changed_line: e.changed_line,
+                    }
+                })
+        } else {
+            self.client
+                .edit(&external_id, &body, None, &key)
+                .await
+                .map(|e| {
+                    self.remember(&external_id, &e.context.id);
+                    Edited {
+                        version: version(&e.context.id, e.context.version),
+                        content: Some(e.context.content),
+                        snippet: None,
+                        changed_line: e.changed_line,
+                    }
+                })
+        };
+        match answer {
+            Ok(edited) => Ok(edited),
+            Err(e) if refused(&e, ErrorCode::NotFound) => Err(not_found()),
+            Err(Error::EditRefused { failure, .. }) => Err(Error::EditRefused {
+                path: path.normalized(),
+                failure,
+            }),
+            // The engine repeated it (same key) as long as it could: still no answer.
+            Err(e) if is_ambiguous(&e) => Err(unknown(path, "edit", e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One request with the `rename` extension, for a file moving within its workspace: the
+    /// server moves the row in one transaction (never over an existing file or directory) and
+    /// keeps its history. Directories, moves between workspaces and servers without the
+    /// extension answer `NotSupported`, and the tool moves file by file.
+    async fn native_rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
+        let unsupported = || Error::NotSupported {
+            operation: "rename",
+        };
+        if !self.extensions().await?.rename {
+            return Err(unsupported());
+        }
+        let (Some(source), Some(target)) = (self.target(from)?, self.target(to)?) else {
+            return Err(unsupported());
+        };
+        if source.rel.is_empty() || target.rel.is_empty() || source.workspace != target.workspace {
+            return Err(unsupported());
+        }
+        let old_id = source.external_id(&self.tag);
+        let new_id = target.external_id(&self.tag);
+        let body = RenameContext {
+            to: new_id.clone(),
+            title: Some(to.normalized()),
+            require_tag: Some(self.tag.clone()),
+            workspace: Some(source.workspace.clone()),
+        };
+        match self.client.rename(&old_id, &body).await {
+            Ok(renamed) => {
+                self.forget(&old_id);
+                self.remember(&new_id, &renamed.context.id);
+                Ok(())
+            }
+            // No file there: perhaps a directory, moved whole where the server can.
+            Err(e) if refused(&e, ErrorCode::NotFound) => {
+                self.rename_dir(from, to, &source, &target).await
+            }
+            Err(e) if refused(&e, ErrorCode::Conflict) => Err(Error::AlreadyExists {
+                path: to.normalized(),
+            }),
+            // No answer: unknown (as for a directory).
+            Err(e) if is_ambiguous(&e) => {
+                self.forget(&old_id);
+                Err(unknown(from, "rename", e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// With the `by-prefix` extension a directory is deleted in one transaction (all or
+    /// nothing). Without it, at the workspace level of per-workspace mode, or for a directory
+    /// over the server's limit, `NotSupported`: the tool deletes file by file.
+    async fn native_delete_dir(&self, dir: &MemoryPath) -> Result<()> {
+        let unsupported = || Error::NotSupported {
+            operation: "delete_dir",
+        };
+        if !self.extensions().await?.by_prefix {
+            return Err(unsupported());
+        }
+        let Some(target) = self.target(dir)?.filter(|t| !t.rel.is_empty()) else {
+            return Err(unsupported());
+        };
+        let body = DeletePrefix {
+            prefix: target.prefix(&self.tag),
+            require_tag: Some(self.tag.clone()),
+            workspace: Some(target.workspace.clone()),
+        };
+        match self.client.delete_prefix(&body).await {
+            Ok(done) => self.note(&done),
+            Err(e) if directory_refusal(&e) => Err(directory_refused(e, dir, "delete_dir")),
+            // No answer: unknown. Nothing left beneath it may be another writer's delete, and
+            // something left may still be deleted late; keyed, the engine already asked again.
+            Err(e) if is_ambiguous(&e) => Err(unknown(dir, "delete", e)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// With the `delete-by-external` extension, one request: the row at the path's external
+    /// id, within this store's tag and the path's workspace, whatever its version. A 404 is no
+    /// file there. An answer lost is read back against the row known at the path before: gone,
+    /// deleted; that row still there, deleted again at the version read, so that the first
+    /// request committing late cannot make the answer wrong (gone by then: deleted); anything
+    /// else unknown (a directory's path, where no row was known, reads back as gone too).
+    async fn native_delete_file(&self, path: &MemoryPath) -> Result<bool> {
+        if !self.extensions().await?.delete_by_external {
+            return Err(Error::NotSupported {
+                operation: "delete_file",
+            });
+        }
+        let (Some(target), Some(external_id)) = (self.target(path)?, self.external_id(path)?)
+        else {
+            return Ok(false);
+        };
+        let known = self.ids().get(&external_id).cloned();
+        let delete = |if_match| {
+            self.client.delete_by_external(
+                &external_id,
+                Some(&self.tag),
+                Some(&target.workspace),
+                if_match,
+            )
+        };
+        let e = match delete(None).await {
+            Ok(()) => {
+                self.forget(&external_id);
+                return Ok(true);
+            }
+            Err(e) if refused(&e, ErrorCode::NotFound) => return Ok(false),
+            Err(e) if is_ambiguous(&e) => e,
+            Err(e) => return Err(e),
+        };
+        // (Keyed, the client already asked again with the key.) The row known at the path
+        // still there is deleted again at the version read (a conditional repeat cannot delete
+        // anything else); gone, or gone by then, may be another writer's delete: unknown.
+        let deleted = match self.client.get_by_external(&external_id).await {
+            Ok(Some(now)) if known.as_deref() == Some(now.context.id.as_str()) => {
+                delete(Some(now.context.version)).await.is_ok()
+            }
+            _ => false,
+        };
+        if deleted {
+            self.forget(&external_id);
+            Ok(true)
+        } else {
+            Err(unknown(path, "delete", e))
+        }
     }
 }
