@@ -9,26 +9,13 @@
 set -euo pipefail
 files=${1:-20000}
 folders=${2:-100}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/lib.sh"
 
 cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-memory-cli
 bin="$root/target/release/contextq-memory"
-python3 - "$work/tree" "$files" "$folders" <<'EOF'
-import os, sys
-tree, files, folders = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for d in range(folders):
-    os.makedirs(f"{tree}/memories/d{d:02}", exist_ok=True)
-for i in range(files):
-    with open(f"{tree}/memories/d{i % folders:02}/f{i}.md", "w") as f:
-        f.write(f"note {i}: a fact worth keeping across sessions.\n")
-EOF
+write_tree "$work/tree" "$files" "$folders"
 export CONTEXTQ_MEMORY_DATA_DIR="$work/data"
 unset CONTEXT_API_URL CONTEXT_API_KEY
-timed() { # LABEL COMMAND...
-  /usr/bin/time -f "$1: %e s" "${@:2}" > /dev/null
-}
 timed "import of $files files in $folders folders" "$bin" import "$work/tree"
 timed "re-import (everything identical)" "$bin" import "$work/tree"
 timed "export" "$bin" export --out "$work/out"

@@ -11,29 +11,14 @@
 set -euo pipefail
 files=${1:-20000}
 runs=${2:-3}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d)
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
 
 cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-memory-cli
 bin="$root/target/release/contextq-memory"
-python3 - "$work/tree" "$files" <<'EOF'
-import os, sys
-tree, files = sys.argv[1], int(sys.argv[2])
-for d in range(100):
-    os.makedirs(f"{tree}/memories/big/d{d:02}", exist_ok=True)
-for i in range(files):
-    with open(f"{tree}/memories/big/d{i % 100:02}/f{i:06}.md", "w") as f:
-        f.write(f"note {i}: a fact worth keeping across sessions.\n")
-EOF
+write_tree "$work/tree" "$files" 100 big
 export CONTEXTQ_MEMORY_DATA_DIR="$work/data"
 unset CONTEXT_API_URL CONTEXT_API_KEY
-/usr/bin/time -f "import of $files files: %e s" "$bin" import "$work/tree" > /dev/null
+timed "import of $files files" "$bin" import "$work/tree"
 "$bin" serve --listen 127.0.0.1:0 > /dev/null 2> "$work/serve.err" &
 server_pid=$!
 for _ in $(seq 1 100); do

@@ -10,33 +10,16 @@
 #   bash bench/nagle.sh POSTGRES_ADMIN_URL [INSERTS]
 #   e.g. bash bench/nagle.sh postgres://postgres:postgres@127.0.0.1:5432/postgres 800
 set -euo pipefail
-admin=${1:?usage: bash bench/nagle.sh POSTGRES_ADMIN_URL [INSERTS]}
 inserts=${2:-800}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d)
-db="cqbench_nagle_$$"
-url="${admin%/*}/$db"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  psql -q "$admin" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+scratch_database "${1:?usage: bash bench/nagle.sh POSTGRES_ADMIN_URL [INSERTS]}" cqbench_nagle
 
 cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-memory-cli -p contextq-server
 bin="$root/target/release"
 server_bin=${CONTEXTQ_BENCH_SERVER_BIN:-$bin/contextq-server}
-psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
 key=$("$server_bin" admin --database-url "$url" bootstrap --tenant nagle --plan unlimited --workspace ws 2>/dev/null |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
-"$server_bin" serve --database-url "$url" --listen 127.0.0.1:0 > "$work/serve.out" 2>/dev/null &
-server_pid=$!
-for _ in $(seq 1 100); do
-  [ -s "$work/serve.out" ] && break
-  sleep 0.1
-done
-server=$(head -n 1 "$work/serve.out" | tr -d '[:space:]')
+serve "$server_bin" serve --database-url "$url" --listen 127.0.0.1:0
 python3 -c "
 import json
 print(json.dumps({'command': 'create', 'path': '/memories/log.md', 'file_text': 'log\n'}))

@@ -12,21 +12,10 @@
 #   bash bench/references-postgres.sh POSTGRES_ADMIN_URL [COMMANDS] [PRELOAD]
 #   e.g. bash bench/references-postgres.sh postgres://postgres:postgres@127.0.0.1:5432/postgres
 set -euo pipefail
-admin=${1:?usage: bash bench/references-postgres.sh POSTGRES_ADMIN_URL [COMMANDS] [PRELOAD]}
 n=${2:-5000}
 preload=${3:-10000}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d)
-db="cqbench_refs_$$"
-base=${admin%/*}
-url="$base/$db"
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-  psql -q "$admin" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/lib.sh"
+scratch_database "${1:?usage: bash bench/references-postgres.sh POSTGRES_ADMIN_URL [COMMANDS] [PRELOAD]}" cqbench_refs
 
 cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-bench -p contextq-memory-cli -p contextq-server
 bin="$root/target/release"
@@ -38,7 +27,6 @@ python3 -m venv "$work/venv"
 cp "$root/bench/ref_python.py" "$work/"
 "$work/venv/bin/python" "$work/ref_python.py" "$work/trace.jsonl" "$work/py" "$work/python.out" > "$work/python.timing"
 
-psql -q "$admin" -c "CREATE DATABASE $db" >/dev/null
 # One tenant per size, each with its own key and workspace `ws`.
 boot() { # NAME: prints "KEY TENANT_ID"
   "$bin/contextq-server" admin --database-url "$url" bootstrap --tenant "$1" --plan unlimited --workspace ws |
@@ -48,13 +36,7 @@ read -r empty_key _ <<< "$(boot empty)"
 read -r large_key large_tenant <<< "$(boot large)"
 read -r after_key _ <<< "$(boot after)"
 "$bin/contextq-server" admin --database-url "$url" create-workspace --tenant-id "$large_tenant" --slug bulk > /dev/null
-"$bin/contextq-server" serve --database-url "$url" --listen 127.0.0.1:0 > "$work/serve.out" 2>/dev/null &
-server_pid=$!
-for _ in $(seq 1 100); do
-  [ -s "$work/serve.out" ] && break
-  sleep 0.1
-done
-server=$(head -n 1 "$work/serve.out" | tr -d '[:space:]')
+serve "$bin/contextq-server" serve --database-url "$url" --listen 127.0.0.1:0
 run() { # KEY NAME: the trace through the server as that tenant
   CONTEXT_API_URL="$server" CONTEXT_API_KEY="$1" "$bin/contextq-memory" exec --timing --workspace ws \
     < "$work/trace.jsonl" > "$work/$2.out" 2> "$work/$2.timing"

@@ -36,6 +36,34 @@ pub struct PathEffect {
     pub applied: Applied,
 }
 
+/// What a multi-step command did, path by path, as it goes: becomes a [`ToolError`] or, in a
+/// store's step-wise default, a [`crate::Error::Stopped`].
+#[derive(Default)]
+pub(crate) struct Effects(Vec<PathEffect>);
+
+impl Effects {
+    /// `path` (normalised) was, was not, or may have been changed.
+    pub(crate) fn add(&mut self, path: &crate::MemoryPath, applied: Applied) {
+        self.0.push(PathEffect {
+            path: path.normalized(),
+            applied,
+        });
+    }
+
+    /// The tool's error with these effects.
+    pub(crate) fn error(self, message: String) -> ToolError {
+        ToolError::with_effects(message, self.0)
+    }
+
+    /// A step-wise operation stopped with these effects.
+    pub(crate) fn stopped(self, message: String) -> crate::Error {
+        crate::Error::Stopped {
+            message,
+            effects: self.0,
+        }
+    }
+}
+
 /// A failed command: the sentence Claude reads after `Error: `, and, for programs (tests,
 /// logs, a soak's model), what it is known to have changed.
 ///

@@ -18,7 +18,7 @@ use async_trait::async_trait;
 
 use crate::budget::AnswerBudget;
 use crate::error::Error;
-use crate::handlers::{Applied, MemoryToolHandlers, PathEffect, ToolError};
+use crate::handlers::{Applied, Effects, MemoryToolHandlers, ToolError};
 use crate::path::MemoryPath;
 use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
@@ -249,23 +249,6 @@ impl<S: Store> MemoryTool<S> {
             Err(Error::OutcomeUnknown { cause, .. }) => Err(outcome_unknown(path, "edit", &cause)),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-/// What a multi-step command did, path by path (see [`ToolError::effects`]).
-#[derive(Default)]
-struct Effects(Vec<PathEffect>);
-
-impl Effects {
-    fn add(&mut self, path: &MemoryPath, applied: Applied) {
-        self.0.push(PathEffect {
-            path: path.normalized(),
-            applied,
-        });
-    }
-
-    fn error(self, message: String) -> ToolError {
-        ToolError::with_effects(message, self.0)
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::{Edited, Entry, FileMeta, Listing, Page, PutMode, Store, TextEdit, Version, Viewed};
 use crate::error::{Error, Result};
-use crate::handlers::{Applied, PathEffect};
+use crate::handlers::{Applied, Effects};
 use crate::path::MemoryPath;
 use crate::render;
 use crate::retry::Backoff;
@@ -171,22 +171,16 @@ pub async fn delete_dir<S: Store + ?Sized>(store: &S, dir: &MemoryPath) -> Resul
                 &cause,
             )));
         }
-        if !listing.truncated {
-            break;
-        }
-        // The store showed one page only: look again for what is left.
-        match store.list(dir).await {
-            Ok(Some(next)) if !next.files.is_empty() && deleted > before => listing = next,
-            Ok(Some(next)) if next.files.is_empty() && !next.truncated => break,
+        let pass = Pass {
+            truncated: listing.truncated,
+            progressed: deleted > before,
+            done: deleted,
+            verb: "deleted",
+        };
+        match next_pass(store, dir, pass).await {
+            Ok(Some(next)) => listing = next,
             Ok(None) => break,
-            Ok(Some(_)) => {
-                return Err(effects.stopped(render::capped_listing_stopped(
-                    dir.raw(),
-                    deleted,
-                    "deleted",
-                )));
-            }
-            Err(e) => return Err(effects.stopped(e.tool_message())),
+            Err(message) => return Err(effects.stopped(message)),
         }
     }
     store.remove_dir(dir).await.map_err(as_told)
@@ -414,25 +408,54 @@ async fn rename_dir<S: Store + ?Sized>(
             )));
         }
         moved += copied.len();
-        if !listing.truncated {
-            break;
-        }
-        // The store showed one page only: look again for what is left.
-        match store.list(old).await {
-            Ok(Some(next)) if !next.files.is_empty() && !copied.is_empty() => listing = next,
-            Ok(Some(next)) if next.files.is_empty() && !next.truncated => break,
+        let pass = Pass {
+            truncated: listing.truncated,
+            progressed: !copied.is_empty(),
+            done: moved,
+            verb: "moved",
+        };
+        match next_pass(store, old, pass).await {
+            Ok(Some(next)) => listing = next,
             Ok(None) => break,
-            Ok(Some(_)) => {
-                return Err(effects.stopped(render::capped_listing_stopped(
-                    old.raw(),
-                    moved,
-                    "moved",
-                )));
-            }
-            Err(e) => return Err(effects.stopped(e.tool_message())),
+            Err(message) => return Err(effects.stopped(message)),
         }
     }
     store.remove_dir(old).await.map_err(as_told)
+}
+
+/// A pass over one listing of a directory, done.
+struct Pass {
+    /// The listing was capped: there may be more.
+    truncated: bool,
+    /// The pass changed something (else listing again would show the same page).
+    progressed: bool,
+    /// Files done so far, and how (`deleted`, `moved`).
+    done: usize,
+    verb: &'static str,
+}
+
+/// The listing of `dir` for the next pass after `pass`: `None` when nothing is left. A store
+/// that showed one page only is asked again; a pass that changed nothing while more is left,
+/// or a listing that fails, stops the operation (Claude's sentence).
+async fn next_pass<S: Store + ?Sized>(
+    store: &S,
+    dir: &MemoryPath,
+    pass: Pass,
+) -> std::result::Result<Option<Listing>, String> {
+    if !pass.truncated {
+        return Ok(None);
+    }
+    match store.list(dir).await {
+        Ok(Some(next)) if !next.files.is_empty() && pass.progressed => Ok(Some(next)),
+        Ok(Some(next)) if next.files.is_empty() && !next.truncated => Ok(None),
+        Ok(None) => Ok(None),
+        Ok(Some(_)) => Err(render::capped_listing_stopped(
+            dir.raw(),
+            pass.done,
+            pass.verb,
+        )),
+        Err(e) => Err(e.tool_message()),
+    }
 }
 
 /// One file copied by a directory rename.
@@ -441,26 +464,6 @@ struct Copied {
     dst: MemoryPath,
     src_version: Option<Version>,
     dst_version: Option<Version>,
-}
-
-/// What a multi-step operation did, path by path (see [`Error::Stopped`]).
-#[derive(Default)]
-struct Effects(Vec<PathEffect>);
-
-impl Effects {
-    fn add(&mut self, path: &MemoryPath, applied: Applied) {
-        self.0.push(PathEffect {
-            path: path.normalized(),
-            applied,
-        });
-    }
-
-    fn stopped(self, message: String) -> Error {
-        Error::Stopped {
-            message,
-            effects: self.0,
-        }
-    }
 }
 
 /// Stopped before changing anything, with this sentence.

@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# Steps the bench scripts share (sourced, not run): a scratch directory, and a scratch
+# database and a server when asked for, all removed on exit; a tree of memory files; a timed
+# command. Sets $root (the repository) and $work (the scratch directory).
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+work=$(mktemp -d)
+server_pid=""
+scratch_db=""
+cleanup() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  if [ -n "$scratch_db" ]; then
+    psql -q "$admin" -c "DROP DATABASE IF EXISTS $scratch_db WITH (FORCE)" >/dev/null 2>&1 || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# scratch_database ADMIN_URL PREFIX: a fresh database on that server, dropped on exit; sets
+# $admin and $url (the new database's URL).
+scratch_database() {
+  admin=$1
+  scratch_db="${2}_$$"
+  url="${admin%/*}/$scratch_db"
+  psql -q "$admin" -c "CREATE DATABASE $scratch_db" >/dev/null
+}
+
+# serve COMMAND...: starts a server that prints its URL on its first line, stopped on exit;
+# sets $server (the URL).
+serve() {
+  "$@" > "$work/serve.out" 2>/dev/null &
+  server_pid=$!
+  for _ in $(seq 1 100); do
+    [ -s "$work/serve.out" ] && break
+    sleep 0.1
+  done
+  server=$(head -n 1 "$work/serve.out" | tr -d '[:space:]')
+}
+
+# write_tree DIR FILES FOLDERS [SUBDIR]: FILES memory files in the SDKs' layout,
+# DIR/memories/[SUBDIR/]dNN/fN.md, spread over FOLDERS folders, one line of about 50 bytes each.
+write_tree() {
+  python3 - "$@" <<'EOF'
+import os, sys
+tree, files, folders = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+base = os.path.join(tree, "memories", *sys.argv[4:5])
+for d in range(folders):
+    os.makedirs(f"{base}/d{d:02}", exist_ok=True)
+for i in range(files):
+    with open(f"{base}/d{i % folders:02}/f{i}.md", "w") as f:
+        f.write(f"note {i}: a fact worth keeping across sessions.\n")
+EOF
+}
+
+# timed LABEL COMMAND...: runs COMMAND, its output discarded, and prints "LABEL: N s".
+timed() {
+  /usr/bin/time -f "$1: %e s" "${@:2}" > /dev/null
+}
