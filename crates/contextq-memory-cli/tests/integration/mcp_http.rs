@@ -691,6 +691,66 @@ async fn a_revoked_key_s_quiet_sessions_end_without_a_request() {
     );
 }
 
+/// A quiet key is asked about once per `--mcp-key-recheck-secs`, not on every sweep (four a
+/// second here): counted at a proxy in front of ContextQ while its session holds a stream open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_key_is_rechecked_once_per_interval() {
+    let server = TestServer::start(contextq_server::Backend::Sqlite).await;
+    let a = server.tenant(Plan::Free, &[Scope::Read], "a").await.api_key;
+    let proxy = contextq_memory_tool::testing::proxy::Proxy::start(server.url()).await;
+    let (child, url) = spawn_serving(
+        Command::new(BIN)
+            .args([
+                "mcp",
+                "--http",
+                "127.0.0.1:0",
+                "--mcp-key-recheck-secs",
+                "2",
+            ])
+            .env("CONTEXT_API_URL", &proxy.url)
+            .env_remove("CONTEXT_API_KEY"),
+    );
+    let _child = Killed(child);
+    let session = open_session(&url, &a).await;
+    let stream = mcp_request(&url, reqwest::Method::GET, &a, Some(&session), None, &[]).await;
+    assert_eq!(stream.status(), 200);
+    proxy.take_log();
+    tokio::time::sleep(std::time::Duration::from_millis(5_000)).await;
+    let checks = proxy
+        .take_log()
+        .iter()
+        .filter(|r| r.starts_with("GET /api/workspaces"))
+        .count();
+    assert!(
+        (1..=3).contains(&checks),
+        "{checks} checks of a quiet key in 5 s, rechecked every 2 s"
+    );
+    drop(stream);
+}
+
+/// Only a POST without a session id opens one: a GET or DELETE without one never takes a
+/// place, so it cannot close the key's idle session to make room (a key at its cap of 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_post_without_a_session_opens_one() {
+    let server = TestServer::start(contextq_server::Backend::Sqlite).await;
+    let a = server.tenant(Plan::Free, &[Scope::Read], "a").await.api_key;
+    let (_child, url) = mcp_http(&server, &["--mcp-sessions-per-key", "1"]);
+    let session = open_session(&url, &a).await;
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let r = mcp_request(&url, method.clone(), &a, None, None, &[]).await;
+        assert!(
+            r.status().is_client_error(),
+            "{method} without a session: {}",
+            r.status()
+        );
+        assert!(r.headers().get("mcp-session-id").is_none());
+        assert!(
+            alive(&url, &a, &session).await,
+            "{method} without a session closed one"
+        );
+    }
+}
+
 /// Resident memory of process `pid`, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
