@@ -659,13 +659,11 @@ impl ContextQStore {
             let input = self.input(target, external_id, path, content, false);
             return match self.upsert(target, input).await {
                 Ok(_) => Ok(None), // no versions without conditional requests
-                // Read back: our content there is ours; nothing there may still be applied late.
-                Err(e) if is_ambiguous(&e) => {
-                    match self.client.get_by_external(external_id).await {
-                        Ok(Some(f)) if f.context.content == content => Ok(None),
-                        _ => Err(unknown(path, "write", e)),
-                    }
-                }
+                // Our content there is ours; nothing there may still be applied late.
+                Err(e) if is_ambiguous(&e) => self
+                    .read_back(external_id, path, e, |f| f.context.content == content)
+                    .await
+                    .map(|_| None),
                 Err(e) => Err(e),
             };
         }
@@ -679,16 +677,18 @@ impl ContextQStore {
                     None => Err(e),
                 }
             }
-            // Keyed, the client already asked again with the key. Read back: our content at
-            // version 1 is ours. Nothing there says nothing: not applied, or applied and deleted
-            // since (a second try could resurrect it), or applied late.
-            Err(e) if is_ambiguous(&e) => match self.client.get_by_external(external_id).await {
-                Ok(Some(f)) if f.context.content == content && f.context.version == 1 => {
-                    self.remember(external_id, &f.context.id);
-                    Ok(Some(Version::of_row(&f.context.id, 1)))
-                }
-                _ => Err(unknown(path, "write", e)),
-            },
+            // Keyed, the client already asked again with the key. Our content at version 1 is
+            // ours. Nothing there says nothing: not applied, or applied and deleted since (a
+            // second try could resurrect it), or applied late.
+            Err(e) if is_ambiguous(&e) => {
+                let f = self
+                    .read_back(external_id, path, e, |f| {
+                        f.context.content == content && f.context.version == 1
+                    })
+                    .await?;
+                self.remember(external_id, &f.context.id);
+                Ok(Some(Version::of_row(&f.context.id, 1)))
+            }
             Err(e) => Err(e),
         }
     }
@@ -799,13 +799,30 @@ impl ContextQStore {
                 .known_extensions()
                 .filter(|e| e.conditional_requests)
                 .map(|_| Version::of_row(&id, v as u64))),
-            Err(e) if is_ambiguous(&e) => match self.client.get_by_external(external_id).await {
-                Ok(Some(f)) if f.context.content == content => Ok(f
-                    .etag
-                    .map(|_| Version::of_row(&f.context.id, f.context.version as u64))),
-                _ => Err(unknown(path, "write", e)),
-            },
+            Err(e) if is_ambiguous(&e) => {
+                let f = self
+                    .read_back(external_id, path, e, |f| f.context.content == content)
+                    .await?;
+                Ok(f.etag
+                    .map(|_| Version::of_row(&f.context.id, f.context.version as u64)))
+            }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Settles a write at `external_id` whose answer was `lost` (after the retry engine's own
+    /// repeats): the row read back there is the write's when `ours` says so; anything else,
+    /// or no answer to the read, leaves it unknown ([`Error::OutcomeUnknown`]).
+    async fn read_back(
+        &self,
+        external_id: &str,
+        path: &MemoryPath,
+        lost: Error,
+        ours: impl Fn(&Fetched) -> bool,
+    ) -> Result<Fetched> {
+        match self.client.get_by_external(external_id).await {
+            Ok(Some(f)) if ours(&f) => Ok(f),
+            _ => Err(unknown(path, "write", lost)),
         }
     }
 }

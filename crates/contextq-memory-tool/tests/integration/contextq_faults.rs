@@ -902,6 +902,49 @@ async fn a_rename_restarts_when_the_source_changes_under_it(b: Backend) {
     assert_eq!(s.content("t.md").await.as_deref(), Some("v2\n"));
 }
 
+/// Writes applied whose answer is lost, on servers that cannot be asked again with a key: the
+/// row read back settles them as applied (our content, at the version the write would make),
+/// and Claude is told they succeeded. Conditional requests without recorded outcomes (a
+/// create), and a plain ContextQ (a create, an edit written whole, a rename's copy).
+async fn writes_whose_answer_is_lost_are_settled_by_reading_back(b: Backend) {
+    let s = Setup::new(b).await;
+    s.proxy
+        .fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
+    let r = handle(&s.tool, create("/memories/c.md", "created")).await;
+    assert_eq!(
+        r.as_deref(),
+        Ok("File created successfully at: /memories/c.md")
+    );
+    assert_eq!(s.content("c.md").await.as_deref(), Some("created"));
+
+    let plain = Proxy::plain(&s.server.url).await;
+    let mut opts = options(&plain.url, &s.key).workspace("ws");
+    opts.retry.max_retries = 1;
+    let tool = contextq_memory_tool(opts).unwrap();
+    plain.fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
+    let r = handle(&tool, create("/memories/p.md", "plain")).await;
+    assert_eq!(
+        r.as_deref(),
+        Ok("File created successfully at: /memories/p.md")
+    );
+    plain.fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
+    let insert = json!({"command": "insert", "path": "/memories/p.md", "insert_line": 0, "insert_text": "top"});
+    let r = handle(&tool, insert).await;
+    assert_eq!(
+        r.as_deref(),
+        Ok("The file /memories/p.md has been edited.")
+    );
+    assert_eq!(s.content("p.md").await.as_deref(), Some("top\nplain\n"));
+    plain.fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
+    let r = handle(&tool, rename("/memories/p.md", "/memories/q.md")).await;
+    assert_eq!(
+        r.as_deref(),
+        Ok("Successfully renamed /memories/p.md to /memories/q.md")
+    );
+    assert_eq!(s.content("p.md").await, None);
+    assert_eq!(s.content("q.md").await.as_deref(), Some("top\nplain\n"));
+}
+
 contextq_server::database_tests!(
     a_server_delete_whose_answer_is_lost_is_asked_again,
     a_server_delete_whose_answer_is_lost_without_outcomes_is_unknown,
@@ -914,6 +957,7 @@ contextq_server::database_tests!(
     a_directory_rename_whose_source_delete_is_unsettled_keeps_every_copy,
     a_directory_delete_whose_first_delete_is_unsettled_stops_and_says_what_is_left,
     writes_whose_answer_and_read_back_are_lost_are_unknown_never_failed,
+    writes_whose_answer_is_lost_are_settled_by_reading_back,
     directory_rename_failures_undo_or_name_what_is_left,
     a_directory_delete_refused_part_way_names_what_is_left,
     an_edit_that_keeps_losing_gives_up_when_its_budget_is_spent,
