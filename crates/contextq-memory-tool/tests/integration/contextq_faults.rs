@@ -930,10 +930,7 @@ async fn writes_whose_answer_is_lost_are_settled_by_reading_back(b: Backend) {
     plain.fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
     let insert = json!({"command": "insert", "path": "/memories/p.md", "insert_line": 0, "insert_text": "top"});
     let r = handle(&tool, insert).await;
-    assert_eq!(
-        r.as_deref(),
-        Ok("The file /memories/p.md has been edited.")
-    );
+    assert_eq!(r.as_deref(), Ok("The file /memories/p.md has been edited."));
     assert_eq!(s.content("p.md").await.as_deref(), Some("top\nplain\n"));
     plain.fault(Method::POST, "/bulk-upsert", Fault::ForwardThenDrop, 1);
     let r = handle(&tool, rename("/memories/p.md", "/memories/q.md")).await;

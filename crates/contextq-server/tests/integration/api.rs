@@ -1246,6 +1246,16 @@ async fn a_read_only_server_refuses_every_write(b: Backend) {
     refused(c.delete("/api/contexts/ctx_x", None).await);
     assert_eq!(c.get("/api/workspaces").await.status, StatusCode::OK);
     assert_eq!(c.get("/api/contexts").await.status, StatusCode::OK);
+    // Not even a key's last use is written (a server that writes it does so within
+    // milliseconds, in the background: watched for a second).
+    for _ in 0..20 {
+        let keys = contextq_server::admin::list_keys(&s.db, &t.tenant_id)
+            .await
+            .unwrap();
+        let used = keys.iter().find(|k| k.key_id == t.key_id).unwrap();
+        assert_eq!(used.last_used_at, None, "a read-only server wrote {used:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     s.stop().await;
 }
 
