@@ -3,7 +3,7 @@
 //! is not a breaking change), so other crates build them from `Default` with these; defining
 //! them once here gives every setting of both crates the same shape.
 
-/// One setter per listed field, documented "Sets [`Type::field`]." plus any doc lines given
+/// One setter per listed field, documented "Sets `Type::field`." plus any doc lines given
 /// before the field.
 ///
 /// ```

@@ -149,7 +149,7 @@ enum Command {
         #[arg(long, value_name = "HOST", requires = "http")]
         allowed_host: Vec<String>,
         /// With --http: a browser origin allowed to call it (repeat it; e.g.
-        /// https://app.example.com:443). Without one, a request carrying Origin is refused.
+        /// `https://app.example.com:443`). Without one, a request carrying Origin is refused.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
         #[command(flatten)]

@@ -35,7 +35,7 @@ pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// `println!` that a closed stdout stops cleanly ([`line`]).
+/// `println!` that a closed stdout stops cleanly ([`line`](fn@line)).
 macro_rules! outln {
     () => {
         $crate::out::line(format_args!(""))

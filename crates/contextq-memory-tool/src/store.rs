@@ -14,14 +14,14 @@
 //!   real directories for stores that have them), or `None` when the path is not a directory.
 //!   Listing the root always succeeds.
 //! - [`Store::put`] writes a whole file under a [`PutMode`]: `Create` fails with
-//!   [`Error::AlreadyExists`] if anything is there and never overwrites; `Update(v)` fails with
-//!   [`Error::Precondition`] unless the stored version is `v` (and with [`Error::NotFound`] if
+//!   [`Error::AlreadyExists`](crate::Error::AlreadyExists) if anything is there and never overwrites; `Update(v)` fails with
+//!   [`Error::Precondition`](crate::Error::Precondition) unless the stored version is `v` (and with [`Error::NotFound`](crate::Error::NotFound) if
 //!   the file is gone); `Overwrite` writes unconditionally. Parent directories are implied.
 //!   Returns the new version.
 //! - [`Store::delete`] removes one file; with `Some(v)` only if its version is `v`
-//!   ([`Error::Precondition`] otherwise); [`Error::NotFound`] if it is not there.
+//!   ([`Error::Precondition`](crate::Error::Precondition) otherwise); [`Error::NotFound`](crate::Error::NotFound) if it is not there.
 //! - An error from `put` or `delete` means the write was **not** applied, except
-//!   [`Error::OutcomeUnknown`], which a store returns when it cannot tell (an answer lost and
+//!   [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown), which a store returns when it cannot tell (an answer lost and
 //!   not settled by reading back). The tool relies on this: it never undoes or reports as
 //!   undone a step whose outcome is unknown.
 //! - The optional operations ([`Store::rename`], [`Store::edit`], [`Store::delete_file`],
@@ -30,10 +30,10 @@
 //!   read, apply and write back at the version read, and so on, retrying a step lost to another
 //!   writer for [`Store::edit_budget`]. A store with a native operation overrides it: an atomic
 //!   rename of files and directories (never overwriting), a `str_replace` or `insert` applied
-//!   in one step (ContextQ's `text-edit` extension; [`Error::EditRefused`] says it cannot
+//!   in one step (ContextQ's `text-edit` extension; [`Error::EditRefused`](crate::Error::EditRefused) says it cannot
 //!   apply), a file deleted whatever its version (`delete-by-external`), a directory deleted in
 //!   one transaction (`by-prefix`). Like `put`, an error means not applied, except
-//!   [`Error::OutcomeUnknown`], and [`Error::Stopped`] for a default that stopped part way
+//!   [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown), and [`Error::Stopped`](crate::Error::Stopped) for a default that stopped part way
 //!   (it says what each path holds).
 //! - [`Store::view`] is what the tool's `view` reads: the file at the path, else the directory's
 //!   [`Store::outline`]. The default asks for one, then the other; a store that can ask for
@@ -278,15 +278,15 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes the file at `path`, only at version `expected` when given.
     async fn delete(&self, path: &MemoryPath, expected: Option<Version>) -> Result<()>;
 
-    /// Moves a file or directory; never overwrites ([`Error::AlreadyExists`]; nothing at
-    /// `from`: [`Error::NotFound`]). Default: [`steps::rename`] (create-only copies, then
+    /// Moves a file or directory; never overwrites ([`Error::AlreadyExists`](crate::Error::AlreadyExists); nothing at
+    /// `from`: [`Error::NotFound`](crate::Error::NotFound)). Default: [`steps::rename`] (create-only copies, then
     /// conditional deletes of the sources); a store with an atomic rename overrides it.
     async fn rename(&self, from: &MemoryPath, to: &MemoryPath) -> Result<()> {
         steps::rename(self, from, to).await
     }
 
-    /// Applies `edit` to the file at `path` ([`Error::NotFound`] when none is there,
-    /// [`Error::EditRefused`] when it cannot apply). Default: [`steps::edit`] (read, apply,
+    /// Applies `edit` to the file at `path` ([`Error::NotFound`](crate::Error::NotFound) when none is there,
+    /// [`Error::EditRefused`](crate::Error::EditRefused) when it cannot apply). Default: [`steps::edit`] (read, apply,
     /// write back at the version read); a store that applies it in one atomic step overrides
     /// it.
     async fn edit(&self, path: &MemoryPath, edit: &TextEdit) -> Result<Edited> {
@@ -295,15 +295,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes the file at `path`, whatever its version: `Ok(true)`; `Ok(false)` when no file
     /// is there (nothing, or a directory), nothing changed. Like `delete`, an error means not
-    /// applied, except [`Error::OutcomeUnknown`]. Default: [`steps::delete_file`] (read, then
+    /// applied, except [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown). Default: [`steps::delete_file`] (read, then
     /// delete at the version read); ContextQ's `delete-by-external` extension saves the read.
     async fn delete_file(&self, path: &MemoryPath) -> Result<bool> {
         steps::delete_file(self, path).await
     }
 
-    /// Deletes the directory `dir` and everything beneath it ([`Error::NotFound`] when it is
+    /// Deletes the directory `dir` and everything beneath it ([`Error::NotFound`](crate::Error::NotFound) when it is
     /// not a directory). Default: [`steps::delete_dir`] (file by file, then
-    /// [`Store::remove_dir`], [`Error::Stopped`] naming what is left when it stops part way); a
+    /// [`Store::remove_dir`], [`Error::Stopped`](crate::Error::Stopped) naming what is left when it stops part way); a
     /// store that deletes it in one atomic step overrides it.
     async fn delete_dir(&self, dir: &MemoryPath) -> Result<()> {
         steps::delete_dir(self, dir).await

@@ -6,7 +6,7 @@
 //! Before any MCP is spoken, each request is checked here, in this order:
 //! 1. the key: none, or one ContextQ refuses now (revoked, expired, unknown), is 401; ContextQ is
 //!    asked on every request, so a refused key never gets through on an earlier answer;
-//! 2. the session ([`sessions`]): a session belongs to the key that opened it; a request naming
+//! 2. the session ([`super::sessions`]): a session belongs to the key that opened it; a request naming
 //!    a session its key did not open is answered as an unknown session (404); a new session
 //!    past the caps is 429 with `Retry-After`;
 //! 3. `Host` against the allowed hosts and a present `Origin` against the allowed origins (DNS

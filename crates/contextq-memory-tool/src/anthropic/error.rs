@@ -3,7 +3,7 @@
 
 use crate::transport::TransportError;
 
-/// A failure of the Messages API, carried by [`Error::Anthropic`].
+/// A failure of the Messages API, carried by [`Error::Anthropic`](crate::Error::Anthropic).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnthropicError {

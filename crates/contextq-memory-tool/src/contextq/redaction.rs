@@ -76,7 +76,7 @@ impl RedactionReport {
 impl MemoryTool<ContextQStore> {
     /// Redacts `target` of the file (or, `all_paths`, the directory) at `path`; with `dry_run`
     /// only the plan. Refused by the server, nothing changed, when the text would stay in a
-    /// file's current content ([`ContextQError::Refused`] with code `conflict`, whose message
+    /// file's current content ([`ContextQError::Api`] with code `conflict`, whose message
     /// says to change or delete the file first); [`ContextQError::RedactionUnavailable`] on a
     /// server without the extension; [`Error::ReadOnly`] on a read-only tool. A match of more
     /// than one request's worth is redacted in several requests, each all or nothing.

@@ -32,7 +32,7 @@ pub struct ApiError {
 }
 
 /// Why the database was unavailable to a request: carried on its answer (a response extension)
-/// to the middleware that logs outages once ([`crate::api::note_outage`]).
+/// to the middleware that logs outages once (`api::note_outage`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unavailable(pub String);
 
@@ -99,7 +99,7 @@ fn code_of(e: &store::Error) -> Option<ErrorCode> {
 }
 
 impl ApiError {
-    /// The answer to a data-layer refusal, without consuming it; `None` as for [`code_of`].
+    /// The answer to a data-layer refusal, without consuming it; `None` as for `code_of`.
     pub fn of(e: &store::Error) -> Option<ApiError> {
         let code = code_of(e)?;
         let mut error = ApiError::new(code, e.to_string());

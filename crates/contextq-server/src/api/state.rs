@@ -33,7 +33,7 @@ pub struct ServerConfig {
     /// that floods or trickles large bodies makes only itself wait.
     pub body_share_bytes: usize,
     /// Slowest a request body may arrive, in bytes a second on average after its first
-    /// [`extract::BODY_GRACE`] (5 s); a slower one is cut with 408 (default
+    /// `extract::BODY_GRACE` (5 s); a slower one is cut with 408 (default
     /// [`DEFAULT_MIN_BODY_RATE`]: 4 KiB/s; 0: no minimum).
     pub min_body_rate: u64,
     /// Longest a request may take, reading its body included (default 30 s; then 408).

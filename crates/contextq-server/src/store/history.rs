@@ -3,7 +3,7 @@
 //! retention; and the reads of them (one external id's or one context's versions, one version
 //! with its content, every external id under a prefix at a point in time).
 //!
-//! Versions are written by [`Versions`], inside the write that makes the change (same
+//! Versions are written by `Versions`, inside the write that makes the change (same
 //! transaction, same batch), numbered per external id from what that write read under the
 //! tenant's head lock. Retention is applied in the same batch: the last
 //! [`crate::db::DbOptions::versions_kept`] versions of each external id; and, per tenant, at

@@ -4,7 +4,7 @@
 //! directory read two levels deep with its sizes added up here (extension `tree`), so that a
 //! `view` of a directory is one small answer however many files lie deeper.
 //!
-//! One write as every other ([`super::write`]): the read under the head lock takes the rows
+//! One write as every other (`store::write`): the read under the head lock takes the rows
 //! under the prefix (at most [`MAX_PREFIX_CONTEXTS`] + 1: a larger directory is refused, 413,
 //! and the client moves it file by file), their kept versions and, for a rename, whether
 //! anything is at the destination; the batch changes each row, appends its audit rows and
