@@ -559,6 +559,42 @@ mod tests {
         assert_eq!(gate.count(Some(&[2; 32])), 1);
     }
 
+    /// The share is the places divided by the keys holding sessions (a key holding none counts
+    /// itself): of 6 places, A holding 4 and B 2, B is below its share of 3 and gets in, in
+    /// place of A's longest idle; A, past it, is refused; C, holding none (share 2), gets in.
+    #[test]
+    fn the_share_is_the_places_over_the_keys() {
+        let gate = Gate::new(limits(100, 6));
+        for n in 0..4 {
+            open(&gate, 1, n).unwrap();
+        }
+        for n in 4..6 {
+            open(&gate, 2, n).unwrap();
+        }
+        let (_, evicted) = open(&gate, 2, 6).unwrap();
+        assert_eq!(evicted, vec![internal(0)]);
+        assert_eq!(
+            (gate.count(Some(&[1; 32])), gate.count(Some(&[2; 32]))),
+            (3, 3)
+        );
+        assert_eq!(open(&gate, 1, 7).unwrap_err(), Refused::Full);
+        let (_, evicted) = open(&gate, 3, 8).unwrap();
+        assert_eq!(evicted.len(), 1);
+        assert_eq!(gate.count(None), 6);
+    }
+
+    /// A session its client ends leaves the gate: its place is free again at once.
+    #[test]
+    fn a_session_ended_by_its_client_frees_its_place() {
+        let gate = Gate::new(limits(1, 1));
+        let (id, _) = open(&gate, 1, 0).unwrap();
+        assert_eq!(gate.end(&id, &[1; 32]), Some(internal(0)));
+        assert_eq!(gate.count(None), 0);
+        assert!(gate.enter(&id, &[1; 32]).is_none());
+        let (_, evicted) = open(&gate, 2, 1).unwrap();
+        assert!(evicted.is_empty());
+    }
+
     #[test]
     fn an_opening_not_completed_gives_its_place_back() {
         let gate = Gate::new(limits(1, 1));
