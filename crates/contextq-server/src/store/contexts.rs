@@ -387,7 +387,11 @@ struct KeptOf {
     kept: Kept,
 }
 
-/// `POST /api/contexts/bulk-upsert`: all or nothing.
+/// `POST /api/contexts/bulk-upsert`: all or nothing, in the three steps of every write: read
+/// ([`bulk_read`]: the tenant's head, plan and usage, the target workspaces, the contexts and
+/// kept versions at the items' external ids), decide (refusals first, then one update per
+/// changed item, [`Upserting::update`], and one insert of the new ones,
+/// [`Upserting::insert`]), write (the batch, in one transaction).
 pub async fn bulk_upsert(
     db: &Db,
     actor: Actor<'_>,
@@ -400,6 +404,45 @@ pub async fn bulk_upsert(
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
+    let read = bulk_read(db, actor.tenant_id, items, &slugs);
+    write(db, actor, &items[0].external_id, read, |head, row| {
+        let found = Found::from_row(row, actor.tenant_id)?;
+        let targets = found.targets(&slugs)?;
+        let stored: HashMap<&str, &Stored> = found
+            .stored
+            .iter()
+            .map(|c| (c.external_id.as_str(), c))
+            .collect();
+        let mut w = Upserting::new(db, actor, head, &found);
+        let mut results = Vec::with_capacity(items.len());
+        let mut creates: Vec<(&ContextInput, String)> = Vec::new();
+        for item in items {
+            let ws = targets[item.workspace.as_str()];
+            let Some(old) = stored.get(item.external_id.as_str()) else {
+                let id = new_id("ctx");
+                results.push(upserted(&id, item, "created", 1));
+                creates.push((item, id));
+                continue;
+            };
+            let version = w.update(item, old, ws)?;
+            results.push(upserted(&old.id, item, "updated", version));
+        }
+        if !creates.is_empty() {
+            found.check_quota(creates.len())?;
+            w.insert(&creates, &targets);
+        }
+        Ok(w.finish(creates.len(), results))
+    })
+    .await
+}
+
+/// The read of a bulk upsert: one statement for everything the decision needs.
+fn bulk_read(
+    db: &Db,
+    tenant_id: &str,
+    items: &[ContextInput],
+    slugs: &[&str],
+) -> (String, Vec<Bind>) {
     let workspaces_json = json_rows(
         db,
         &[
@@ -438,63 +481,119 @@ pub async fn bulk_upsert(
          FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id WHERE h.tenant_id = $1",
         placeholders(2, slugs.len()),
     );
-    let mut binds = vec![Bind::Text(actor.tenant_id.to_string())];
+    let mut binds = vec![Bind::Text(tenant_id.to_string())];
     binds.extend(slugs.iter().map(|s| Bind::Text(s.to_string())));
     binds.extend(items.iter().map(|i| Bind::Text(i.external_id.clone())));
+    (sql, binds)
+}
 
-    write(db, actor, &items[0].external_id, (sql, binds), |mut head, row| {
-    let plan: String = row.try_get("plan")?;
-    let plan: Plan = plan
-        .parse()
-        .map_err(|_| Error::Corrupt(format!("tenant {} has plan {plan:?}", actor.tenant_id)))?;
-    let usage = Usage::from_row(row)?;
-    let count = usage.contexts;
-    let targets: Vec<TargetWorkspace> =
-        decode(&row.try_get::<String, _>("workspaces")?, "workspaces")?;
-    let stored: Vec<Stored> = decode(&row.try_get::<String, _>("existing")?, "contexts")?;
-    let kept: Vec<KeptOf> = decode(&row.try_get::<String, _>("kept")?, "context_versions")?;
-    let mut versions = Versions::new(
-        actor.tenant_id,
-        actor.key_id,
-        usage,
-        plan,
-        db.versions_kept(),
-    );
-    for k in kept {
-        versions.known(&k.external_id, k.kept);
+/// What [`bulk_read`] found.
+struct Found {
+    plan: Plan,
+    usage: Usage,
+    targets: Vec<TargetWorkspace>,
+    stored: Vec<Stored>,
+    kept: Vec<KeptOf>,
+}
+
+impl Found {
+    fn from_row(row: &Row, tenant_id: &str) -> Result<Found> {
+        let plan: String = row.try_get("plan")?;
+        let plan: Plan = plan
+            .parse()
+            .map_err(|_| Error::Corrupt(format!("tenant {tenant_id} has plan {plan:?}")))?;
+        Ok(Found {
+            plan,
+            usage: Usage::from_row(row)?,
+            targets: decode(&row.try_get::<String, _>("workspaces")?, "workspaces")?,
+            stored: decode(&row.try_get::<String, _>("existing")?, "contexts")?,
+            kept: decode(&row.try_get::<String, _>("kept")?, "context_versions")?,
+        })
     }
-    let targets: HashMap<&str, &TargetWorkspace> =
-        targets.iter().map(|w| (w.slug.as_str(), w)).collect();
-    let stored: HashMap<&str, &Stored> =
-        stored.iter().map(|c| (c.external_id.as_str(), c)).collect();
-    for slug in &slugs {
-        let ws = targets.get(slug).ok_or_else(|| Error::WorkspaceNotFound {
-            slug: slug.to_string(),
-        })?;
-        if ws.archived != 0 {
-            return Err(Error::WorkspaceArchived {
+
+    /// The workspaces the items name, by slug; refused when one is missing or archived.
+    fn targets(&self, slugs: &[&str]) -> Result<HashMap<&str, &TargetWorkspace>> {
+        let targets: HashMap<&str, &TargetWorkspace> =
+            self.targets.iter().map(|w| (w.slug.as_str(), w)).collect();
+        for slug in slugs {
+            let ws = targets.get(slug).ok_or_else(|| Error::WorkspaceNotFound {
                 slug: slug.to_string(),
-            });
+            })?;
+            if ws.archived != 0 {
+                return Err(Error::WorkspaceArchived {
+                    slug: slug.to_string(),
+                });
+            }
+        }
+        Ok(targets)
+    }
+
+    /// Refused when `creating` more contexts would pass the plan's cap.
+    fn check_quota(&self, creating: usize) -> Result<()> {
+        let count = self.usage.contexts;
+        match self.plan.context_cap() {
+            Some(cap) if count + creating as i64 > cap => Err(Error::QuotaExceeded {
+                plan: self.plan,
+                cap,
+                count,
+                creating,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn upserted(id: &str, item: &ContextInput, status: &str, version: i64) -> UpsertResult {
+    UpsertResult {
+        id: id.to_string(),
+        external_id: item.external_id.clone(),
+        status: status.into(),
+        version,
+    }
+}
+
+/// One context as a bulk upsert writes it.
+struct Written<'b> {
+    id: &'b str,
+    version: i64,
+    workspace_id: &'b str,
+    title: Option<&'b str>,
+    tags: &'b [String],
+}
+
+/// The write a bulk upsert decides, as it goes: the batch, the audit head, the versions.
+struct Upserting<'a> {
+    actor: Actor<'a>,
+    at: String,
+    batch: Batch,
+    head: Head,
+    versions: Versions<'a>,
+}
+
+impl<'a> Upserting<'a> {
+    fn new(db: &Db, actor: Actor<'a>, head: Head, found: &Found) -> Self {
+        let mut versions = Versions::new(
+            actor.tenant_id,
+            actor.key_id,
+            found.usage.clone(),
+            found.plan,
+            db.versions_kept(),
+        );
+        for k in &found.kept {
+            versions.known(&k.external_id, k.kept);
+        }
+        Upserting {
+            actor,
+            at: now(),
+            batch: Batch::default(),
+            head,
+            versions,
         }
     }
 
-    let at = now();
-    let mut batch = Batch::default();
-    let mut results = Vec::with_capacity(items.len());
-    let mut creates: Vec<(&ContextInput, String)> = Vec::new();
-    for item in items {
-        let ws = targets[item.workspace.as_str()];
-        let Some(old) = stored.get(item.external_id.as_str()) else {
-            let id = new_id("ctx");
-            results.push(UpsertResult {
-                id: id.clone(),
-                external_id: item.external_id.clone(),
-                status: "created".into(),
-                version: 1,
-            });
-            creates.push((item, id));
-            continue;
-        };
+    /// `item` over the context `old` (in the workspace `ws`): its version after, unchanged when
+    /// nothing differs. Absent title and tags keep the stored ones (as in PUT).
+    fn update(&mut self, item: &ContextInput, old: &Stored, ws: &TargetWorkspace) -> Result<i64> {
         if item.if_absent {
             return Err(Error::ExternalIdExists {
                 external_id: item.external_id.clone(),
@@ -505,110 +604,75 @@ pub async fn bulk_upsert(
                 external_id: item.external_id.clone(),
             });
         }
-        // Absent title and tags keep the stored ones (as in PUT).
         let old_tags = tags_from(&old.tags);
         let tags = item.tags.clone().unwrap_or_else(|| old_tags.clone());
         let title = item.title.clone().or_else(|| old.title.clone());
-        let unchanged = old.content == item.content
+        if old.content == item.content
             && old.kind == item.kind
             && title == old.title
-            && tags == old_tags;
-        let version = if unchanged {
-            old.version
-        } else {
-            batch.push(
-                "UPDATE contexts SET type = $1, title = $2, content = $3, tags = $4, size_bytes = $5, version = $6, updated_at = $7 \
-                 WHERE id = $8 AND tenant_id = $9 AND version = $10",
-                vec![
-                    Bind::Text(item.kind.clone()),
-                    Bind::OptText(title.clone()),
-                    Bind::Text(item.content.clone()),
-                    Bind::Text(tags_text(&tags)),
-                    Bind::Int(item.content.len() as i64),
-                    Bind::Int(old.version + 1),
-                    Bind::Text(at.clone()),
-                    Bind::Text(old.id.clone()),
-                    Bind::Text(actor.tenant_id.to_string()),
-                    Bind::Int(old.version),
-                ],
-                Some(1),
-            );
-            if old.content != item.content {
-                batch.push_dialects(super::search::put(
-                    actor.tenant_id,
-                    &old.id,
-                    &item.external_id,
-                    &item.content,
-                ));
-            }
-            if item.tags.is_some() {
-                retag(&mut batch, actor.tenant_id, &old.id, &old_tags, &tags);
-            }
-            let seq = head.append(actor.record(
-                "context.update",
-                "context",
+            && tags == old_tags
+        {
+            return Ok(old.version);
+        }
+        let (tenant_id, version) = (self.actor.tenant_id, old.version + 1);
+        self.batch.push(
+            "UPDATE contexts SET type = $1, title = $2, content = $3, tags = $4, size_bytes = $5, version = $6, updated_at = $7 \
+             WHERE id = $8 AND tenant_id = $9 AND version = $10",
+            vec![
+                Bind::Text(item.kind.clone()),
+                Bind::OptText(title.clone()),
+                Bind::Text(item.content.clone()),
+                Bind::Text(tags_text(&tags)),
+                Bind::Int(item.content.len() as i64),
+                Bind::Int(version),
+                Bind::Text(self.at.clone()),
+                Bind::Text(old.id.clone()),
+                Bind::Text(tenant_id.to_string()),
+                Bind::Int(old.version),
+            ],
+            Some(1),
+        );
+        if old.content != item.content {
+            self.batch.push_dialects(super::search::put(
+                tenant_id,
                 &old.id,
-                serde_json::json!({"externalId": item.external_id, "version": old.version + 1}),
+                &item.external_id,
+                &item.content,
             ));
-            versions.push(
-                &mut batch,
-                Change {
-                    action: Action::Update,
-                    external_id: &item.external_id,
-                    context_id: &old.id,
-                    context_version: old.version + 1,
-                    workspace_id: &old.workspace_id,
-                    kind: &item.kind,
-                    title: title.as_deref(),
-                    tags: &tags,
-                    content: Some(&item.content),
-                    seq,
-                    at: &at,
-                    renamed_from: None,
-                },
-            );
-            old.version + 1
-        };
-        results.push(UpsertResult {
-            id: old.id.clone(),
-            external_id: item.external_id.clone(),
-            status: "updated".into(),
+        }
+        if item.tags.is_some() {
+            retag(&mut self.batch, tenant_id, &old.id, &old_tags, &tags);
+        }
+        let row = Written {
+            id: &old.id,
             version,
-        });
+            workspace_id: &old.workspace_id,
+            title: title.as_deref(),
+            tags: &tags,
+        };
+        self.record(Action::Update, item, row);
+        Ok(version)
     }
 
-    if !creates.is_empty() {
-        if let Some(cap) = plan.context_cap()
-            && count + creates.len() as i64 > cap
-        {
-            return Err(Error::QuotaExceeded {
-                plan,
-                cap,
-                count,
-                creating: creates.len(),
-            });
-        }
+    /// The new contexts `creates` (each with its new id), in one statement.
+    fn insert(
+        &mut self,
+        creates: &[(&ContextInput, String)],
+        targets: &HashMap<&str, &TargetWorkspace>,
+    ) {
+        let tenant_id = self.actor.tenant_id;
         let mut binds = Vec::new();
         let mut rows = Vec::new();
-        for (item, id) in &creates {
+        for (item, id) in creates {
             let n = binds.len();
+            let p: Vec<String> = (1..=10).map(|k| format!("${}", n + k)).collect();
             rows.push(format!(
-                "(${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, ${}, 1, ${}, ${})",
-                n + 1,
-                n + 2,
-                n + 3,
-                n + 4,
-                n + 5,
-                n + 6,
-                n + 7,
-                n + 8,
-                n + 9,
-                n + 10,
-                n + 10
+                "({}, {}, {}, {}, {}, {}, {}, {}, {}, 1, {}, {})",
+                p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[9]
             ));
             binds.extend([
                 Bind::Text(id.clone()),
-                Bind::Text(actor.tenant_id.to_string()),
+                Bind::Text(tenant_id.to_string()),
                 Bind::Text(targets[item.workspace.as_str()].id.clone()),
                 Bind::Text(item.external_id.clone()),
                 Bind::Text(item.kind.clone()),
@@ -616,10 +680,10 @@ pub async fn bulk_upsert(
                 Bind::Text(item.content.clone()),
                 Bind::Text(tags_text(item.tags.as_deref().unwrap_or_default())),
                 Bind::Int(item.content.len() as i64),
-                Bind::Text(at.clone()),
+                Bind::Text(self.at.clone()),
             ]);
         }
-        batch.push(
+        self.batch.push(
             format!(
                 "INSERT INTO contexts (id, tenant_id, workspace_id, external_id, type, title, content, tags, size_bytes, version, created_at, updated_at) VALUES {}",
                 rows.join(", ")
@@ -627,50 +691,64 @@ pub async fn bulk_upsert(
             binds,
             Some(creates.len() as u64),
         );
-        for (item, id) in &creates {
-            batch.push_dialects(super::search::put_new(
-                actor.tenant_id,
+        for (item, id) in creates {
+            let tags = item.tags.as_deref().unwrap_or_default();
+            self.batch.push_dialects(super::search::put_new(
+                tenant_id,
                 id,
                 &item.external_id,
                 &item.content,
             ));
-            retag(
-                &mut batch,
-                actor.tenant_id,
+            retag(&mut self.batch, tenant_id, id, &[], tags);
+            let ws = &targets[item.workspace.as_str()].id;
+            let row = Written {
                 id,
-                &[],
-                item.tags.as_deref().unwrap_or_default(),
-            );
-            let seq = head.append(actor.record(
-                "context.create",
-                "context",
-                id,
-                serde_json::json!({"externalId": item.external_id, "version": 1}),
-            ));
-            versions.push(
-                &mut batch,
-                Change {
-                    action: Action::Create,
-                    external_id: &item.external_id,
-                    context_id: id,
-                    context_version: 1,
-                    workspace_id: &targets[item.workspace.as_str()].id,
-                    kind: &item.kind,
-                    title: item.title.as_deref(),
-                    tags: item.tags.as_deref().unwrap_or_default(),
-                    content: Some(&item.content),
-                    seq,
-                    at: &at,
-                    renamed_from: None,
-                },
-            );
+                version: 1,
+                workspace_id: ws,
+                title: item.title.as_deref(),
+                tags,
+            };
+            self.record(Action::Create, item, row);
         }
     }
-    head.count(creates.len() as i64, 0);
-    versions.finish(&mut batch, &mut head);
-    Ok(Outcome::Write(head, batch, results))
-    })
-    .await
+
+    /// The audit entry and the version of one item's change, written as `row`.
+    fn record(&mut self, action: Action, item: &ContextInput, row: Written<'_>) {
+        let name = match action {
+            Action::Create => "context.create",
+            _ => "context.update",
+        };
+        let seq = self.head.append(self.actor.record(
+            name,
+            "context",
+            row.id,
+            serde_json::json!({"externalId": item.external_id, "version": row.version}),
+        ));
+        self.versions.push(
+            &mut self.batch,
+            Change {
+                action,
+                external_id: &item.external_id,
+                context_id: row.id,
+                context_version: row.version,
+                workspace_id: row.workspace_id,
+                kind: &item.kind,
+                title: row.title,
+                tags: row.tags,
+                content: Some(&item.content),
+                seq,
+                at: &self.at,
+                renamed_from: None,
+            },
+        );
+    }
+
+    /// The write: `created` new contexts counted, the versions' retention applied.
+    fn finish(mut self, created: usize, results: Vec<UpsertResult>) -> Outcome<Vec<UpsertResult>> {
+        self.head.count(created as i64, 0);
+        self.versions.finish(&mut self.batch, &mut self.head);
+        Outcome::Write(self.head, self.batch, results)
+    }
 }
 
 /// A context with the state of its workspace (archived?), as a write by id (or external id)
