@@ -168,7 +168,8 @@ where
 /// rules finds (after a rename and a delete), numbers lines as `view` does, and scopes to a
 /// directory; a store that cannot search says so as an error result, never a listing.
 pub async fn search<S: Store>(store: S) {
-    use crate::search::{Query, by_scan};
+    use crate::search::Query;
+    use crate::store::steps::search as by_scan;
     let tool = MemoryTool::new(store);
     create(
         &tool,

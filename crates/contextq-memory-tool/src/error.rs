@@ -1,8 +1,8 @@
 //! The crate's one error type.
 //!
 //! [`Error`] is what stores, the HTTP clients and configuration return: the `Store` contract's
-//! outcomes, and the failures of ContextQ ([`Error::ContextQ`]) and of the Messages API kept in
-//! errors of their own. Variants that a store
+//! outcomes, ContextQ's failures ([`Error::ContextQ`]), and any other backend's in its own error
+//! type ([`Error::Backend`]: the runner's Messages API). Variants that a store
 //! uses to report an expected outcome ([`Error::NotFound`], [`Error::AlreadyExists`],
 //! [`Error::Precondition`], [`Error::NotSupported`], [`Error::OutcomeUnknown`]) are matched on by
 //! [`crate::MemoryTool`]; every variant has a sentence for Claude, built where every string
@@ -139,15 +139,25 @@ pub enum Error {
         /// The sentence for Claude (it names the paths as written).
         message: String,
         /// Path by path, whether the operation's step was applied.
-        effects: Vec<crate::handlers::PathEffect>,
+        effects: Vec<crate::effects::PathEffect>,
     },
     /// ContextQ failed or refused ([`ContextQError`]: matched by the contract's error code).
     #[error(transparent)]
     ContextQ(#[from] ContextQError),
-    /// The Anthropic Messages API failed or refused.
-    #[cfg(feature = "runner")]
-    #[error(transparent)]
-    Anthropic(#[from] crate::anthropic::error::AnthropicError),
+    /// A backend's or service's own failure, in its own error type (the Messages API's
+    /// `anthropic::AnthropicError`, feature `runner`; a third-party store's), as
+    /// `object_store::Error::Generic` carries one: [`Error::backend_error`] gives it back.
+    #[error("{backend}: {source}")]
+    Backend {
+        /// What failed, as a sentence names it (`the Anthropic API`).
+        backend: &'static str,
+        /// It is a failure of the backend (unreachable, failing), not a refusal of what was
+        /// asked ([`Error::is_store_failure`]).
+        failure: bool,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Wrong configuration; the message names what to change.
     #[error("invalid configuration: {message}")]
     Config {
@@ -160,6 +170,14 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The backend's own error of an [`Error::Backend`], when it is a `T`.
+    pub fn backend_error<T: std::error::Error + 'static>(&self) -> Option<&T> {
+        match self {
+            Error::Backend { source, .. } => source.downcast_ref::<T>(),
+            _ => None,
+        }
+    }
+
     /// The ContextQ code of a refusal ([`ContextQError::code`]); `None` for anything else.
     pub fn contextq_code(&self) -> Option<ErrorCode> {
         match self {
@@ -174,8 +192,7 @@ impl Error {
     pub fn is_store_failure(&self) -> bool {
         match self {
             Error::Io { .. } | Error::OutcomeUnknown { .. } | Error::Config { .. } => true,
-            #[cfg(feature = "runner")]
-            Error::Anthropic(_) => true,
+            Error::Backend { failure, .. } => *failure,
             Error::ContextQ(ContextQError::Api { code, .. }) => !matches!(
                 code,
                 Some(

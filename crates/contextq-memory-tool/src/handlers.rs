@@ -11,58 +11,11 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
+pub use crate::effects::{Applied, PathEffect};
 use crate::protocol::{
     Command, CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand,
     ToolResult, ViewCommand,
 };
-
-/// Whether one step of a failed command was applied to one path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Applied {
-    /// It was: the path holds the command's new state (a copy created, a source deleted).
-    Yes,
-    /// It was not: the path holds what it held before the command.
-    No,
-    /// It may or may not have been: the path holds either state.
-    Unknown,
-}
-
-/// What a failed command is known to have done to one path (normalised).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathEffect {
-    /// The path, normalised (`/memories/a/b.md`).
-    pub path: String,
-    /// Whether the command's step on it was applied.
-    pub applied: Applied,
-}
-
-/// What a multi-step command did, path by path, as it goes: becomes a [`ToolError`] or, in a
-/// store's step-wise default, a [`crate::Error::Stopped`].
-#[derive(Default)]
-pub(crate) struct Effects(Vec<PathEffect>);
-
-impl Effects {
-    /// `path` (normalised) was, was not, or may have been changed.
-    pub(crate) fn add(&mut self, path: &crate::MemoryPath, applied: Applied) {
-        self.0.push(PathEffect {
-            path: path.normalized(),
-            applied,
-        });
-    }
-
-    /// The tool's error with these effects.
-    pub(crate) fn error(self, message: String) -> ToolError {
-        ToolError::with_effects(message, self.0)
-    }
-
-    /// A step-wise operation stopped with these effects.
-    pub(crate) fn stopped(self, message: String) -> crate::Error {
-        crate::Error::Stopped {
-            message,
-            effects: self.0,
-        }
-    }
-}
 
 /// A failed command: the sentence Claude reads after `Error: `, and, for programs (tests,
 /// logs, a soak's model), what it is known to have changed.

@@ -45,6 +45,7 @@
 pub mod anthropic;
 pub mod budget;
 pub mod contextq;
+mod effects;
 pub mod error;
 pub mod handlers;
 pub mod path;

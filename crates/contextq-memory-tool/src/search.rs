@@ -1,7 +1,7 @@
 //! Search for Claude (docs/search.md): a second tool, `memory_search`, beside `memory` (whose
-//! six commands have no search), what [`Store::search`] answers, the bounded scan of stores
-//! without an index ([`MemoryStore`](crate::MemoryStore), [`LocalStore`](crate::LocalStore)),
-//! and Claude's answer: each file's `/memories` path and its matching lines numbered as `view`
+//! six commands have no search), what [`Store::search`](crate::Store::search) answers (the
+//! bounded scan of stores without an index is [`crate::store::steps::search`]), and Claude's
+//! answer: each file's `/memories` path and its matching lines numbered as `view`
 //! numbers them, so that Claude can `view_range` or `str_replace` straight from it.
 //!
 //! The query language is the contract's (`contextq_api::search`): words in any order and any
@@ -10,13 +10,10 @@
 //! ContextQ without it answers Claude that search is not available there, never a listing.
 
 pub use contextq_api::search::{LineMatch, Query, QueryError};
-use contextq_api::search::{MAX_CONTENT_TERMS, MAX_PATH_TERMS, index_terms};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::Result;
 use crate::path::MemoryPath;
-use crate::store::Store;
 
 /// The tool's name.
 pub const TOOL_NAME: &str = "memory_search";
@@ -86,7 +83,7 @@ pub struct Found {
     pub lines: Vec<LineMatch>,
 }
 
-/// What [`Store::search`] answers.
+/// What [`Store::search`](crate::Store::search) answers.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Searched {
     /// The best files first, at most the limit asked.
@@ -98,63 +95,6 @@ pub struct Searched {
     /// The words are in so many files that only some of them were ranked (contextq-server:
     /// `contextq_api::search::MAX_RANKED`, the newest on SQLite).
     pub capped: bool,
-}
-
-/// A search by reading every file beneath `dir` (at most [`MAX_SCAN_FILES`] files and
-/// [`MAX_SCAN_BYTES`] bytes), with the contract's query rules; hidden files (what `view`
-/// leaves out) are not searched. For stores without an index.
-pub async fn by_scan<S: Store + ?Sized>(
-    store: &S,
-    query: &Query,
-    dir: &MemoryPath,
-    limit: usize,
-) -> Result<Searched> {
-    let Some(listing) = store.list(dir).await? else {
-        return Ok(Searched::default());
-    };
-    let mut files: Vec<MemoryPath> = listing
-        .files
-        .into_iter()
-        .map(|f| f.path)
-        .filter(|p| !p.segments().iter().any(|s| crate::render::hidden(s)))
-        .collect();
-    files.sort_by_key(|p| p.raw().to_string());
-    let (mut read, mut bytes) = (0, 0);
-    let mut stopped = None;
-    let mut found = Vec::new();
-    for path in files {
-        if read >= MAX_SCAN_FILES || bytes >= MAX_SCAN_BYTES {
-            stopped = Some(read);
-            break;
-        }
-        let Some(entry) = store.get(&path).await? else {
-            continue;
-        };
-        read += 1;
-        bytes += entry.content.len();
-        let path_terms = index_terms(path.raw(), MAX_PATH_TERMS);
-        let content_terms = index_terms(&entry.content, MAX_CONTENT_TERMS);
-        if query.matches(&path_terms, &content_terms) {
-            found.push(Found {
-                score: query.scan_score(&path_terms, &content_terms),
-                lines: query.snippets(&entry.content),
-                path,
-            });
-        }
-    }
-    found.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.path.raw().cmp(b.path.raw()))
-    });
-    let more = found.len() > limit;
-    found.truncate(limit);
-    Ok(Searched {
-        found,
-        more,
-        scan_stopped_at: stopped,
-        capped: false,
-    })
 }
 
 /// The sentence for a query the rules refuse.
@@ -245,52 +185,9 @@ fn scan_note(read: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{MemoryStore, PutMode};
 
     fn p(s: &str) -> MemoryPath {
         MemoryPath::parse(s).unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_scan_finds_ranks_and_numbers_lines() {
-        let store = MemoryStore::new();
-        for (path, text) in [
-            (
-                "/memories/ops.md",
-                "intro\nTicket OPS-4471 rotated the staging password\n",
-            ),
-            ("/memories/staging.md", "staging staging\nstaging"),
-            ("/memories/.hidden/x.md", "staging"),
-            ("/memories/other.md", "nothing here"),
-        ] {
-            store.put(&p(path), text, PutMode::Overwrite).await.unwrap();
-        }
-        let q = Query::parse("staging").unwrap();
-        let s = by_scan(&store, &q, &MemoryPath::root(), 10).await.unwrap();
-        let paths: Vec<&str> = s.found.iter().map(|f| f.path.raw()).collect();
-        assert_eq!(paths, ["/memories/staging.md", "/memories/ops.md"]);
-        assert_eq!(s.found[1].lines[0].line, 2);
-        let q = Query::parse("OPS-4471").unwrap();
-        let s = by_scan(&store, &q, &MemoryPath::root(), 10).await.unwrap();
-        let text = answer("OPS-4471", &MemoryPath::root(), 10, &s, 20_000);
-        assert_eq!(
-            text,
-            "1 file in /memories match \"OPS-4471\", best first:\n\n/memories/ops.md\n     2\tTicket OPS-4471 rotated the staging password"
-        );
-        let s = by_scan(
-            &store,
-            &Query::parse("staging").unwrap(),
-            &MemoryPath::root(),
-            1,
-        )
-        .await
-        .unwrap();
-        assert!(s.more);
-        let text = answer("staging", &MemoryPath::root(), 1, &s, 20_000);
-        assert!(
-            text.ends_with("or ask for a higher limit (at most 50)."),
-            "{text}"
-        );
     }
 
     #[test]

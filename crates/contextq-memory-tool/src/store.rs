@@ -338,7 +338,7 @@ pub trait Store: Send + Sync + 'static {
     /// The files beneath `dir` that `query` matches, best first, at most `limit`, each with its
     /// matching lines (`crate::search`). Optional: the default answers
     /// [`crate::Error::NotSupported`], and the tool tells Claude search is not available (never
-    /// a listing in its place). [`crate::search::by_scan`] reads every file, bounded; a store
+    /// a listing in its place). [`steps::search`] reads every file, bounded; a store
     /// with an index (ContextQ's `search` extension) asks it.
     async fn search(
         &self,

@@ -17,8 +17,9 @@
 use async_trait::async_trait;
 
 use crate::budget::AnswerBudget;
+use crate::effects::{Applied, Effects};
 use crate::error::Error;
-use crate::handlers::{Applied, Effects, MemoryToolHandlers, ToolError};
+use crate::handlers::{MemoryToolHandlers, ToolError};
 use crate::path::MemoryPath;
 use crate::protocol::{
     CreateCommand, DeleteCommand, InsertCommand, RenameCommand, StrReplaceCommand, ViewCommand,
@@ -249,6 +250,13 @@ impl<S: Store> MemoryTool<S> {
             Err(Error::OutcomeUnknown { cause, .. }) => Err(outcome_unknown(path, "edit", &cause)),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl Effects {
+    /// The tool's error with these effects.
+    fn error(self, message: String) -> ToolError {
+        ToolError::with_effects(message, self.into_vec())
     }
 }
 

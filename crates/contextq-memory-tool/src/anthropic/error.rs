@@ -1,9 +1,10 @@
-//! [`AnthropicError`], the Messages API's failures, in a file of its own so that the crate's
-//! [`crate::Error`] can carry it without importing the client.
+//! [`AnthropicError`], the Messages API's failures. The crate's [`crate::Error`] carries one as
+//! [`crate::Error::Backend`] (the core knows no runner): [`crate::Error::backend_error`] gives it
+//! back.
 
 use crate::transport::TransportError;
 
-/// A failure of the Messages API, carried by [`Error::Anthropic`](crate::Error::Anthropic).
+/// A failure of the Messages API, carried by [`crate::Error::Backend`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnthropicError {
@@ -40,6 +41,16 @@ impl AnthropicError {
                 message
             }
             AnthropicError::Transport(t) => &t.message,
+        }
+    }
+}
+
+impl From<AnthropicError> for crate::Error {
+    fn from(e: AnthropicError) -> Self {
+        crate::Error::Backend {
+            backend: "the Anthropic API",
+            failure: true,
+            source: Box::new(e),
         }
     }
 }

@@ -548,7 +548,7 @@ impl MessagesClient {
                     req = req.header("anthropic-beta", betas.join(","));
                 }
                 let answer = retry::exchange(req, &url, &self.config.api_key, |t| {
-                    Error::Anthropic(AnthropicError::Transport(t))
+                    AnthropicError::Transport(t).into()
                 })
                 .await?;
                 if (200..300).contains(&answer.status) {
@@ -556,10 +556,11 @@ impl MessagesClient {
                     // pointless.
                     return serde_json::from_slice(&answer.body).map_err(|e| Attempt {
                         failure: Failure::Status(answer.status),
-                        error: Error::Anthropic(AnthropicError::Protocol {
+                        error: AnthropicError::Protocol {
                             url: url.clone(),
                             message: format!("invalid message JSON: {e}"),
-                        }),
+                        }
+                        .into(),
                         retry_after: None,
                     });
                 }
@@ -577,7 +578,7 @@ impl MessagesClient {
 /// The error of a refused request: `error.type`, `error.message` and `request-id`.
 fn anthropic_error(answer: &retry::Answer) -> Error {
     let parsed: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
-    Error::Anthropic(AnthropicError::Api {
+    AnthropicError::Api {
         status: answer.status,
         error_type: parsed["error"]["type"]
             .as_str()
@@ -597,7 +598,8 @@ fn anthropic_error(answer: &retry::Answer) -> Error {
             .get("request-id")
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
-    })
+    }
+    .into()
 }
 
 #[cfg(test)]

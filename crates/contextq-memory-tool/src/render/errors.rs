@@ -222,8 +222,9 @@ impl Error {
             ),
             Error::Stopped { message, .. } => message.clone(),
             Error::ContextQ(e) => contextq_message(e),
-            #[cfg(feature = "runner")]
-            Error::Anthropic(e) => format!("The Anthropic API failed: {}", e.message()),
+            Error::Backend {
+                backend, source, ..
+            } => format!("{} failed: {source}", capitalized(backend)),
         }
     }
 }
@@ -322,6 +323,15 @@ fn contextq_message(e: &ContextQError) -> String {
     }
 }
 
+/// `text` with its first letter in capitals (a backend's name opening a sentence).
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,6 +351,14 @@ mod tests {
             })
         };
         let cases: Vec<(Error, &str)> = vec![
+            (
+                Error::Backend {
+                    backend: "the vault",
+                    failure: true,
+                    source: Box::new(std::io::Error::other("sealed")),
+                },
+                "The vault failed: sealed",
+            ),
             (
                 Error::NotFound {
                     path: "/memories/a".into(),
@@ -495,5 +513,23 @@ mod tests {
             listing_may_be_incomplete(),
             "Note: this memory store returned one full page of entries and no way to the next, so this listing may be incomplete."
         );
+    }
+
+    /// A backend's own error comes back as its type, and counts as a store failure when the
+    /// backend says so.
+    #[test]
+    fn a_backend_error_keeps_its_type() {
+        let e = Error::Backend {
+            backend: "the vault",
+            failure: false,
+            source: Box::new(std::io::Error::other("sealed")),
+        };
+        assert_eq!(
+            e.backend_error::<std::io::Error>().unwrap().to_string(),
+            "sealed"
+        );
+        assert!(e.backend_error::<std::fmt::Error>().is_none());
+        assert!(!e.is_store_failure());
+        assert_eq!(e.to_string(), "the vault: sealed");
     }
 }

@@ -357,14 +357,14 @@ fn walk(root: &Path, dir: &Path, base: &MemoryPath, listing: &mut Listing) -> Re
 
 #[async_trait]
 impl Store for LocalStore {
-    /// A bounded scan ([`crate::search::by_scan`]): no index here.
+    /// A bounded scan ([`super::steps::search`]): no index here.
     async fn search(
         &self,
         query: &crate::search::Query,
         dir: &MemoryPath,
         limit: usize,
     ) -> Result<crate::search::Searched> {
-        crate::search::by_scan(self, query, dir, limit).await
+        super::steps::search(self, query, dir, limit).await
     }
 
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {

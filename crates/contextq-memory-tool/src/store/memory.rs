@@ -47,14 +47,14 @@ impl Inner {
 
 #[async_trait]
 impl Store for MemoryStore {
-    /// A bounded scan ([`crate::search::by_scan`]): no index here.
+    /// A bounded scan ([`super::steps::search`]): no index here.
     async fn search(
         &self,
         query: &crate::search::Query,
         dir: &MemoryPath,
         limit: usize,
     ) -> Result<crate::search::Searched> {
-        crate::search::by_scan(self, query, dir, limit).await
+        super::steps::search(self, query, dir, limit).await
     }
 
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {

@@ -11,11 +11,13 @@
 use std::time::Duration;
 
 use super::{Edited, Entry, FileMeta, Listing, Page, PutMode, Store, TextEdit, Version, Viewed};
+use crate::effects::{Applied, Effects};
 use crate::error::{Error, Result};
-use crate::handlers::{Applied, Effects};
 use crate::path::MemoryPath;
 use crate::render;
 use crate::retry::Backoff;
+use crate::search::{Found, MAX_SCAN_BYTES, MAX_SCAN_FILES, Query, Searched};
+use contextq_api::search::{MAX_CONTENT_TERMS, MAX_PATH_TERMS, index_terms};
 
 /// How long an edit (or delete, or rename) that keeps losing races to other writers keeps
 /// retrying before Claude is told the file kept changing: 10 seconds ([`Store::edit_budget`]).
@@ -55,6 +57,63 @@ pub async fn list_after<S: Store + ?Sized>(
     files.sort_by(|a, b| a.0.cmp(&b.0));
     files.truncate(limit);
     Ok(files.into_iter().map(|(_, f)| f).collect())
+}
+
+/// [`Store::search`] by reading every file beneath `dir` (at most [`MAX_SCAN_FILES`] files
+/// and [`MAX_SCAN_BYTES`] bytes), with the contract's query rules; hidden files (what `view`
+/// leaves out) are not searched. For stores without an index.
+pub async fn search<S: Store + ?Sized>(
+    store: &S,
+    query: &Query,
+    dir: &MemoryPath,
+    limit: usize,
+) -> Result<Searched> {
+    let Some(listing) = store.list(dir).await? else {
+        return Ok(Searched::default());
+    };
+    let mut files: Vec<MemoryPath> = listing
+        .files
+        .into_iter()
+        .map(|f| f.path)
+        .filter(|p| !p.segments().iter().any(|s| crate::render::hidden(s)))
+        .collect();
+    files.sort_by_key(|p| p.raw().to_string());
+    let (mut read, mut bytes) = (0, 0);
+    let mut stopped = None;
+    let mut found = Vec::new();
+    for path in files {
+        if read >= MAX_SCAN_FILES || bytes >= MAX_SCAN_BYTES {
+            stopped = Some(read);
+            break;
+        }
+        let Some(entry) = store.get(&path).await? else {
+            continue;
+        };
+        read += 1;
+        bytes += entry.content.len();
+        let path_terms = index_terms(path.raw(), MAX_PATH_TERMS);
+        let content_terms = index_terms(&entry.content, MAX_CONTENT_TERMS);
+        if query.matches(&path_terms, &content_terms) {
+            found.push(Found {
+                score: query.scan_score(&path_terms, &content_terms),
+                lines: query.snippets(&entry.content),
+                path,
+            });
+        }
+    }
+    found.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.path.raw().cmp(b.path.raw()))
+    });
+    let more = found.len() > limit;
+    found.truncate(limit);
+    Ok(Searched {
+        found,
+        more,
+        scan_stopped_at: stopped,
+        capped: false,
+    })
 }
 
 /// [`Store::edit`] as read, apply, write back at the version read; on a concurrent change,
@@ -466,6 +525,16 @@ struct Copied {
     dst_version: Option<Version>,
 }
 
+impl Effects {
+    /// A step-wise operation stopped with these effects.
+    fn stopped(self, message: String) -> Error {
+        Error::Stopped {
+            message,
+            effects: self.into_vec(),
+        }
+    }
+}
+
 /// Stopped before changing anything, with this sentence.
 fn stopped(message: String) -> Error {
     Effects::default().stopped(message)
@@ -631,5 +700,47 @@ mod tests {
         assert!(effects.is_empty(), "{effects:?}");
         assert_eq!(text(&store, "/memories/z.md").await, None);
         assert_eq!(text(&store, "/memories/d/b.md").await.as_deref(), Some("b"));
+    }
+
+    #[tokio::test]
+    async fn a_scan_finds_ranks_and_numbers_lines() {
+        let store = MemoryStore::new();
+        for (path, text) in [
+            (
+                "/memories/ops.md",
+                "intro\nTicket OPS-4471 rotated the staging password\n",
+            ),
+            ("/memories/staging.md", "staging staging\nstaging"),
+            ("/memories/.hidden/x.md", "staging"),
+            ("/memories/other.md", "nothing here"),
+        ] {
+            store.put(&p(path), text, PutMode::Overwrite).await.unwrap();
+        }
+        let q = Query::parse("staging").unwrap();
+        let s = search(&store, &q, &MemoryPath::root(), 10).await.unwrap();
+        let paths: Vec<&str> = s.found.iter().map(|f| f.path.raw()).collect();
+        assert_eq!(paths, ["/memories/staging.md", "/memories/ops.md"]);
+        assert_eq!(s.found[1].lines[0].line, 2);
+        let q = Query::parse("OPS-4471").unwrap();
+        let s = search(&store, &q, &MemoryPath::root(), 10).await.unwrap();
+        let text = crate::search::answer("OPS-4471", &MemoryPath::root(), 10, &s, 20_000);
+        assert_eq!(
+            text,
+            "1 file in /memories match \"OPS-4471\", best first:\n\n/memories/ops.md\n     2\tTicket OPS-4471 rotated the staging password"
+        );
+        let s = search(
+            &store,
+            &Query::parse("staging").unwrap(),
+            &MemoryPath::root(),
+            1,
+        )
+        .await
+        .unwrap();
+        assert!(s.more);
+        let text = crate::search::answer("staging", &MemoryPath::root(), 1, &s, 20_000);
+        assert!(
+            text.ends_with("or ask for a higher limit (at most 50)."),
+            "{text}"
+        );
     }
 }

@@ -314,13 +314,14 @@ async fn api_errors_keep_status_type_and_request_id() {
         .create(&r.beta("context-management-2025-06-27"))
         .await
         .unwrap_err();
-    match err {
-        contextq_memory_tool::Error::Anthropic(AnthropicError::Api {
+    match err.backend_error::<AnthropicError>() {
+        Some(AnthropicError::Api {
             status,
             error_type,
             message,
             request_id,
         }) => {
+            let status = *status;
             assert_eq!(status, 400);
             assert_eq!(error_type, "invalid_request_error");
             assert!(message.contains("named \"memory\""), "{message}");
@@ -331,14 +332,15 @@ async fn api_errors_keep_status_type_and_request_id() {
     // Without the beta the memory tool is refused too; the runner adds it by itself.
     let mut plain = request("hi");
     plain.tools.push(ToolDefinition::new().to_json());
-    match client(&claude.url).create(&plain).await.unwrap_err() {
-        contextq_memory_tool::Error::Anthropic(AnthropicError::Api {
+    let err = client(&claude.url).create(&plain).await.unwrap_err();
+    match err.backend_error::<AnthropicError>() {
+        Some(AnthropicError::Api {
             status,
             error_type,
             message,
             ..
         }) => assert_eq!(
-            (status, error_type.as_str(), message.as_str()),
+            (*status, error_type.as_str(), message.as_str()),
             (
                 400,
                 "invalid_request_error",
