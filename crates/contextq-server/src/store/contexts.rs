@@ -388,10 +388,10 @@ struct KeptOf {
 }
 
 /// `POST /api/contexts/bulk-upsert`: all or nothing, in the three steps of every write: read
-/// ([`bulk_read`]: the tenant's head, plan and usage, the target workspaces, the contexts and
+/// (`bulk_read`: the tenant's head, plan and usage, the target workspaces, the contexts and
 /// kept versions at the items' external ids), decide (refusals first, then one update per
-/// changed item, [`Upserting::update`], and one insert of the new ones,
-/// [`Upserting::insert`]), write (the batch, in one transaction).
+/// changed item, `Upserting::update`, and one insert of the new ones,
+/// `Upserting::insert`), write (the batch, in one transaction).
 pub async fn bulk_upsert(
     db: &Db,
     actor: Actor<'_>,
