@@ -336,20 +336,28 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// The files beneath `dir` that `query` matches, best first, at most `limit`, each with its
-    /// matching lines (`crate::search`). Optional: the default answers
-    /// [`crate::Error::NotSupported`], and the tool tells Claude search is not available (never
-    /// a listing in its place). [`steps::search`] reads every file, bounded; a store
-    /// with an index (ContextQ's `search` extension) asks it.
+    /// matching lines (`crate::search`). Default: [`steps::search`], which reads every file
+    /// (bounded), when the store [`Store::scans`]; else [`crate::Error::NotSupported`], and the
+    /// tool tells Claude search is not available (never a listing in its place). A store with
+    /// an index (ContextQ's `search` extension) overrides it.
     async fn search(
         &self,
         query: &crate::search::Query,
         dir: &MemoryPath,
         limit: usize,
     ) -> Result<crate::search::Searched> {
-        let _ = (query, dir, limit);
-        Err(crate::Error::NotSupported {
-            operation: "search",
-        })
+        if !self.scans() {
+            return Err(crate::Error::NotSupported {
+                operation: "search",
+            });
+        }
+        steps::search(self, query, dir, limit).await
+    }
+
+    /// Whether [`Store::search`] may read every file to search them: a store without an index
+    /// whose reads are cheap (memory, a local directory). Default: no.
+    fn scans(&self) -> bool {
+        false
     }
 
     /// The name the store keeps the file at `path` under: two paths with one key are one file
@@ -420,6 +428,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     fn edit_budget(&self) -> Duration {
         (**self).edit_budget()
+    }
+    fn scans(&self) -> bool {
+        (**self).scans()
     }
 }
 

@@ -357,14 +357,9 @@ fn walk(root: &Path, dir: &Path, base: &MemoryPath, listing: &mut Listing) -> Re
 
 #[async_trait]
 impl Store for LocalStore {
-    /// A bounded scan ([`super::steps::search`]): no index here.
-    async fn search(
-        &self,
-        query: &crate::search::Query,
-        dir: &MemoryPath,
-        limit: usize,
-    ) -> Result<crate::search::Searched> {
-        super::steps::search(self, query, dir, limit).await
+    /// No index here: search reads every file ([`super::steps::search`]).
+    fn scans(&self) -> bool {
+        true
     }
 
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {

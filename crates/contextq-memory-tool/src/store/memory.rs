@@ -47,14 +47,9 @@ impl Inner {
 
 #[async_trait]
 impl Store for MemoryStore {
-    /// A bounded scan ([`super::steps::search`]): no index here.
-    async fn search(
-        &self,
-        query: &crate::search::Query,
-        dir: &MemoryPath,
-        limit: usize,
-    ) -> Result<crate::search::Searched> {
-        super::steps::search(self, query, dir, limit).await
+    /// No index here: search reads every file ([`super::steps::search`]).
+    fn scans(&self) -> bool {
+        true
     }
 
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
