@@ -328,11 +328,11 @@ async fn run(tool: &ContextQMemoryTool, command: Command, yes: bool) -> Result<E
         Command::RestoreTree { dir, at, dry_run } => {
             let plan = match tool.restore_plan(&dir, &at).await {
                 Ok(plan) => plan,
-                Err(contextq_memory_tool::Error::ContextQ(ContextQError::OutsideWorkspace {
-                    ..
-                })) => bail!(
-                    "{dir} spans workspaces here (each first folder under /memories is a ContextQ workspace with its own history): restore one workspace, e.g. `restore /memories/default --at {at}`, or a directory in one"
-                ),
+                Err(e) if matches!(e.contextq(), Some(ContextQError::OutsideWorkspace { .. })) => {
+                    bail!(
+                        "{dir} spans workspaces here (each first folder under /memories is a ContextQ workspace with its own history): restore one workspace, e.g. `restore /memories/default --at {at}`, or a directory in one"
+                    )
+                }
                 Err(e) => return Err(e.into()),
             };
             write!(out, "{}", plan_text(&plan))?;

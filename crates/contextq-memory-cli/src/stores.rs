@@ -246,7 +246,7 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
 /// variables that chose it (the tool's own messages, written for Claude, say "the operator").
 pub fn hint(e: &contextq_memory_tool::Error) -> Option<&'static str> {
     use contextq_memory_tool::contextq::{ContextQError, ErrorCode};
-    if let contextq_memory_tool::Error::ContextQ(ContextQError::Transport(_)) = e {
+    if let Some(ContextQError::Transport(_)) = e.contextq() {
         return Some(
             "check CONTEXT_API_URL (the ContextQ this command talks to; a key alone means http://localhost:38200), or unset CONTEXT_API_URL and CONTEXT_API_KEY to use the embedded store",
         );

@@ -1,8 +1,8 @@
 //! The crate's one error type.
 //!
 //! [`Error`] is what stores, the HTTP clients and configuration return: the `Store` contract's
-//! outcomes, ContextQ's failures ([`Error::ContextQ`]), and any other backend's in its own error
-//! type ([`Error::Backend`]: the runner's Messages API). Variants that a store
+//! outcomes, and a backend's failures in its own error type ([`Error::Backend`]: ContextQ's, the
+//! runner's Messages API's), which words them for Claude ([`BackendError`]). Variants that a store
 //! uses to report an expected outcome ([`Error::NotFound`], [`Error::AlreadyExists`],
 //! [`Error::Precondition`], [`Error::NotSupported`], [`Error::OutcomeUnknown`]) are matched on by
 //! [`crate::MemoryTool`]; every variant has a sentence for Claude, built where every string
@@ -10,7 +10,6 @@
 //! developers and logs. No variant ever holds an API key: the clients keep only the masked form
 //! (`sk_live_…abcd`).
 
-use crate::contextq::error::{ContextQError, ErrorCode};
 use crate::path::PathError;
 
 // `Error::tool_message` is implemented in `render.rs`, with every other string Claude reads.
@@ -141,23 +140,12 @@ pub enum Error {
         /// Path by path, whether the operation's step was applied.
         effects: Vec<crate::effects::PathEffect>,
     },
-    /// ContextQ failed or refused ([`ContextQError`]: matched by the contract's error code).
-    #[error(transparent)]
-    ContextQ(#[from] ContextQError),
-    /// A backend's or service's own failure, in its own error type (the Messages API's
-    /// `anthropic::AnthropicError`, feature `runner`; a third-party store's), as
-    /// `object_store::Error::Generic` carries one: [`Error::backend_error`] gives it back.
-    #[error("{backend}: {source}")]
-    Backend {
-        /// What failed, as a sentence names it (`the Anthropic API`).
-        backend: &'static str,
-        /// It is a failure of the backend (unreachable, failing), not a refusal of what was
-        /// asked ([`Error::is_store_failure`]).
-        failure: bool,
-        /// The backend's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// A backend's own failure, in its own error type ([`BackendError`]: ContextQ's
+    /// `contextq::ContextQError`, the runner's `anthropic::AnthropicError`, a third-party
+    /// store's), as `object_store::Error::Generic` carries one: its sentence for Claude is its
+    /// own, and [`Error::backend_error`] gives it back.
+    #[error("{0}")]
+    Backend(Box<dyn BackendError>),
     /// Wrong configuration; the message names what to change.
     #[error("invalid configuration: {message}")]
     Config {
@@ -169,20 +157,42 @@ pub enum Error {
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A backend's own error, as [`Error::Backend`] carries it: what it tells Claude, and whether
+/// the backend failed rather than refused what was asked.
+pub trait BackendError: std::error::Error + Send + Sync + 'static {
+    /// A sentence Claude can act on (without the `Error: ` prefix), saying what changed (nothing,
+    /// for a refusal) and what to do.
+    fn tool_message(&self) -> String;
+
+    /// Whether the backend failed (unreachable, failing, a refused key, an answer outside its
+    /// contract) rather than refused what was asked ([`Error::is_store_failure`]).
+    fn is_failure(&self) -> bool;
+}
+
 impl Error {
     /// The backend's own error of an [`Error::Backend`], when it is a `T`.
     pub fn backend_error<T: std::error::Error + 'static>(&self) -> Option<&T> {
         match self {
-            Error::Backend { source, .. } => source.downcast_ref::<T>(),
+            Error::Backend(e) => {
+                let e: &dyn std::error::Error = e.as_ref();
+                e.downcast_ref::<T>()
+            }
             _ => None,
         }
     }
 
-    /// The ContextQ code of a refusal ([`ContextQError::code`]); `None` for anything else.
-    pub fn contextq_code(&self) -> Option<ErrorCode> {
+    /// The backend's own error of an [`Error::Backend`], taken out, when it is a `T`; else the
+    /// error as it was.
+    pub fn into_backend_error<T: BackendError>(self) -> std::result::Result<T, Error> {
         match self {
-            Error::ContextQ(e) => e.code(),
-            _ => None,
+            Error::Backend(e) if (e.as_ref() as &dyn std::error::Error).is::<T>() => {
+                let e: Box<dyn std::error::Error + Send + Sync> = e;
+                // Checked just above: the downcast cannot fail.
+                Ok(*e
+                    .downcast::<T>()
+                    .expect("a backend error of the type just checked"))
+            }
+            e => Err(e),
         }
     }
 
@@ -192,21 +202,7 @@ impl Error {
     pub fn is_store_failure(&self) -> bool {
         match self {
             Error::Io { .. } | Error::OutcomeUnknown { .. } | Error::Config { .. } => true,
-            Error::Backend { failure, .. } => *failure,
-            Error::ContextQ(ContextQError::Api { code, .. }) => !matches!(
-                code,
-                Some(
-                    ErrorCode::NotFound
-                        | ErrorCode::Conflict
-                        | ErrorCode::PreconditionFailed
-                        | ErrorCode::EditFailed
-                        | ErrorCode::ValidationFailed
-                        | ErrorCode::PayloadTooLarge
-                        | ErrorCode::QuotaExceeded
-                        | ErrorCode::BadRequest
-                )
-            ),
-            Error::ContextQ(ContextQError::Transport(_) | ContextQError::Protocol { .. }) => true,
+            Error::Backend(e) => e.is_failure(),
             _ => false,
         }
     }

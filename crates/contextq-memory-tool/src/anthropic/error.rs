@@ -47,10 +47,17 @@ impl AnthropicError {
 
 impl From<AnthropicError> for crate::Error {
     fn from(e: AnthropicError) -> Self {
-        crate::Error::Backend {
-            backend: "the Anthropic API",
-            failure: true,
-            source: Box::new(e),
-        }
+        crate::Error::Backend(Box::new(e))
+    }
+}
+
+impl crate::error::BackendError for AnthropicError {
+    fn tool_message(&self) -> String {
+        format!("The Anthropic API failed: {}", self.message())
+    }
+
+    /// Always: the runner's calls are not Claude's to refuse.
+    fn is_failure(&self) -> bool {
+        true
     }
 }

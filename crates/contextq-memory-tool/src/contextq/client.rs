@@ -97,7 +97,7 @@ struct Learnt {
 
 /// Whether a failed request may still have been applied by the server.
 fn may_have_applied(e: &Error) -> bool {
-    matches!(e, Error::ContextQ(c) if c.may_have_applied())
+    e.contextq().is_some_and(ContextQError::may_have_applied)
 }
 
 /// The typed ContextQ client.
@@ -158,7 +158,7 @@ fn api_error(answer: &retry::Answer, path: &str) -> Error {
             (format!("http_{}", answer.status), text)
         }
     };
-    Error::ContextQ(ContextQError::Api {
+    Error::from(ContextQError::Api {
         code: ErrorCode::of_answer(answer.status, Some(&code_text)),
         code_text,
         status: answer.status,
@@ -412,7 +412,7 @@ impl Client {
             req = req.header(IDEMPOTENCY_KEY_HEADER, k);
         }
         retry::exchange(req, url, self.key.expose(), |t| {
-            Error::ContextQ(ContextQError::Transport(t))
+            Error::from(ContextQError::Transport(t))
         })
         .await
     }
@@ -469,7 +469,7 @@ impl Client {
     ) -> std::result::Result<retry::Answer, Attempt> {
         let lost = |message: String, timeout: bool| Attempt {
             failure: Failure::Lost,
-            error: Error::ContextQ(ContextQError::Transport(crate::transport::TransportError {
+            error: Error::from(ContextQError::Transport(crate::transport::TransportError {
                 url: url.to_string(),
                 message: message.replace(
                     self.key.expose(),
@@ -505,7 +505,7 @@ impl Client {
 
     fn decode<T: DeserializeOwned>(&self, path: &str, body: &[u8]) -> Result<T> {
         serde_json::from_slice(body).map_err(|e| {
-            Error::ContextQ(ContextQError::Protocol {
+            Error::from(ContextQError::Protocol {
                 url: format!("{}{}", self.base_url, path),
                 message: format!("invalid JSON: {e}"),
             })
@@ -672,7 +672,7 @@ impl Client {
                 }
             }
         }
-        Err(Error::ContextQ(ContextQError::Protocol {
+        Err(Error::from(ContextQError::Protocol {
             url: format!("{}/api/contexts", self.base_url),
             message: "more than 10,000 pages: the cursor never ends".into(),
         }))
@@ -844,7 +844,7 @@ impl Client {
     /// `body` as JSON for the request to `path`.
     fn encode<B: serde::Serialize>(&self, path: &str, body: &B) -> Result<serde_json::Value> {
         serde_json::to_value(body).map_err(|e| {
-            Error::ContextQ(ContextQError::Protocol {
+            Error::from(ContextQError::Protocol {
                 url: format!("{}{path}", self.base_url),
                 message: format!("cannot encode the request: {e}"),
             })
@@ -925,7 +925,7 @@ impl Client {
     /// [`ContextQError::RedactionUnavailable`] on a server without the extension.
     pub async fn redact(&self, body: &RedactRequest) -> Result<Redaction> {
         if !self.extensions().await?.redaction {
-            return Err(Error::ContextQ(ContextQError::RedactionUnavailable {
+            return Err(Error::from(ContextQError::RedactionUnavailable {
                 url: self.base_url.clone(),
             }));
         }
@@ -943,7 +943,7 @@ impl Client {
         if self.extensions().await?.history {
             Ok(())
         } else {
-            Err(Error::ContextQ(ContextQError::HistoryUnavailable {
+            Err(Error::from(ContextQError::HistoryUnavailable {
                 url: self.base_url.clone(),
             }))
         }
@@ -1033,7 +1033,7 @@ impl Client {
                 _ => return Ok((page.at, paths)),
             }
         }
-        Err(Error::ContextQ(ContextQError::Protocol {
+        Err(Error::from(ContextQError::Protocol {
             url: format!("{}/api/history", self.base_url),
             message: "more than 10,000 pages: the cursor never ends".into(),
         }))

@@ -375,7 +375,7 @@ impl MemoryTool<ContextQStore> {
         let dir = parse(dir)?.normalised_copy();
         let store = self.store();
         let (workspace, prefix) = store.history_key(&dir, true)?.ok_or_else(|| {
-            Error::ContextQ(ContextQError::OutsideWorkspace {
+            Error::from(ContextQError::OutsideWorkspace {
                 path: format!("{}/<workspace>", dir.raw()),
             })
         })?;
@@ -482,7 +482,7 @@ impl MemoryTool<ContextQStore> {
         let store = self.store();
         let content = || async {
             let target = step.target.ok_or_else(|| {
-                Error::ContextQ(ContextQError::Protocol {
+                Error::from(ContextQError::Protocol {
                     url: store.client().base_url().to_string(),
                     message: "a restore step without a version".into(),
                 })

@@ -138,9 +138,12 @@ impl MemoryTool<ContextQStore> {
             ..RedactionReport::default()
         };
         // The server names external ids; people (and Claude) name paths.
-        let named = |e: Error| match (e, request.external_id.as_deref()) {
+        let named = |e: Error| match (
+            e.into_backend_error::<ContextQError>(),
+            request.external_id.as_deref(),
+        ) {
             (
-                Error::ContextQ(ContextQError::Api {
+                Ok(ContextQError::Api {
                     code,
                     code_text,
                     status,
@@ -148,14 +151,15 @@ impl MemoryTool<ContextQStore> {
                     retry_after,
                 }),
                 Some(id),
-            ) => Error::ContextQ(ContextQError::Api {
+            ) => Error::from(ContextQError::Api {
                 code,
                 code_text,
                 status,
                 message: message.replace(id, &path.normalized()),
                 retry_after,
             }),
-            (e, _) => e,
+            (Ok(c), _) => c.into(),
+            (Err(e), _) => e,
         };
         loop {
             let answer: Redaction = client.redact(&request).await.map_err(named)?;
@@ -185,7 +189,7 @@ impl MemoryTool<ContextQStore> {
             }
             // A redaction that changed nothing while more remain would go round for ever.
             if !dry_run && (fresh == 0 || taken < MAX_REDACTED_VERSIONS) {
-                return Err(Error::ContextQ(ContextQError::Protocol {
+                return Err(Error::from(ContextQError::Protocol {
                     url: client.base_url().to_string(),
                     message:
                         "a redaction answered that more versions match but redacted none of them"

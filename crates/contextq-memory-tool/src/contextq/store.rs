@@ -97,7 +97,7 @@ pub struct ContextQStore {
 
 /// Whether a failed write may still have been applied ([`ContextQError::may_have_applied`]).
 fn is_ambiguous(e: &Error) -> bool {
-    matches!(e, Error::ContextQ(e) if e.may_have_applied())
+    e.contextq().is_some_and(ContextQError::may_have_applied)
 }
 
 /// Whether `e` is ContextQ's refusal with `code`.
@@ -119,7 +119,7 @@ pub(crate) fn workspace_slug(segment: &str) -> Result<String> {
     if contextq_api::valid_slug(&slug) {
         Ok(slug)
     } else {
-        Err(Error::ContextQ(ContextQError::NotAWorkspace {
+        Err(Error::from(ContextQError::NotAWorkspace {
             segment: segment.to_string(),
         }))
     }
@@ -329,7 +329,7 @@ impl ContextQStore {
             match self.client.bulk_upsert(std::slice::from_ref(&input)).await {
                 Ok(results) => {
                     let r = results.into_iter().next().ok_or_else(|| {
-                        Error::ContextQ(ContextQError::Protocol {
+                        Error::from(ContextQError::Protocol {
                             url: format!("{}/api/contexts/bulk-upsert", self.client.base_url()),
                             message: "no result for the one item sent".into(),
                         })
@@ -339,7 +339,7 @@ impl ContextQStore {
                 }
                 Err(e) if refused(&e, ErrorCode::NotFound) && attempt == 0 => {
                     if !self.create_workspaces {
-                        return Err(Error::ContextQ(ContextQError::WorkspaceNotFound {
+                        return Err(Error::from(ContextQError::WorkspaceNotFound {
                             workspace: target.workspace.clone(),
                             create_allowed: false,
                         }));
@@ -357,7 +357,7 @@ impl ContextQStore {
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::ContextQ(ContextQError::WorkspaceNotFound {
+        Err(Error::from(ContextQError::WorkspaceNotFound {
             workspace: target.workspace.clone(),
             create_allowed: true,
         }))
@@ -367,7 +367,7 @@ impl ContextQStore {
     /// (a directory).
     fn file_target(&self, path: &MemoryPath) -> Result<Target> {
         if self.workspace.is_none() && path.segments().len() < 2 {
-            return Err(Error::ContextQ(ContextQError::OutsideWorkspace {
+            return Err(Error::from(ContextQError::OutsideWorkspace {
                 path: path.raw().to_string(),
             }));
         }
@@ -432,7 +432,7 @@ impl ContextQStore {
                         _ => Err(unknown(
                             &path,
                             "write",
-                            Error::ContextQ(ContextQError::Protocol {
+                            Error::from(ContextQError::Protocol {
                                 url: self.client.base_url().to_string(),
                                 message: e.to_string(),
                             }),

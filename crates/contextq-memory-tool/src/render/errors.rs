@@ -1,10 +1,8 @@
-//! The sentences for what went wrong below the tool: every [`Error`]'s (ContextQ's refusals
-//! by their code), the partial states of commands done in steps, lost answers, read-only use.
+//! The sentences for what went wrong below the tool: every [`Error`]'s (a backend's own error
+//! words itself, `BackendError`), the partial states of commands done in steps, lost answers, read-only use.
 
 use super::*;
-use crate::contextq::error::{ContextQError, ErrorCode};
 use crate::error::Error;
-use crate::transport::TransportError;
 
 /// A write the store could not confirm either way (not in the spec).
 pub fn outcome_unknown(operation: &str, path: &str, cause: &str) -> String {
@@ -221,115 +219,9 @@ impl Error {
                 "Version {version} of {path} was redacted: its content is gone; nothing was changed."
             ),
             Error::Stopped { message, .. } => message.clone(),
-            Error::ContextQ(e) => contextq_message(e),
-            Error::Backend {
-                backend, source, ..
-            } => format!("{} failed: {source}", capitalized(backend)),
+            Error::Backend(e) => e.tool_message(),
         }
     }
-}
-
-/// What Claude reads when ContextQ failed or refused: by the contract's error code.
-fn contextq_message(e: &ContextQError) -> String {
-    match e {
-        ContextQError::NotAWorkspace { segment } => format!(
-            "{segment:?} cannot be a workspace: the first folder under {ROOT} is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. {ROOT}/acme/notes.md)"
-        ),
-        ContextQError::OutsideWorkspace { path } => format!(
-            "{path} is not inside a workspace: the first folder under {ROOT} is a ContextQ workspace, so write to {ROOT}/<workspace>/{}",
-            path.rsplit('/')
-                .find(|s| !s.is_empty())
-                .unwrap_or("notes.md")
-        ),
-        ContextQError::WorkspaceNotFound {
-            workspace,
-            create_allowed: false,
-        } => format!(
-            "The workspace {workspace:?} does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)"
-        ),
-        ContextQError::WorkspaceNotFound { workspace, .. } => {
-            format!("The workspace {workspace:?} could not be created")
-        }
-        ContextQError::Api {
-            code,
-            code_text,
-            status,
-            message,
-            retry_after,
-        } => match code {
-            Some(ErrorCode::QuotaExceeded) => format!(
-                "The memory store is full: {message}. Delete memories you no longer need, then retry."
-            ),
-            // Read-only only when it is: a key without the write scope, or a read-only server;
-            // a key limited to other workspaces may write, just not there.
-            Some(ErrorCode::Forbidden)
-                if message.contains("lacks the write scope") || message.contains("read-only") =>
-            {
-                format!(
-                    "The memory is read-only here: {}; nothing was changed.",
-                    without_nothing_changed(message)
-                )
-            }
-            Some(ErrorCode::Forbidden) => format!(
-                "The ContextQ API key may not make this change: {}; nothing was changed.",
-                without_nothing_changed(message)
-            ),
-            Some(ErrorCode::Unauthorized) => format!(
-                "The memory store rejected its API key (401: {}); the operator must fix the key.",
-                without_nothing_changed(message)
-            ),
-            Some(ErrorCode::PayloadTooLarge) => format!(
-                "The content is too large for the memory store ({message}); at most 1 MiB per file. Split it into smaller files."
-            ),
-            Some(ErrorCode::Conflict | ErrorCode::EditFailed) => {
-                format!("The memory store refused the change: {message}")
-            }
-            Some(ErrorCode::RateLimited) => format!(
-                "The memory store is rate limiting requests{}; nothing was changed by this command. Retry later.",
-                retry_after
-                    .map(|s| format!(" (retry after {s}s)"))
-                    .unwrap_or_default()
-            ),
-            Some(ErrorCode::Internal) => format!(
-                "The memory store failed ({status} {code_text}: {message}); nothing was changed. Retry later."
-            ),
-            Some(ErrorCode::Unavailable) => format!(
-                "The memory store is unavailable for now ({status} {code_text}: {message}); nothing was changed. Retry later."
-            ),
-            _ => format!("The memory store answered {status} {code_text}: {message}"),
-        },
-        ContextQError::Transport(TransportError {
-            message, timeout, ..
-        }) => {
-            if *timeout {
-                format!(
-                    "The memory store did not answer in time ({message}); nothing was changed. Retry later."
-                )
-            } else {
-                format!(
-                    "The memory store is unreachable ({message}); nothing was changed. Retry later."
-                )
-            }
-        }
-        ContextQError::Protocol { message, .. } => {
-            format!("The memory store gave an unexpected answer: {message}")
-        }
-        ContextQError::HistoryUnavailable { .. } => {
-            "This memory store keeps no history; nothing was changed.".to_string()
-        }
-        ContextQError::RedactionUnavailable { .. } => {
-            "This memory store cannot redact; nothing was changed.".to_string()
-        }
-    }
-}
-
-/// `text` with its first letter in capitals (a backend's name opening a sentence).
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -341,23 +233,10 @@ mod tests {
     /// refusals on the in-memory store, so they are pinned here).
     #[test]
     fn every_store_failure_has_its_sentence() {
-        let api = |status: u16, code: &str, retry_after: Option<u64>| {
-            Error::ContextQ(ContextQError::Api {
-                code: ErrorCode::of_answer(status, Some(code)),
-                code_text: code.into(),
-                status,
-                message: "m".into(),
-                retry_after,
-            })
-        };
         let cases: Vec<(Error, &str)> = vec![
             (
-                Error::Backend {
-                    backend: "the vault",
-                    failure: true,
-                    source: Box::new(std::io::Error::other("sealed")),
-                },
-                "The vault failed: sealed",
+                Error::Backend(Box::new(Vault(true))),
+                "The vault is sealed; nothing was changed.",
             ),
             (
                 Error::NotFound {
@@ -387,28 +266,17 @@ mod tests {
                 Error::OutcomeUnknown {
                     path: "/memories/a".into(),
                     operation: "delete",
-                    cause: Box::new(Error::ContextQ(ContextQError::Protocol {
-                        url: "u".into(),
-                        message: "lost".into(),
-                    })),
+                    cause: Box::new(Error::Io {
+                        operation: "delete",
+                        path: "a".into(),
+                        source: std::io::Error::other("lost"),
+                    }),
                 },
-                "The memory store did not confirm whether the delete of /memories/a was applied (unexpected answer from ContextQ at u: lost). View /memories/a to check before retrying.",
+                "The memory store did not confirm whether the delete of /memories/a was applied (delete a: lost). View /memories/a to check before retrying.",
             ),
             (
                 Error::Path(PathError::Escape("/memories/../x".into())),
                 "Path /memories/../x would escape /memories directory",
-            ),
-            (
-                Error::ContextQ(ContextQError::NotAWorkspace {
-                    segment: "Bad Slug".into(),
-                }),
-                "\"Bad Slug\" cannot be a workspace: the first folder under /memories is a ContextQ workspace, named with 1 to 63 of a-z, 0-9 and '-' (e.g. /memories/acme/notes.md)",
-            ),
-            (
-                Error::ContextQ(ContextQError::OutsideWorkspace {
-                    path: "/memories/n.md".into(),
-                }),
-                "/memories/n.md is not inside a workspace: the first folder under /memories is a ContextQ workspace, so write to /memories/<workspace>/n.md",
             ),
             (
                 Error::IsADirectory {
@@ -417,86 +285,11 @@ mod tests {
                 "/memories/acme is a directory, not a file",
             ),
             (
-                Error::ContextQ(ContextQError::WorkspaceNotFound {
-                    workspace: "acme".into(),
-                    create_allowed: false,
-                }),
-                "The workspace \"acme\" does not exist in ContextQ; ask the operator to create it (or enable create_workspaces)",
-            ),
-            (
-                Error::ContextQ(ContextQError::WorkspaceNotFound {
-                    workspace: "acme".into(),
-                    create_allowed: true,
-                }),
-                "The workspace \"acme\" could not be created",
-            ),
-            (
                 Error::ParentIsAFile {
                     path: "/memories/f/x".into(),
                     operation: "create",
                 },
                 "Cannot create /memories/f/x: a parent of it is a file, not a directory",
-            ),
-            (
-                api(402, "quota_exceeded", None),
-                "The memory store is full: m. Delete memories you no longer need, then retry.",
-            ),
-            (
-                api(403, "forbidden", None),
-                "The ContextQ API key may not make this change: m; nothing was changed.",
-            ),
-            (
-                api(401, "unauthorized", None),
-                "The memory store rejected its API key (401: m); the operator must fix the key.",
-            ),
-            (
-                api(413, "payload_too_large", None),
-                "The content is too large for the memory store (m); at most 1 MiB per file. Split it into smaller files.",
-            ),
-            (
-                api(409, "conflict", None),
-                "The memory store refused the change: m",
-            ),
-            (
-                api(429, "rate_limited", Some(3)),
-                "The memory store is rate limiting requests (retry after 3s); nothing was changed by this command. Retry later.",
-            ),
-            (
-                api(500, "internal", None),
-                "The memory store failed (500 internal: m); nothing was changed. Retry later.",
-            ),
-            (
-                api(503, "unavailable", Some(1)),
-                "The memory store is unavailable for now (503 unavailable: m); nothing was changed. Retry later.",
-            ),
-            (
-                api(418, "teapot", None),
-                "The memory store answered 418 teapot: m",
-            ),
-            (
-                Error::ContextQ(ContextQError::Transport(TransportError {
-                    url: "u".into(),
-                    message: "refused".into(),
-                    timeout: false,
-                    sent: false,
-                })),
-                "The memory store is unreachable (refused); nothing was changed. Retry later.",
-            ),
-            (
-                Error::ContextQ(ContextQError::Transport(TransportError {
-                    url: "u".into(),
-                    message: "slow".into(),
-                    timeout: true,
-                    sent: true,
-                })),
-                "The memory store did not answer in time (slow); nothing was changed. Retry later.",
-            ),
-            (
-                Error::ContextQ(ContextQError::Protocol {
-                    url: "u".into(),
-                    message: "not JSON".into(),
-                }),
-                "The memory store gave an unexpected answer: not JSON",
             ),
             (
                 Error::Config {
@@ -515,21 +308,29 @@ mod tests {
         );
     }
 
+    /// A backend of a test's own: its error words itself.
+    #[derive(Debug, thiserror::Error)]
+    #[error("the vault is sealed")]
+    struct Vault(bool);
+
+    impl crate::error::BackendError for Vault {
+        fn tool_message(&self) -> String {
+            "The vault is sealed; nothing was changed.".into()
+        }
+        fn is_failure(&self) -> bool {
+            self.0
+        }
+    }
+
     /// A backend's own error comes back as its type, and counts as a store failure when the
     /// backend says so.
     #[test]
     fn a_backend_error_keeps_its_type() {
-        let e = Error::Backend {
-            backend: "the vault",
-            failure: false,
-            source: Box::new(std::io::Error::other("sealed")),
-        };
-        assert_eq!(
-            e.backend_error::<std::io::Error>().unwrap().to_string(),
-            "sealed"
-        );
+        let e = Error::Backend(Box::new(Vault(false)));
+        assert!(e.backend_error::<Vault>().is_some_and(|v| !v.0));
         assert!(e.backend_error::<std::fmt::Error>().is_none());
         assert!(!e.is_store_failure());
-        assert_eq!(e.to_string(), "the vault: sealed");
+        assert!(Error::Backend(Box::new(Vault(true))).is_store_failure());
+        assert_eq!(e.to_string(), "the vault is sealed");
     }
 }

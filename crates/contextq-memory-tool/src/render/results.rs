@@ -118,7 +118,7 @@ pub fn path_too_long(path: &str) -> String {
 
 /// A server's message without its own closing "nothing was changed" (the tool's sentence says
 /// it once) nor its final period.
-pub(super) fn without_nothing_changed(message: &str) -> &str {
+pub(crate) fn without_nothing_changed(message: &str) -> &str {
     let m = message.trim_end().trim_end_matches('.');
     for tail in [
         "; nothing was changed",

@@ -291,12 +291,14 @@ async fn history_stays_in_its_workspace(b: Backend) {
     ));
     // Per-workspace mode: the root spans workspaces and cannot be restored as one.
     let per_ws = contextq_memory_tool(options(&server.url, &key)).unwrap();
-    assert!(matches!(
-        per_ws
-            .restore_plan("/memories", "2100-01-01T00:00:00Z")
-            .await,
-        Err(Error::ContextQ(ContextQError::OutsideWorkspace { .. }))
-    ));
+    let err = per_ws
+        .restore_plan("/memories", "2100-01-01T00:00:00Z")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.contextq(), Some(ContextQError::OutsideWorkspace { .. })),
+        "{err}"
+    );
     assert_eq!(
         actions(&per_ws.history("/memories/acme/mine.md").await.unwrap()),
         [(1, Action::Create)]
@@ -319,8 +321,8 @@ async fn without_the_extension_history_is_a_clear_error(b: Backend) {
     ] {
         assert!(
             matches!(
-                err,
-                Error::ContextQ(ContextQError::HistoryUnavailable { .. })
+                err.contextq(),
+                Some(ContextQError::HistoryUnavailable { .. })
             ),
             "{err}"
         );

@@ -81,8 +81,8 @@ impl LocalService for Silent {
 }
 
 fn transport(e: Error) -> contextq_memory_tool::contextq::error::TransportError {
-    match e {
-        Error::ContextQ(ContextQError::Transport(t)) => t,
+    match e.into_backend_error::<ContextQError>() {
+        Ok(ContextQError::Transport(t)) => t,
         other => panic!("expected a transport error, got {other:?}"),
     }
 }

@@ -38,13 +38,13 @@ async fn redact_a_version_and_what_history_says(b: Backend) {
         .redact("/memories/db.md", RedactTarget::Version(2), false)
         .await
         .unwrap_err();
-    match &err {
-        Error::ContextQ(ContextQError::Api {
+    match err.contextq() {
+        Some(ContextQError::Api {
             code: Some(ErrorCode::Conflict),
             message,
             ..
         }) => assert!(message.contains("current content"), "{message}"),
-        e => panic!("{e}"),
+        _ => panic!("{err}"),
     }
     // The plan, then the redaction.
     let plan = tool
@@ -277,8 +277,8 @@ async fn without_the_extension_redaction_is_a_clear_error(b: Backend) {
             .unwrap_err();
         assert!(
             matches!(
-                err,
-                Error::ContextQ(ContextQError::RedactionUnavailable { .. })
+                err.contextq(),
+                Some(ContextQError::RedactionUnavailable { .. })
             ),
             "{err}"
         );
