@@ -44,6 +44,7 @@
 #[cfg(feature = "runner")]
 pub mod anthropic;
 pub mod budget;
+#[cfg(feature = "contextq")]
 pub mod contextq;
 mod effects;
 pub mod error;
@@ -64,6 +65,7 @@ pub mod conformance;
 pub mod testing;
 
 pub use budget::AnswerBudget;
+#[cfg(feature = "contextq")]
 pub use contextq::{
     ContextQError, ContextQMemoryTool, ContextQMemoryToolOptions, ContextQStore,
     contextq_memory_tool,

@@ -26,6 +26,9 @@
 //! before the server ever answered (a wrong URL, a server not started) still fails after the
 //! counted retries, in under a second.
 
+// Without a client (neither `contextq` nor `runner`), only `Backoff` is used here.
+#![cfg_attr(not(any(feature = "contextq", feature = "runner")), allow(dead_code))]
+
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
