@@ -52,17 +52,11 @@ pub fn describe_call(call: &ToolCall) -> String {
         .as_str()
         .or_else(|| call.input["old_path"].as_str())
         .unwrap_or("");
-    let outcome = if call.result.is_error {
-        call.result
-            .content
-            .lines()
-            .next()
-            .unwrap_or("error")
-            .to_string()
-    } else {
-        "ok".to_string()
-    };
-    format!("  [{} {command} {path}] {outcome}", call.name)
+    format!(
+        "  [{} {command} {path}] {}",
+        call.name,
+        first_line_or_ok(call)
+    )
 }
 
 /// Runs the conversation; without `ANTHROPIC_API_KEY` it says so and returns.

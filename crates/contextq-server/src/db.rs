@@ -31,6 +31,23 @@
 //! - [`outage`]: which failures mean the database is unavailable (503), which leave a commit's
 //!   outcome unknown, and [`outage::Outage`], an outage logged once.
 
+/// The three methods of `sqlx::error::DatabaseError` that hand the error back as itself (every
+/// error of ours passed through sqlx has them alike).
+macro_rules! as_itself {
+    () => {
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+    };
+}
+pub(crate) use as_itself;
+
 pub mod backend;
 pub mod batch;
 mod direct;

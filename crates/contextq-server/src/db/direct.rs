@@ -68,17 +68,7 @@ impl sqlx::error::DatabaseError for SqliteFailure {
         self.code.map(|c| c.to_string().into())
     }
 
-    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        self
-    }
-
-    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
-        self
-    }
-
-    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
-        self
-    }
+    crate::db::as_itself!();
 
     fn kind(&self) -> sqlx::error::ErrorKind {
         use sqlx::error::ErrorKind;

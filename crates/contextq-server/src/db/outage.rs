@@ -46,17 +46,7 @@ impl sqlx::error::DatabaseError for OutcomeUnknown {
         &self.0
     }
 
-    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        self
-    }
-
-    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
-        self
-    }
-
-    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
-        self
-    }
+    crate::db::as_itself!();
 
     fn kind(&self) -> sqlx::error::ErrorKind {
         sqlx::error::ErrorKind::Other
@@ -168,15 +158,7 @@ mod tests {
         fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
             Some(self.0.into())
         }
-        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-            self
-        }
-        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
-            self
-        }
-        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
-            self
-        }
+        crate::db::as_itself!();
         fn kind(&self) -> sqlx::error::ErrorKind {
             sqlx::error::ErrorKind::Other
         }
