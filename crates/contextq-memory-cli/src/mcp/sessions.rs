@@ -375,8 +375,9 @@ impl Gate {
             let victim = table.longest_idle_of(owner, now).ok_or(Refused::KeyFull)?;
             evicted.extend(table.remove(&victim).map(|e| e.internal));
         } else if table.total >= limits.total {
-            let keys = table.owners.len() + usize::from(mine == 0);
-            let fair = (limits.total / keys.max(1)).max(1);
+            // The places over the keys holding sessions; a key holding none is always below
+            // its share (at least 1), whatever it is.
+            let fair = (limits.total / table.owners.len().max(1)).max(1);
             if mine >= fair {
                 return Err(Refused::Full);
             }
@@ -559,9 +560,9 @@ mod tests {
         assert_eq!(gate.count(Some(&[2; 32])), 1);
     }
 
-    /// The share is the places divided by the keys holding sessions (a key holding none counts
-    /// itself): of 6 places, A holding 4 and B 2, B is below its share of 3 and gets in, in
-    /// place of A's longest idle; A, past it, is refused; C, holding none (share 2), gets in.
+    /// The share is the places divided by the keys holding sessions: of 6 places, A holding 4
+    /// and B 2, B is below its share of 3 and gets in, in place of A's longest idle; A, past
+    /// it, is refused; C, holding none, gets in.
     #[test]
     fn the_share_is_the_places_over_the_keys() {
         let gate = Gate::new(limits(100, 6));
