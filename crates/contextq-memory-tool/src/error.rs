@@ -12,7 +12,8 @@
 
 use crate::path::PathError;
 
-// `Error::tool_message` is implemented in `render.rs`, with every other string Claude reads.
+// `Error::tool_message` is implemented in `render/errors.rs`, with every other string Claude reads
+// (a backend words its own errors: `BackendError`).
 
 /// Everything that can go wrong below the memory tool.
 #[derive(Debug, thiserror::Error)]
