@@ -11,11 +11,7 @@ files=${1:-20000}
 folders=${2:-100}
 source "$(dirname "$0")/lib.sh"
 
-cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-memory-cli
-bin="$root/target/release/contextq-memory"
-write_tree "$work/tree" "$files" "$folders"
-export CONTEXTQ_MEMORY_DATA_DIR="$work/data"
-unset CONTEXT_API_URL CONTEXT_API_KEY
+embedded_tree "$files" "$folders"
 timed "import of $files files in $folders folders" "$bin" import "$work/tree"
 timed "re-import (everything identical)" "$bin" import "$work/tree"
 timed "export" "$bin" export --out "$work/out"

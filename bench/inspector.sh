@@ -13,11 +13,7 @@ files=${1:-20000}
 runs=${2:-3}
 source "$(dirname "$0")/lib.sh"
 
-cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-memory-cli
-bin="$root/target/release/contextq-memory"
-write_tree "$work/tree" "$files" 100 big
-export CONTEXTQ_MEMORY_DATA_DIR="$work/data"
-unset CONTEXT_API_URL CONTEXT_API_KEY
+embedded_tree "$files" 100 big
 timed "import of $files files" "$bin" import "$work/tree"
 "$bin" serve --listen 127.0.0.1:0 > /dev/null 2> "$work/serve.err" &
 server_pid=$!

@@ -54,6 +54,16 @@ for i in range(files):
 EOF
 }
 
+# embedded_tree FILES FOLDERS [SUBDIR]: the release CLI built ($bin), a memory tree written in
+# $work/tree (write_tree), and a fresh embedded store chosen for it ($work/data).
+embedded_tree() {
+  cargo build --release -q --manifest-path "$root/Cargo.toml" -p contextq-memory-cli
+  bin="$root/target/release/contextq-memory"
+  write_tree "$work/tree" "$@"
+  export CONTEXTQ_MEMORY_DATA_DIR="$work/data"
+  unset CONTEXT_API_URL CONTEXT_API_KEY
+}
+
 # timed LABEL COMMAND...: runs COMMAND, its output discarded, and prints "LABEL: N s".
 timed() {
   /usr/bin/time -f "$1: %e s" "${@:2}" > /dev/null

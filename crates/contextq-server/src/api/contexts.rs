@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use contextq_api::bodies::{
@@ -18,8 +18,8 @@ use contextq_api::{Context, ErrorCode, Scope};
 
 use crate::store::{self, contexts, prefix};
 
-use super::extract::{JsonBody, Writer, if_match};
-use super::keyed::{KeyedRequest, answer_as};
+use super::extract::{JsonBody, Writer};
+use super::keyed::{Head, answer_as};
 use super::{ApiError, AppState, Caller, error, keyed};
 
 pub(super) fn with_etag(context: Context) -> Response {
@@ -266,15 +266,13 @@ pub(super) async fn get_context(
 pub(super) async fn bulk_upsert(
     State(s): State<AppState>,
     Writer(caller): Writer,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
     JsonBody(body, _room): JsonBody<BulkUpsert>,
 ) -> Result<Json<BulkUpsertResults>, ApiError> {
     for item in &body.contexts {
         caller.write_in(&item.workspace)?;
     }
-    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let request = head.keyed(&body)?;
     let answer = answer_as(|results: &Vec<contextq_api::UpsertResult>| {
         keyed::ok(&serde_json::json!({ "results": results }))
     });
@@ -326,14 +324,12 @@ pub(super) async fn update_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(id): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
     JsonBody(body, _room): JsonBody<UpdateContext>,
 ) -> Result<Response, ApiError> {
-    let expected = if_match(&headers)?;
+    let expected = head.if_match()?;
     write_to_row(&s, &caller, &id).await?;
-    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let request = head.keyed(&body)?;
     let answer = answer_as(context_recorded);
     let keyed = request.as_ref().map(|r| r.keyed(&answer));
     let content = body.content.clone();
@@ -356,13 +352,11 @@ pub(super) async fn edit_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(external_id): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
     JsonBody(body, _room): JsonBody<EditContext>,
 ) -> Result<Response, ApiError> {
-    let expected = if_match(&headers)?;
-    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let expected = head.if_match()?;
+    let request = head.keyed(&body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     if body.snippet_lines.is_some_and(|n| n > MAX_SNIPPET_LINES) {
         return Err(ApiError::new(
@@ -462,12 +456,10 @@ pub(super) async fn rename_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(external_id): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
     JsonBody(body, _room): JsonBody<RenameContext>,
 ) -> Result<Response, ApiError> {
-    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let request = head.keyed(&body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     let rename = contexts::Rename {
         from: &external_id,
@@ -497,12 +489,10 @@ pub(super) async fn rename_context(
 pub(super) async fn delete_prefix(
     State(s): State<AppState>,
     Writer(caller): Writer,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
     JsonBody(body, _room): JsonBody<DeletePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
-    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let request = head.keyed(&body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     let scope = contexts::Scope {
         tag: body.require_tag.as_deref(),
@@ -518,12 +508,10 @@ pub(super) async fn delete_prefix(
 pub(super) async fn rename_prefix(
     State(s): State<AppState>,
     Writer(caller): Writer,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
     JsonBody(body, _room): JsonBody<RenamePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
-    let request = KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let request = head.keyed(&body)?;
     limited_write(&caller, body.workspace.as_deref())?;
     let retitle = match (body.title_from.as_deref(), body.title_to.as_deref()) {
         (Some(from), Some(to)) => Some(prefix::Retitle { from, to }),
@@ -589,12 +577,10 @@ pub(super) async fn delete_by_external(
     Writer(caller): Writer,
     Path(external_id): Path<String>,
     Query(params): Query<HashMap<String, String>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
 ) -> Result<Response, ApiError> {
-    let expected = if_match(&headers)?;
-    let request = KeyedRequest::of(&headers, &method, &uri, &())?;
+    let expected = head.if_match()?;
+    let request = head.keyed(&())?;
     let (tag, workspace) = (
         nonempty(&params, "requireTag"),
         nonempty(&params, "workspace"),
@@ -615,12 +601,10 @@ pub(super) async fn delete_context(
     State(s): State<AppState>,
     Writer(caller): Writer,
     Path(id): Path<String>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
+    head: Head,
 ) -> Result<Response, ApiError> {
-    let expected = if_match(&headers)?;
-    let request = KeyedRequest::of(&headers, &method, &uri, &())?;
+    let expected = head.if_match()?;
+    let request = head.keyed(&())?;
     write_to_row(&s, &caller, &id).await?;
     let answer = answer_as(|_: &()| keyed::no_content());
     let keyed = request.as_ref().map(|r| r.keyed(&answer));

@@ -246,14 +246,12 @@ pub(super) async fn audit(
 pub(super) async fn redact(
     State(s): State<AppState>,
     Admin(caller): Admin,
-    method: axum::http::Method,
-    uri: axum::http::Uri,
-    headers: axum::http::HeaderMap,
+    head: super::keyed::Head,
     JsonBody(body, _room): JsonBody<RedactRequest>,
 ) -> Result<Json<Redaction>, ApiError> {
     use crate::store::redact::{Request, Target, Within};
     caller.require_every_workspace("a redaction")?;
-    let keyed_request = super::keyed::KeyedRequest::of(&headers, &method, &uri, &body)?;
+    let keyed_request = head.keyed(&body)?;
     let bad = |m: &str| {
         Err(ApiError::new(
             ErrorCode::BadRequest,

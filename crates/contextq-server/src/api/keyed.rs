@@ -2,6 +2,8 @@
 //! `Idempotency-Key` header, the digest of the request it stands for, and what each endpoint
 //! records of its answer.
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, Uri, header};
 use contextq_api::ErrorCode;
 use contextq_api::bodies::IDEMPOTENCY_KEY_HEADER;
@@ -9,6 +11,42 @@ use contextq_api::bodies::IDEMPOTENCY_KEY_HEADER;
 use super::ApiError;
 use crate::store;
 use crate::store::outcome::{Answer, Keyed, Recorded};
+
+/// What a write needs of its request's head: the method, the URI and the headers
+/// (`Idempotency-Key`, `If-Match`), taken once for every write handler.
+#[derive(Debug)]
+pub(crate) struct Head {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Head {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Head {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+        })
+    }
+}
+
+impl Head {
+    /// The request's key and digest with `body` ([`KeyedRequest::of`]).
+    pub(crate) fn keyed(
+        &self,
+        body: &impl serde::Serialize,
+    ) -> Result<Option<KeyedRequest>, ApiError> {
+        KeyedRequest::of(&self.headers, &self.method, &self.uri, body)
+    }
+
+    /// Its `If-Match` ([`super::extract::if_match`]).
+    pub(crate) fn if_match(&self) -> Result<Option<i64>, ApiError> {
+        super::extract::if_match(&self.headers)
+    }
+}
 
 /// A write's `Idempotency-Key` and the digest of its request: method, path and query,
 /// `If-Match` and body (as parsed, so that the same request spelled with other whitespace is
