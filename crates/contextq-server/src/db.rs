@@ -55,6 +55,7 @@ mod migrate;
 pub mod outage;
 pub mod pool;
 pub mod row;
+mod writers;
 
 pub use backend::{
     Backend, create_postgres_database, database_url_for, drop_postgres_database, redact_url,

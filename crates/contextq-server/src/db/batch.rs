@@ -1,15 +1,15 @@
 //! The writes of one transaction: [`Batch`] (statements with the row counts they must change),
-//! on PostgreSQL one query with the values inlined as SQL literals ([`inline`]) and the counts
-//! checked in the database, on SQLite bound and checked statement by statement (module
-//! `direct`), and [`BatchError`].
+//! on PostgreSQL one statement of data-modifying CTEs with the counts checked in the database,
+//! on SQLite bound and checked statement by statement (module `direct`), and [`BatchError`].
 //!
-//! Inlining is what makes a write two round trips on PostgreSQL (the simple protocol sends many
-//! statements at once, but cannot bind parameters): a text becomes a dollar-quoted literal with a
-//! random tag it does not contain, so no character of it is ever interpreted. On SQLite the
-//! values are bound, so each statement's text is the same for every write of one shape: prepared
-//! once per connection instead of parsed at every write (parsing was a fifth of the embedded
-//! default's CPU time). The property test `tests/integration/write_batch.rs` round-trips arbitrary strings
-//! through both databases.
+//! A write is two round trips on PostgreSQL because the simple protocol sends many statements
+//! at once (`BEGIN`, the lock, the read; the batch and `COMMIT`); it cannot bind values, so a
+//! statement is `PREPARE`d once per connection and `EXECUTE`d with its values as literals
+//! (module `writers`), or, past a size, inlined whole ([`inline`]): a text becomes a
+//! dollar-quoted literal with a random tag it does not contain, so no character of it is ever
+//! interpreted. On SQLite the values are bound, each statement prepared once per connection.
+//! The property test `tests/integration/write_batch.rs` round-trips arbitrary strings through
+//! both databases.
 
 use super::Backend;
 
@@ -247,24 +247,30 @@ impl Batch {
 
     /// PostgreSQL: the batch as one statement of data-modifying CTEs, `WITH s0 AS (...
     /// RETURNING 1), ... SELECT 1 / (CASE WHEN <each count is right> THEN 1 ELSE 0 END)`
-    /// (division by zero otherwise), the values inlined ([`inline`]; the simple protocol cannot
-    /// bind), and the rows each statement had to change.
-    pub fn into_postgres(self) -> (String, Vec<Option<u64>>) {
+    /// (division by zero otherwise), with its values (each statement's `$n` renumbered after
+    /// the previous statements' values, so that the text is the same for every batch of one
+    /// shape: prepared once per connection, module `writers`), and the rows each statement had
+    /// to change.
+    pub fn into_postgres(self) -> (String, Vec<Bind>, Vec<Option<u64>>) {
         let expects = self.expected();
         let statements = self.flatten(Backend::Postgres);
-        if statements.is_empty() {
-            return ("SELECT 1".into(), expects);
-        }
         let mut ctes = Vec::new();
         let mut checks = Vec::new();
+        let mut all = Vec::new();
         for (index, (sql, binds, expect)) in statements.into_iter().enumerate() {
-            ctes.push(format!(
-                "s{index} AS ({} RETURNING 1)",
-                inline(&sql, &binds, Backend::Postgres)
-            ));
+            let offset = all.len();
+            let count = binds.len();
+            let renumbered = each_parameter(&sql, |n| {
+                (1..=count).contains(&n).then(|| format!("${}", offset + n))
+            });
+            all.extend(binds);
+            ctes.push(format!("s{index} AS ({renumbered} RETURNING 1)"));
             if let Some(n) = expect {
                 checks.push(format!("(SELECT COUNT(*) FROM s{index}) = {n}"));
             }
+        }
+        if ctes.is_empty() {
+            return ("SELECT 1".into(), all, expects);
         }
         if checks.is_empty() {
             checks.push("TRUE".into());
@@ -274,7 +280,7 @@ impl Batch {
             ctes.join(", "),
             checks.join(" AND ")
         );
-        (sql, expects)
+        (sql, all, expects)
     }
 }
 
@@ -317,21 +323,21 @@ mod tests {
         batch.push("DELETE FROM u WHERE id = $1", vec![Bind::Int(9)], None);
         assert_eq!(batch.expected(), vec![Some(1), None]);
         assert_eq!(batch.statements()[1].1, vec![Bind::Int(9)]);
-        let (sql, expects) = batch.into_postgres();
-        assert!(
-            sql.starts_with("WITH s0 AS (UPDATE t SET a = 1 WHERE id = $cq"),
-            "{sql}"
+        let (sql, binds, expects) = batch.into_postgres();
+        assert_eq!(
+            sql,
+            "WITH s0 AS (UPDATE t SET a = $1 WHERE id = $2 RETURNING 1), \
+             s1 AS (DELETE FROM u WHERE id = $3 RETURNING 1) \
+             SELECT 1 / (CASE WHEN (SELECT COUNT(*) FROM s0) = 1 THEN 1 ELSE 0 END)"
         );
-        assert!(
-            sql.ends_with(
-                "s1 AS (DELETE FROM u WHERE id = 9 RETURNING 1) SELECT 1 / (CASE WHEN (SELECT COUNT(*) FROM s0) = 1 THEN 1 ELSE 0 END)"
-            ),
-            "{sql}"
+        assert_eq!(
+            binds,
+            vec![Bind::Int(1), Bind::Text("x".into()), Bind::Int(9)]
         );
         assert_eq!(expects, vec![Some(1), None]);
         assert_eq!(
             Batch::default().into_postgres(),
-            ("SELECT 1".to_string(), vec![])
+            ("SELECT 1".to_string(), vec![], vec![])
         );
     }
 

@@ -11,6 +11,7 @@ use super::backend::sqlite_url;
 use super::batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, inline, is_failed_check};
 use super::direct::{CommitError, DirectConnection, Slot};
 use super::row::Row;
+use super::writers::{Writer, Writers};
 use super::{Backend, redact_url};
 use crate::error::{Error, Result};
 
@@ -47,6 +48,9 @@ pub struct Db {
     direct: Option<std::sync::Arc<DirectConnection>>,
     /// Outages of this database, logged once each ([`super::outage::Outage`]).
     outage: std::sync::Arc<super::outage::Outage>,
+    /// PostgreSQL: the write connections, each with its prepared statements (module
+    /// `writers`).
+    writers: Option<std::sync::Arc<Writers>>,
 }
 
 /// Aborts its task when dropped.
@@ -348,6 +352,13 @@ impl Db {
             .map_err(|e| Error::Connect(redact_url(&url), e))?;
             let _ = first.close().await;
         }
+        let writers = (backend == Backend::Postgres).then(|| {
+            std::sync::Arc::new(Writers::new(
+                connect_options.clone(),
+                options.max_connections,
+                options.acquire_timeout,
+            ))
+        });
         let pool = pool_options
             .connect_with(connect_options)
             .await
@@ -383,6 +394,7 @@ impl Db {
             truncations_waited: std::sync::Arc::default(),
             direct: None,
             outage: std::sync::Arc::default(),
+            writers,
         };
         if backend == Backend::Sqlite {
             // Persistent in the file: set once.
@@ -575,6 +587,9 @@ impl Db {
         if let Some(direct) = &self.direct {
             direct.close();
         }
+        if let Some(writers) = &self.writers {
+            writers.close().await;
+        }
         self.pool.close().await;
     }
 
@@ -597,9 +612,9 @@ impl Db {
 /// A write transaction opened by its read (see [`Db::begin_with_read`]); finished by
 /// [`Write::commit`] with the batch of its changes, or by [`Write::abort`].
 ///
-/// On PostgreSQL a pooled connection inside a transaction begun by hand: if it is dropped
-/// before commit or rollback (a panic), it is closed, not returned to the pool, so that the
-/// database rolls the transaction back and no other request ever runs inside it. On SQLite the
+/// On PostgreSQL a write connection inside a transaction begun by hand: if it is dropped
+/// before commit or rollback (a panic, a cancelled request), it is closed, not reused, so that
+/// the database rolls the transaction back and no other request ever runs inside it. On SQLite the
 /// direct connection with this process's writer slot: dropped early, it rolls back before the
 /// slot is released.
 #[derive(Debug)]
@@ -613,8 +628,8 @@ pub struct Write {
 /// The connection a [`Write`] runs on.
 #[derive(Debug)]
 enum WriteConn {
-    /// PostgreSQL: a pooled connection.
-    Postgres(sqlx::pool::PoolConnection<Any>),
+    /// PostgreSQL: a write connection (module `writers`).
+    Postgres(Writer),
     /// SQLite: the direct connection, with this process's writer slot (`None` while a job on
     /// the connection's thread carries it).
     Sqlite {
@@ -667,7 +682,8 @@ impl Drop for Write {
             return;
         }
         match &mut self.conn {
-            WriteConn::Postgres(c) => c.close_on_drop(),
+            // Not marked reusable: closed, and the database rolls the transaction back.
+            WriteConn::Postgres(_) => {}
             // Ended before the slot is released (a job that carries the slot ends its own).
             WriteConn::Sqlite {
                 slot: Some(_),
@@ -682,9 +698,10 @@ impl Db {
     /// Round trip 1 of a write: begins the transaction, runs `lock` (a statement that takes
     /// the write's row locks and returns no rows), then `read` (which reads what the write
     /// needs), both with `binds`, and gives the first row of `read`. On PostgreSQL it is one
-    /// simple-protocol query, the values inlined as literals ([`inline`]), and `read` runs
-    /// after `lock` was granted, with a snapshot of its own (READ COMMITTED), so it sees every
-    /// write committed before the lock. On SQLite, `BEGIN IMMEDIATE` is the lock (one writer;
+    /// simple-protocol query on a write connection (module `writers`): `lock` inlined, `read`
+    /// `EXECUTE`d (prepared on that connection first when it is not yet, one more round trip),
+    /// and `read` runs after `lock` was granted, with a snapshot of its own (READ COMMITTED), so
+    /// it sees every write committed before the lock. On SQLite, `BEGIN IMMEDIATE` is the lock (one writer;
     /// `lock` is not sent), taken after this process's writer slot, so that writers queue
     /// fairly instead of polling SQLite's lock; `read` runs bound, prepared once, on the
     /// direct connection: on the calling thread when the lock is free, on the connection's
@@ -708,24 +725,34 @@ impl Db {
             };
             return Ok((write, row));
         }
-        let mut conn = self.pool.acquire().await?;
-        let query = format!(
-            "BEGIN; {}; {}",
-            inline(lock, &binds, Backend::Postgres),
-            inline(read, &binds, Backend::Postgres)
-        );
-        let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-            .fetch_all(&mut *conn)
-            .await;
+        let writers = self
+            .writers
+            .as_ref()
+            .expect("PostgreSQL has write connections");
+        let mut writer = writers.acquire().await?;
+        let row = async {
+            let read = writer.statement(read, &binds).await?;
+            let query = format!(
+                "{}BEGIN; {}; {read}",
+                writer.take_evicted(),
+                inline(lock, &binds, Backend::Postgres),
+            );
+            let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+                .fetch_all(writer.connection())
+                .await?;
+            rows.first().map(Row::from_any).transpose()
+        }
+        .await;
         let mut write = Write {
-            conn: WriteConn::Postgres(conn),
+            conn: WriteConn::Postgres(writer),
             open: true,
             commits: self.commits.clone(),
         };
-        match rows.and_then(|rows| rows.first().map(Row::from_any).transpose()) {
+        match row {
             Ok(row) => Ok((write, row)),
             Err(e) => {
                 write.rollback().await;
+                write.keep_only_if_available(&e);
                 Err(e)
             }
         }
@@ -739,7 +766,7 @@ impl Write {
     /// does not flush to disk, on the connection's thread when it does. Nothing is committed
     /// when a check fails or the database refuses a statement.
     pub async fn commit(mut self, batch: Batch) -> Result<(), BatchError> {
-        let conn = match &mut self.conn {
+        let writer = match &mut self.conn {
             WriteConn::Sqlite { slot, direct } => {
                 let expected = batch.expected();
                 let direct = direct.clone();
@@ -763,26 +790,53 @@ impl Write {
                     }
                 };
             }
-            WriteConn::Postgres(conn) => conn,
+            WriteConn::Postgres(writer) => writer,
         };
-        let (sql, expects) = batch.into_postgres();
-        let query = sqlx::AssertSqlSafe(format!("{sql}; COMMIT"));
-        match sqlx::raw_sql(query).execute(&mut **conn).await {
+        let (sql, binds, expects) = batch.into_postgres();
+        // `Err((true, e))`: the batch and its COMMIT were sent; `(false, e)`: not yet (preparing
+        // sends nothing that commits), so a failure there leaves nothing applied.
+        let sent = async {
+            let statement = writer
+                .statement(&sql, &binds)
+                .await
+                .map_err(|e| (false, e))?;
+            let query = format!("{}{statement}; COMMIT", writer.take_evicted());
+            sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+                .execute(writer.connection())
+                .await
+                .map_err(|e| (true, e))
+        }
+        .await;
+        match sent {
             Ok(_) => {
+                writer.set_reusable(true);
                 self.open = false;
                 self.commits
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
-            Err(e) => {
+            Err((sent, e)) => {
                 self.rollback().await;
+                self.keep_only_if_available(&e);
                 if is_failed_check(&e) {
                     Err(BatchError::Mismatch(BatchMismatch { expected: expects }))
-                } else {
+                } else if sent {
                     // The batch ends with its COMMIT: a lost connection leaves it unknown.
                     Err(BatchError::Database(super::outage::outcome_unknown(e)))
+                } else {
+                    Err(BatchError::Database(e))
                 }
             }
+        }
+    }
+
+    /// PostgreSQL: after `e`, the connection is closed instead of reused when `e` says the
+    /// database is unavailable (a standby after a failover still answers a `ROLLBACK`).
+    fn keep_only_if_available(&mut self, e: &sqlx::Error) {
+        if let WriteConn::Postgres(writer) = &mut self.conn
+            && super::outage::is_unavailable(e)
+        {
+            writer.set_reusable(false);
         }
     }
 
@@ -799,9 +853,12 @@ impl Write {
                 direct.rollback();
                 self.open = false;
             }
-            WriteConn::Postgres(conn) => {
-                match sqlx::raw_sql("ROLLBACK").execute(&mut **conn).await {
-                    Ok(_) => self.open = false,
+            WriteConn::Postgres(writer) => {
+                match sqlx::raw_sql("ROLLBACK").execute(writer.connection()).await {
+                    Ok(_) => {
+                        writer.set_reusable(true);
+                        self.open = false;
+                    }
                     Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
                 }
             }

@@ -1,0 +1,359 @@
+//! PostgreSQL's write connections, each with the statements it has prepared.
+//!
+//! A write is two simple-protocol queries (module `pool`): the simple protocol sends many
+//! statements in one round trip but cannot bind values, so each statement used to be parsed and
+//! planned at every write (planning was most of the database's time for a short write). SQL
+//! `PREPARE` gives it the extended protocol's one parse and plan per connection: a statement of
+//! a write is prepared once on a connection, with its values' types, and the write `EXECUTE`s it
+//! with the values as literals ([`super::batch::inline`]'s, never interpreted as SQL). sqlx's
+//! pool cannot say which connection it hands out, so write connections are kept here, each with
+//! the names it prepared; a connection whose state is in doubt (an error that was not a clean
+//! refusal) is closed, never reused.
+//!
+//! Bounded: each connection keeps at most [`PREPARED_PER_CONNECTION`] statements (the least
+//! recently used is deallocated), at most `max_connections` connections are open, and a
+//! statement with more than [`MAX_PREPARED_VALUES`] values (a bulk upsert of many items, whose
+//! shape is rarely repeated) is inlined as before.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::AnyConnection;
+use sqlx::Connection as _;
+use sqlx::any::AnyConnectOptions;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::Backend;
+use super::batch::{Bind, inline};
+
+/// Statements a connection keeps prepared: the shapes of a server's writes are a few dozen.
+pub const PREPARED_PER_CONNECTION: usize = 64;
+
+/// Values past which a statement is inlined instead of prepared.
+pub const MAX_PREPARED_VALUES: usize = 512;
+
+/// An idle connection older than this is closed rather than reused (as sqlx's pool does), so
+/// that connections to a database that went away are not kept forever.
+const IDLE_FOR_AT_MOST: Duration = Duration::from_secs(600);
+
+/// The write connections of one database.
+pub(crate) struct Writers {
+    connect: AnyConnectOptions,
+    idle: Mutex<Vec<Conn>>,
+    permits: Arc<Semaphore>,
+    acquire_timeout: Duration,
+}
+
+impl std::fmt::Debug for Writers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writers")
+            .field("idle", &self.idle.lock().map(|i| i.len()).unwrap_or(0))
+            .field("available", &self.permits.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection and what it has prepared.
+struct Conn {
+    conn: AnyConnection,
+    /// By name: the statement's key (its text and its values' types) and when it was last used.
+    prepared: HashMap<String, (String, u64)>,
+    /// Uses so far, the clock of `prepared`.
+    uses: u64,
+    /// Names evicted from `prepared`, deallocated by the next query sent.
+    evicted: Vec<String>,
+    idle_since: Instant,
+}
+
+impl Writers {
+    /// At most `max` connections, opened with `connect` when needed; waiting for one fails
+    /// with `PoolTimedOut` after `acquire_timeout`.
+    pub(crate) fn new(connect: AnyConnectOptions, max: u32, acquire_timeout: Duration) -> Self {
+        Writers {
+            connect,
+            idle: Mutex::new(Vec::new()),
+            permits: Arc::new(Semaphore::new(max.max(1) as usize)),
+            acquire_timeout,
+        }
+    }
+
+    /// A connection for one write: an idle one, or a new one.
+    pub(crate) async fn acquire(self: &Arc<Self>) -> Result<Writer, sqlx::Error> {
+        let permit =
+            tokio::time::timeout(self.acquire_timeout, self.permits.clone().acquire_owned())
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)?
+                .map_err(|_| sqlx::Error::PoolClosed)?;
+        let reused = loop {
+            let next = self.idle.lock().expect("not poisoned").pop();
+            match next {
+                Some(c) if c.idle_since.elapsed() > IDLE_FOR_AT_MOST => close(c.conn),
+                other => break other,
+            }
+        };
+        let conn = match reused {
+            Some(c) => c,
+            None => {
+                let conn = tokio::time::timeout(
+                    self.acquire_timeout,
+                    AnyConnection::connect_with(&self.connect),
+                )
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)??;
+                Conn {
+                    conn,
+                    prepared: HashMap::new(),
+                    uses: 0,
+                    evicted: Vec::new(),
+                    idle_since: Instant::now(),
+                }
+            }
+        };
+        Ok(Writer {
+            conn: Some(conn),
+            reusable: false,
+            writers: self.clone(),
+            _permit: permit,
+        })
+    }
+
+    /// Closes the idle connections (the pool is closing).
+    pub(crate) async fn close(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock().expect("not poisoned"));
+        self.permits.close();
+        for c in idle {
+            let _ = c.conn.close().await;
+        }
+    }
+}
+
+/// Closes `conn` in the background when a runtime is there to do it (a clean goodbye, so the
+/// database does not log a lost client); dropped otherwise.
+fn close(conn: AnyConnection) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(async move {
+            let _ = conn.close().await;
+        });
+    }
+}
+
+/// A write connection, held for one write. Back to the idle ones when dropped after
+/// [`Writer::reusable`], closed otherwise (a transaction left open, an error in doubt).
+pub(crate) struct Writer {
+    conn: Option<Conn>,
+    reusable: bool,
+    writers: Arc<Writers>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("reusable", &self.reusable)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let Some(mut c) = self.conn.take() else {
+            return;
+        };
+        if self.reusable && !self.writers.permits.is_closed() {
+            c.idle_since = Instant::now();
+            self.writers.idle.lock().expect("not poisoned").push(c);
+        } else {
+            close(c.conn);
+        }
+    }
+}
+
+impl Writer {
+    fn conn(&mut self) -> &mut Conn {
+        self.conn.as_mut().expect("held until dropped")
+    }
+
+    /// Marks the connection as fit for the next write (its transaction ended cleanly) or not.
+    pub(crate) fn set_reusable(&mut self, reusable: bool) {
+        self.reusable = reusable;
+    }
+
+    /// The text that runs `sql` with `binds` inside a simple-protocol query: `EXECUTE` of the
+    /// statement prepared on this connection (prepared first, in a round trip of its own, when it
+    /// is not yet), or `sql` with its values inlined when it has more than
+    /// [`MAX_PREPARED_VALUES`] or none.
+    pub(crate) async fn statement(
+        &mut self,
+        sql: &str,
+        binds: &[Bind],
+    ) -> Result<String, sqlx::Error> {
+        if binds.is_empty() || binds.len() > MAX_PREPARED_VALUES {
+            return Ok(inline(sql, binds, Backend::Postgres));
+        }
+        let types: Vec<&str> = binds.iter().map(type_of).collect();
+        let key = format!("{}\n{sql}", types.join(","));
+        let name = name_of(&key);
+        let c = self.conn();
+        c.uses += 1;
+        let now = c.uses;
+        match c.prepared.get_mut(&name) {
+            Some((known, used)) if *known == key => *used = now,
+            // Another statement with the same name (a 64-bit collision): not prepared, inlined.
+            Some(_) => return Ok(inline(sql, binds, Backend::Postgres)),
+            None => {
+                let prepare = format!(
+                    "{}PREPARE {name} ({}) AS {sql}",
+                    self.take_evicted(),
+                    types.join(", ")
+                );
+                let c = self.conn();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(prepare))
+                    .execute(&mut c.conn)
+                    .await?;
+                c.prepared.insert(name.clone(), (key, now));
+                if c.prepared.len() > PREPARED_PER_CONNECTION
+                    && let Some(oldest) = c
+                        .prepared
+                        .iter()
+                        .min_by_key(|(_, (_, used))| *used)
+                        .map(|(n, _)| n.clone())
+                {
+                    c.prepared.remove(&oldest);
+                    c.evicted.push(oldest);
+                }
+            }
+        }
+        let values = inline(&parameters(binds.len()), binds, Backend::Postgres);
+        Ok(format!("EXECUTE {name}({values})"))
+    }
+
+    /// `DEALLOCATE` of the statements evicted since the last query, to send before the next.
+    pub(crate) fn take_evicted(&mut self) -> String {
+        self.conn()
+            .evicted
+            .drain(..)
+            .map(|n| format!("DEALLOCATE {n}; "))
+            .collect()
+    }
+
+    /// The connection, to send a query on.
+    pub(crate) fn connection(&mut self) -> &mut AnyConnection {
+        &mut self.conn().conn
+    }
+
+    /// Statements prepared on this connection.
+    #[cfg(test)]
+    fn prepared(&self) -> usize {
+        self.conn.as_ref().map_or(0, |c| c.prepared.len())
+    }
+}
+
+/// The SQL type a value is prepared with (as sqlx binds it).
+fn type_of(b: &Bind) -> &'static str {
+    match b {
+        Bind::Text(_) | Bind::OptText(_) => "text",
+        Bind::Int(_) | Bind::OptInt(_) => "bigint",
+    }
+}
+
+/// A statement's name: a hash of its key (the same on every connection, so the database's
+/// own views show one name per shape).
+fn name_of(key: &str) -> String {
+    let mut h = std::hash::DefaultHasher::new();
+    key.hash(&mut h);
+    format!("cq_{:016x}", h.finish())
+}
+
+/// `$1, $2, ..., $n`.
+fn parameters(n: usize) -> String {
+    super::batch::placeholders(1, n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_text_and_the_types() {
+        let a = name_of("text\nSELECT $1");
+        assert_eq!(a, name_of("text\nSELECT $1"));
+        assert_ne!(a, name_of("bigint\nSELECT $1"));
+        assert_ne!(a, name_of("text\nSELECT $1 "));
+        assert!(a.starts_with("cq_") && a.len() == 19, "{a}");
+    }
+
+    #[test]
+    fn values_are_typed_as_sqlx_binds_them() {
+        assert_eq!(type_of(&Bind::OptText(None)), "text");
+        assert_eq!(type_of(&Bind::OptInt(Some(1))), "bigint");
+        assert_eq!(parameters(3), "$1, $2, $3");
+    }
+
+    /// Against PostgreSQL: a statement is prepared once per connection, its values never read
+    /// as SQL, a connection keeps at most [`PREPARED_PER_CONNECTION`], and large or empty
+    /// value lists are inlined.
+    #[tokio::test]
+    #[cfg_attr(
+        not(contextq_postgres),
+        ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+    )]
+    async fn statements_are_prepared_once_and_bounded() {
+        use std::str::FromStr as _;
+        sqlx::any::install_default_drivers();
+        let url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").expect("set when built with it");
+        let writers = Arc::new(Writers::new(
+            AnyConnectOptions::from_str(&url).unwrap(),
+            1,
+            Duration::from_secs(5),
+        ));
+        let mut w = writers.acquire().await.unwrap();
+        let hostile = Bind::Text("x'); DROP TABLE nothing; --$$ $cq$".into());
+        let sql = "SELECT $1 || '' AS t, $2 + 1 AS n";
+        let binds = vec![hostile.clone(), Bind::Int(41)];
+        for _ in 0..3 {
+            let text = w.statement(sql, &binds).await.unwrap();
+            assert!(text.starts_with("EXECUTE cq_"), "{text}");
+            let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(text))
+                .fetch_all(w.connection())
+                .await
+                .unwrap();
+            let row = crate::db::Row::from_any(&rows[0]).unwrap();
+            assert_eq!(
+                row.try_get::<String, _>("t").unwrap(),
+                "x'); DROP TABLE nothing; --$$ $cq$"
+            );
+            assert_eq!(row.try_get::<i64, _>("n").unwrap(), 42);
+        }
+        assert_eq!(w.prepared(), 1);
+        for i in 0..PREPARED_PER_CONNECTION + 10 {
+            let text = w
+                .statement(&format!("SELECT $1 + {i} AS n"), &[Bind::Int(1)])
+                .await
+                .unwrap();
+            let deallocate = w.take_evicted();
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("{deallocate}{text}")))
+                .execute(w.connection())
+                .await
+                .unwrap();
+        }
+        assert_eq!(w.prepared(), PREPARED_PER_CONNECTION);
+        let on_server: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_prepared_statements WHERE name LIKE 'cq\\_%'",
+        )
+        .fetch_one(w.connection())
+        .await
+        .unwrap();
+        assert_eq!(on_server, PREPARED_PER_CONNECTION as i64);
+        let many: Vec<Bind> = (0..=MAX_PREPARED_VALUES as i64).map(Bind::Int).collect();
+        let text = w.statement("SELECT $1", &many).await.unwrap();
+        assert_eq!(text, "SELECT 0");
+        assert_eq!(w.statement("SELECT 1", &[]).await.unwrap(), "SELECT 1");
+        // Back to the idle connections, what it prepared with it.
+        w.set_reusable(true);
+        drop(w);
+        let w = writers.acquire().await.unwrap();
+        assert_eq!(w.prepared(), PREPARED_PER_CONNECTION);
+    }
+}
