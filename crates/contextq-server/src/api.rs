@@ -205,8 +205,8 @@ async fn health() -> Json<serde_json::Value> {
 /// `GET /metrics`: Prometheus text ([`crate::metrics`]). No key: it names no tenant, key or
 /// path.
 async fn metrics(State(state): State<AppState>) -> Response {
-    let pool = state.db.pool();
-    crate::metrics::answer(&state.metrics, pool.size(), pool.num_idle())
+    let (open, idle) = state.db.connections();
+    crate::metrics::answer(&state.metrics, open, idle)
 }
 
 /// `GET /ready`: 200 only when this server can serve: the database answers, its migrations are

@@ -82,7 +82,7 @@ impl Default for Metrics {
         );
         registry.register(
             "contextq_db_pool_connections",
-            "Database pool connections, by state (in_use, idle)",
+            "Database connections (the pool and, on PostgreSQL, the write connections), by state (in_use, idle)",
             pool.clone(),
         );
         Metrics {

@@ -190,7 +190,8 @@ impl std::ops::DerefMut for WriteTx {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DbOptions {
-    /// Most connections held open (default 16; SQLite 8).
+    /// Most connections held open (default 16; SQLite 8); on PostgreSQL as many again for
+    /// writes, which keep their prepared statements on connections of their own.
     pub max_connections: u32,
     /// How long a request waits for a connection (default 5 s, well inside the request
     /// timeout): past it, the request is answered 503 `unavailable` (the pool is exhausted, or
@@ -422,6 +423,17 @@ impl Db {
     /// Versions kept of each external id ([`DbOptions::versions_kept`]).
     pub fn versions_kept(&self) -> u32 {
         self.versions_kept
+    }
+
+    /// Connections open to the database and how many of them are idle: the pool's, and on
+    /// PostgreSQL the write connections' (module `writers`).
+    pub fn connections(&self) -> (u32, usize) {
+        let (writers_open, writers_idle) =
+            self.writers.as_ref().map_or((0, 0), |w| w.connections());
+        (
+            self.pool.size() + writers_open,
+            self.pool.num_idle() + writers_idle,
+        )
     }
 
     /// The pool.

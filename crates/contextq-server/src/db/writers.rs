@@ -43,6 +43,8 @@ pub(crate) struct Writers {
     connect: AnyConnectOptions,
     idle: Mutex<Vec<Conn>>,
     permits: Arc<Semaphore>,
+    /// The permits there are.
+    max: usize,
     acquire_timeout: Duration,
 }
 
@@ -75,6 +77,7 @@ impl Writers {
             connect,
             idle: Mutex::new(Vec::new()),
             permits: Arc::new(Semaphore::new(max.max(1) as usize)),
+            max: max.max(1) as usize,
             acquire_timeout,
         }
     }
@@ -117,6 +120,13 @@ impl Writers {
             writers: self.clone(),
             _permit: permit,
         })
+    }
+
+    /// Connections open (held by a write or idle) and idle.
+    pub(crate) fn connections(&self) -> (u32, usize) {
+        let idle = self.idle.lock().expect("not poisoned").len();
+        let held = self.max - self.permits.available_permits();
+        (u32::try_from(held + idle).unwrap_or(u32::MAX), idle)
     }
 
     /// Closes the idle connections (the pool is closing).
@@ -351,9 +361,32 @@ mod tests {
         assert_eq!(text, "SELECT 0");
         assert_eq!(w.statement("SELECT 1", &[]).await.unwrap(), "SELECT 1");
         // Back to the idle connections, what it prepared with it.
+        assert_eq!(writers.connections(), (1, 0));
         w.set_reusable(true);
         drop(w);
+        assert_eq!(writers.connections(), (1, 1));
         let w = writers.acquire().await.unwrap();
         assert_eq!(w.prepared(), PREPARED_PER_CONNECTION);
+        // Not marked reusable (a transaction left open, an error in doubt): closed.
+        drop(w);
+        assert_eq!(writers.connections(), (0, 0));
+        let w = writers.acquire().await.unwrap();
+        assert_eq!(w.prepared(), 0, "a new connection");
+        // One connection at most: a second write waits, then gives up.
+        let started = Instant::now();
+        let second = Arc::new(Writers::new(
+            AnyConnectOptions::from_str(&url).unwrap(),
+            1,
+            Duration::from_millis(200),
+        ));
+        let held = second.acquire().await.unwrap();
+        assert!(matches!(
+            second.acquire().await,
+            Err(sqlx::Error::PoolTimedOut)
+        ));
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        drop((w, held));
+        writers.close().await;
+        second.close().await;
     }
 }
