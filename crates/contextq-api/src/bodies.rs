@@ -71,6 +71,30 @@ pub struct UpdateContext {
     pub tags: Option<Vec<String>>,
 }
 
+/// The conditions a write by external id or by prefix holds its contexts to, each when given
+/// (the fields `requireTag` and `workspace` of its body): a context outside them is left alone,
+/// as if absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Within {
+    /// The tag the context must carry (the memory tool's scope tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_tag: Option<String>,
+    /// The slug of the workspace the context must live in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+}
+
+impl Within {
+    /// Contexts carrying `tag` in `workspace`.
+    pub fn new(tag: impl Into<String>, workspace: impl Into<String>) -> Self {
+        Within {
+            require_tag: Some(tag.into()),
+            workspace: Some(workspace.into()),
+        }
+    }
+}
+
 /// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): one edit applied
 /// on the server, under the row's lock, so that concurrent edits of one context never conflict.
 /// `If-Match` makes it conditional; `Idempotency-Key` makes it safe to repeat.
@@ -79,12 +103,9 @@ pub struct UpdateContext {
 pub struct EditContext {
     /// The edit.
     pub edit: TextEdit,
-    /// Only a context carrying this tag may be edited (404 otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require_tag: Option<String>,
-    /// Only a context in this workspace (slug) may be edited (404 otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
+    /// Only a context within these may be edited (404 otherwise).
+    #[serde(flatten)]
+    pub within: Within,
     /// Extension `edit-snippet`: answer with [`EditedSummary`] (the context without its content,
     /// and for `strReplace` this many lines each side of the change) instead of
     /// [`EditedContext`]; at most [`MAX_SNIPPET_LINES`].
@@ -104,12 +125,9 @@ pub struct RenameContext {
     /// The new title (absent: kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// Only a context carrying this tag may be renamed (404 otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require_tag: Option<String>,
-    /// Only a context in this workspace (slug) may be renamed (404 otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
+    /// Only a context within these may be renamed (404 otherwise).
+    #[serde(flatten)]
+    pub within: Within,
 }
 
 /// The answer to [`RenameContext`]: the context under its new external id, without its
@@ -129,12 +147,9 @@ pub struct RenamedContext {
 pub struct DeletePrefix {
     /// The directory's prefix, ending with `/`.
     pub prefix: String,
-    /// Only contexts carrying this tag are deleted (others are left as they are).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require_tag: Option<String>,
-    /// Only contexts in this workspace (slug) are deleted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
+    /// Only contexts within these are deleted (others are left as they are).
+    #[serde(flatten)]
+    pub within: Within,
 }
 
 /// Body of `POST /api/contexts/by-prefix/rename` (extension `by-prefix`): every context under
@@ -156,12 +171,9 @@ pub struct RenamePrefix {
     /// See [`title_from`](Self::title_from).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title_to: Option<String>,
-    /// Only contexts carrying this tag move.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require_tag: Option<String>,
-    /// Only contexts in this workspace (slug) move.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<String>,
+    /// Only contexts within these move.
+    #[serde(flatten)]
+    pub within: Within,
 }
 
 /// One context a `by-prefix` request changed.

@@ -91,6 +91,20 @@ async fn err<S: Store>(tool: &MemoryTool<S>, input: Value) -> String {
     r.content
 }
 
+/// Runs each input in turn and checks its answer: `Ok` a success, `Err` an error, with exactly
+/// that text.
+async fn answers<S: Store>(
+    tool: &MemoryTool<S>,
+    cases: impl IntoIterator<Item = (Value, Result<&str, &str>)>,
+) {
+    for (input, want) in cases {
+        match want {
+            Ok(text) => assert_eq!(ok(tool, input.clone()).await, text, "{input}"),
+            Err(text) => assert_eq!(err(tool, input.clone()).await, text, "{input}"),
+        }
+    }
+}
+
 async fn create<S: Store>(tool: &MemoryTool<S>, path: &str, text: &str) {
     let out = ok(
         tool,
@@ -413,18 +427,15 @@ pub async fn str_replace<S: Store>(store: S) {
     let path = "/memories/edit.md";
     create(&tool, path, "one\ntwo\nthree\nfour\nfive\nsix\nseven\n").await;
     let sr = |old: &str, new: &str| json!({"command": "str_replace", "path": path, "old_str": old, "new_str": new});
-    assert_eq!(
-        ok(&tool, sr("four", "FOUR")).await,
-        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     2\ttwo\n     3\tthree\n     4\tFOUR\n     5\tfive\n     6\tsix"
-    );
-    assert_eq!(
-        ok(&tool, sr("one\ntwo", "1\n2")).await,
-        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\t1\n     2\t2\n     3\tthree"
-    );
-    assert_eq!(
-        err(&tool, sr("nine", "9")).await,
-        "Error: No replacement was performed, old_str `nine` did not appear verbatim in /memories/edit.md."
-    );
+    answers(
+        &tool,
+        [
+            (sr("four", "FOUR"), Ok("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     2\ttwo\n     3\tthree\n     4\tFOUR\n     5\tfive\n     6\tsix")),
+            (sr("one\ntwo", "1\n2"), Ok("The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     1\t1\n     2\t2\n     3\tthree")),
+            (sr("nine", "9"), Err("Error: No replacement was performed, old_str `nine` did not appear verbatim in /memories/edit.md.")),
+        ],
+    )
+    .await;
     create(&tool, "/memories/dup.md", "ab\nab ab\nx\nab").await;
     assert_eq!(
         err(&tool, json!({"command": "str_replace", "path": "/memories/dup.md", "old_str": "ab", "new_str": "z"})).await,
@@ -435,14 +446,15 @@ pub async fn str_replace<S: Store>(store: S) {
         "Here's the content of /memories/edit.md with line numbers:\n     1\t1\n     2\t2\n     3\tthree\n     4\tFOUR\n     5\tfive\n     6\tsix\n     7\tseven\n     8\t"
     );
     create(&tool, "/memories/dir/f.md", "f").await;
-    assert_eq!(
-        err(&tool, json!({"command": "str_replace", "path": "/memories/dir", "old_str": "a", "new_str": "b"})).await,
-        "Error: The path /memories/dir is not a file."
-    );
-    assert_eq!(
-        err(&tool, json!({"command": "str_replace", "path": "/memories/nope.md", "old_str": "a", "new_str": "b"})).await,
-        "Error: The path /memories/nope.md does not exist. Please provide a valid path."
-    );
+    let at = |p: &str| json!({"command": "str_replace", "path": p, "old_str": "a", "new_str": "b"});
+    answers(
+        &tool,
+        [
+            (at("/memories/dir"), Err("Error: The path /memories/dir is not a file.")),
+            (at("/memories/nope.md"), Err("Error: The path /memories/nope.md does not exist. Please provide a valid path.")),
+        ],
+    )
+    .await;
 }
 
 /// `insert` at 0, n, the end, out of range and negative.
@@ -451,30 +463,22 @@ pub async fn insert<S: Store>(store: S) {
     let path = "/memories/list.md";
     create(&tool, path, "a\nb\nc\n").await;
     let ins = |line: i64, text: &str| json!({"command": "insert", "path": path, "insert_line": line, "insert_text": text});
-    assert_eq!(
-        ok(&tool, ins(0, "top\n")).await,
-        "The file /memories/list.md has been edited."
-    );
-    assert_eq!(
-        ok(&tool, ins(2, "after-a")).await,
-        "The file /memories/list.md has been edited."
-    );
-    assert_eq!(
-        ok(&tool, ins(5, "end\nend2")).await,
-        "The file /memories/list.md has been edited."
-    );
-    assert_eq!(
-        view(&tool, path).await,
-        "Here's the content of /memories/list.md with line numbers:\n     1\ttop\n     2\ta\n     3\tafter-a\n     4\tb\n     5\tc\n     6\tend\n     7\tend2\n     8\t"
-    );
-    assert_eq!(
-        err(&tool, ins(8, "x")).await,
-        "Error: Invalid `insert_line` parameter: 8. It should be within the range of lines of the file: [0, 7]"
-    );
-    assert_eq!(
-        err(&tool, ins(-1, "x")).await,
-        "Error: Invalid `insert_line` parameter: -1. It should be within the range of lines of the file: [0, 7]"
-    );
+    let edited = Ok("The file /memories/list.md has been edited.");
+    answers(
+        &tool,
+        [
+            (ins(0, "top\n"), edited),
+            (ins(2, "after-a"), edited),
+            (ins(5, "end\nend2"), edited),
+            (
+                json!({"command": "view", "path": path}),
+                Ok("Here's the content of /memories/list.md with line numbers:\n     1\ttop\n     2\ta\n     3\tafter-a\n     4\tb\n     5\tc\n     6\tend\n     7\tend2\n     8\t"),
+            ),
+            (ins(8, "x"), Err("Error: Invalid `insert_line` parameter: 8. It should be within the range of lines of the file: [0, 7]")),
+            (ins(-1, "x"), Err("Error: Invalid `insert_line` parameter: -1. It should be within the range of lines of the file: [0, 7]")),
+        ],
+    )
+    .await;
     // A file without a trailing newline gets one; an empty file has 0 lines.
     create(&tool, "/memories/nonl.md", "x").await;
     ok(&tool, json!({"command": "insert", "path": "/memories/nonl.md", "insert_line": 1, "insert_text": "y"})).await;
@@ -504,38 +508,34 @@ pub async fn delete<S: Store>(store: S) {
     create(&tool, "/memories/dir/.hidden", "h").await;
     create(&tool, "/memories/dirx.md", "keep").await;
     let del = |p: &str| json!({"command": "delete", "path": p});
-    assert_eq!(
-        ok(&tool, del("/memories/a.md")).await,
-        "Successfully deleted /memories/a.md"
-    );
-    assert_eq!(
-        ok(&tool, del("/memories/dir/")).await,
-        "Successfully deleted /memories/dir/"
-    );
-    assert_eq!(
-        err(&tool, del("/memories/dir")).await,
-        "Error: The path /memories/dir does not exist"
-    );
-    assert_eq!(
-        err(&tool, del("/memories/a.md")).await,
-        "Error: The path /memories/a.md does not exist"
-    );
-    assert_eq!(
-        err(&tool, del("/memories")).await,
-        "Error: Cannot delete the /memories directory itself"
-    );
-    assert_eq!(
-        err(&tool, del("/memories/")).await,
-        "Error: Cannot delete the /memories directory itself"
-    );
-    // What resolves to the root is the root (the references, since Python SDK 2.17.0).
-    for root in ["/memories/.", "/memories/dirx.md/.."] {
-        assert_eq!(
-            err(&tool, del(root)).await,
-            "Error: Cannot delete the /memories directory itself",
-            "{root}"
-        );
-    }
+    let root = Err("Error: Cannot delete the /memories directory itself");
+    answers(
+        &tool,
+        [
+            (
+                del("/memories/a.md"),
+                Ok("Successfully deleted /memories/a.md"),
+            ),
+            (
+                del("/memories/dir/"),
+                Ok("Successfully deleted /memories/dir/"),
+            ),
+            (
+                del("/memories/dir"),
+                Err("Error: The path /memories/dir does not exist"),
+            ),
+            (
+                del("/memories/a.md"),
+                Err("Error: The path /memories/a.md does not exist"),
+            ),
+            (del("/memories"), root),
+            (del("/memories/"), root),
+            // What resolves to the root is the root (the references, since Python SDK 2.17.0).
+            (del("/memories/."), root),
+            (del("/memories/dirx.md/.."), root),
+        ],
+    )
+    .await;
     // Only whole segments: deleting dir did not touch dirx.md.
     assert!(view(&tool, "/memories/dirx.md").await.ends_with("\tkeep"));
     let root = view(&tool, "/memories").await;
@@ -563,21 +563,20 @@ pub async fn rename<S: Store>(store: S, profile: Profile) {
         "Error: The destination /memories/archive/a2.md already exists"
     );
     assert!(view(&tool, "/memories/b.md").await.ends_with("\tB"));
-    assert_eq!(
-        err(&tool, mv("/memories/nope.md", "/memories/c.md")).await,
-        "Error: The path /memories/nope.md does not exist"
-    );
-    assert_eq!(
-        err(&tool, mv("/memories", "/memories/x")).await,
-        "Error: Cannot rename the /memories directory itself"
-    );
-    for root in ["/memories/.", "/memories/sub/.."] {
-        assert_eq!(
-            err(&tool, mv(root, "/memories/x")).await,
-            "Error: Cannot rename the /memories directory itself",
-            "{root}"
-        );
-    }
+    let root = Err("Error: Cannot rename the /memories directory itself");
+    answers(
+        &tool,
+        [
+            (
+                mv("/memories/nope.md", "/memories/c.md"),
+                Err("Error: The path /memories/nope.md does not exist"),
+            ),
+            (mv("/memories", "/memories/x"), root),
+            (mv("/memories/.", "/memories/x"), root),
+            (mv("/memories/sub/..", "/memories/x"), root),
+        ],
+    )
+    .await;
     // Directories move with everything beneath them.
     create(&tool, "/memories/proj/one.md", "1").await;
     create(&tool, "/memories/proj/sub/two.md", "22").await;
@@ -617,18 +616,24 @@ pub async fn rename<S: Store>(store: S, profile: Profile) {
 /// Errors shared by commands: paths outside the root or escaping it.
 pub async fn shared_errors<S: Store>(store: S) {
     let tool = MemoryTool::new(store);
-    assert_eq!(
-        err(&tool, json!({"command": "view", "path": "/etc/passwd"})).await,
-        "Error: Path must start with /memories, got: /etc/passwd"
-    );
-    assert_eq!(
-        err(
-            &tool,
-            json!({"command": "create", "path": "/memoriesX/a", "file_text": "x"})
-        )
-        .await,
-        "Error: Path must start with /memories, got: /memoriesX/a"
-    );
+    answers(
+        &tool,
+        [
+            (
+                json!({"command": "view", "path": "/etc/passwd"}),
+                Err("Error: Path must start with /memories, got: /etc/passwd"),
+            ),
+            (
+                json!({"command": "create", "path": "/memoriesX/a", "file_text": "x"}),
+                Err("Error: Path must start with /memories, got: /memoriesX/a"),
+            ),
+            (
+                json!({"command": "rename", "old_path": "/memories/a", "new_path": "/tmp/a"}),
+                Err("Error: Path must start with /memories, got: /tmp/a"),
+            ),
+        ],
+    )
+    .await;
     for p in [
         "/memories/../etc/passwd",
         "/memories/%2e%2e/x",
@@ -644,39 +649,24 @@ pub async fn shared_errors<S: Store>(store: S) {
             format!("Error: Path {p} would escape /memories directory")
         );
     }
-    assert_eq!(
-        err(
-            &tool,
-            json!({"command": "rename", "old_path": "/memories/a", "new_path": "/tmp/a"})
-        )
-        .await,
-        "Error: Path must start with /memories, got: /tmp/a"
-    );
 }
 
 /// Malformed input: unknown commands, missing and mistyped fields.
 pub async fn bad_input<S: Store>(store: S) {
     let tool = MemoryTool::new(store);
-    assert_eq!(
-        err(&tool, json!({"command": "bogus"})).await,
-        "Error: Unknown command: bogus"
-    );
-    assert_eq!(
-        err(&tool, json!({"command": "view"})).await,
-        "Error: Missing required parameter `path` for command `view`"
-    );
-    assert_eq!(
-        err(
-            &tool,
-            json!({"command": "rename", "old_path": "/memories/a"})
-        )
-        .await,
-        "Error: Missing required parameter `new_path` for command `rename`"
-    );
-    assert_eq!(
-        err(&tool, json!({"command": "insert", "path": "/memories/a", "insert_line": 1.5, "insert_text": "x"})).await,
-        "Error: Parameter `insert_line` of command `insert` must be an integer"
-    );
+    answers(
+        &tool,
+        [
+            (json!({"command": "bogus"}), Err("Error: Unknown command: bogus")),
+            (json!({"command": "view"}), Err("Error: Missing required parameter `path` for command `view`")),
+            (json!({"command": "rename", "old_path": "/memories/a"}), Err("Error: Missing required parameter `new_path` for command `rename`")),
+            (
+                json!({"command": "insert", "path": "/memories/a", "insert_line": 1.5, "insert_text": "x"}),
+                Err("Error: Parameter `insert_line` of command `insert` must be an integer"),
+            ),
+        ],
+    )
+    .await;
     err(&tool, json!("view /memories")).await;
     err(&tool, json!(null)).await;
     // Lookalike names: NFC and NFD spellings are one file; invisible and bidi characters are

@@ -51,6 +51,7 @@ use crate::store::{
     steps,
 };
 use contextq_api::Context;
+use contextq_api::bodies::Within;
 use contextq_api::limits::MAX_BULK_ITEMS;
 
 /// At most this much content in one bulk-upsert of [`Store::create_many`]: within
@@ -497,8 +498,7 @@ impl ContextQStore {
             to: target.prefix(&self.tag),
             title_from: Some(format!("{}/", from.normalized())),
             title_to: Some(format!("{}/", to.normalized())),
-            require_tag: Some(self.tag.clone()),
-            workspace: Some(source.workspace.clone()),
+            within: Within::new(&self.tag, &source.workspace),
         };
         match self.client.rename_prefix(&body).await {
             Ok(done) => self.note(&done),
@@ -1234,8 +1234,7 @@ impl ContextQStore {
         let external_id = target.external_id(&self.tag);
         let body = EditContext {
             edit: edit.clone(),
-            require_tag: Some(self.tag.clone()),
-            workspace: Some(target.workspace),
+            within: Within::new(&self.tag, target.workspace),
             // The answer Claude gets is a few lines: ask for those, not the whole file.
             snippet_lines: extensions
                 .edit_snippet
@@ -1310,8 +1309,7 @@ impl ContextQStore {
         let body = RenameContext {
             to: new_id.clone(),
             title: Some(to.normalized()),
-            require_tag: Some(self.tag.clone()),
-            workspace: Some(source.workspace.clone()),
+            within: Within::new(&self.tag, &source.workspace),
         };
         match self.client.rename(&old_id, &body).await {
             Ok(renamed) => {
@@ -1350,8 +1348,7 @@ impl ContextQStore {
         };
         let body = DeletePrefix {
             prefix: target.prefix(&self.tag),
-            require_tag: Some(self.tag.clone()),
-            workspace: Some(target.workspace.clone()),
+            within: Within::new(&self.tag, &target.workspace),
         };
         match self.client.delete_prefix(&body).await {
             Ok(done) => self.note(&done),

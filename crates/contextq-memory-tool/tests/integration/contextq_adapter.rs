@@ -797,18 +797,9 @@ async fn partial_failures_say_exactly_what_happened(b: Backend) {
     // Rename whose delete step fails and whose undo fails too: both rows kept, both paths and
     // the source row's id named.
     let source_id = {
-        let v: Value = reqwest::Client::new()
-            .get(format!(
-                "{}/api/contexts/by-external/mem-tool%3Aws%2Fdir%2Fc.md",
-                server.url
-            ))
-            .bearer_auth(&key)
-            .send()
+        let v = common::row(&server.url, &key, "mem-tool:ws/dir/c.md")
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .expect("c.md is there");
         v["id"].as_str().unwrap().to_string()
     };
     proxy.fault(

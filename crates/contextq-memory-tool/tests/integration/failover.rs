@@ -544,24 +544,11 @@ async fn a_failover(cluster: &mut Cluster, server: &TestServer, key: &str, round
         "round {round}: no write answered after the failover"
     );
     // Every acknowledged file is there, with its content.
-    let http = reqwest::Client::new();
     for (path, _, _) in &results {
         let ext = format!("mem-tool:ws/{}", path.trim_start_matches("/memories/"));
-        let encoded: String =
-            percent_encoding::utf8_percent_encode(&ext, percent_encoding::NON_ALPHANUMERIC)
-                .to_string();
-        let row: Value = http
-            .get(format!(
-                "{}/api/contexts/by-external/{encoded}",
-                server.url()
-            ))
-            .bearer_auth(key)
-            .send()
+        let row = crate::common::row(&server.url(), key, &ext)
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .unwrap_or_else(|| panic!("{path} acknowledged but not there"));
         assert_eq!(row["content"], format!("{path} body\n"), "{path}");
     }
     format!(

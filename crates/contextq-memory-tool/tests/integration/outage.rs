@@ -101,20 +101,9 @@ async fn a_database_outage_within_the_budget_costs_claude_nothing() {
         "the commands ended after the database came back"
     );
     // Each write applied once: one version each for the creates, two for the edit.
-    let api = reqwest::Client::new();
     for (file, versions) in [("b.md", 1), ("c.md", 1), ("a.md", 2)] {
-        let r: serde_json::Value = api
-            .get(format!(
-                "{}/api/contexts/by-external/mem-tool%3Aws%2F{file}/versions",
-                server.url()
-            ))
-            .bearer_auth(&key.api_key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let path = format!("/api/contexts/by-external/mem-tool%3Aws%2F{file}/versions");
+        let r = common::get_json(&server.url(), &key.api_key, &path).await;
         assert_eq!(
             r["versions"].as_array().map(Vec::len),
             Some(versions),

@@ -357,7 +357,7 @@ pub(super) async fn edit_context(
 ) -> Result<Response, ApiError> {
     let expected = head.if_match()?;
     let request = head.keyed(&body)?;
-    limited_write(&caller, body.workspace.as_deref())?;
+    limited_write(&caller, body.within.workspace.as_deref())?;
     if body.snippet_lines.is_some_and(|n| n > MAX_SNIPPET_LINES) {
         return Err(ApiError::new(
             ErrorCode::BadRequest,
@@ -378,10 +378,7 @@ pub(super) async fn edit_context(
         caller.actor_keyed(keyed.as_ref()),
         &external_id,
         &body.edit,
-        contexts::Scope {
-            tag: body.require_tag.as_deref(),
-            workspace: body.workspace.as_deref(),
-        },
+        contexts::Scope::from(&body.within),
         expected,
     )
     .await;
@@ -460,16 +457,13 @@ pub(super) async fn rename_context(
     JsonBody(body, _room): JsonBody<RenameContext>,
 ) -> Result<Response, ApiError> {
     let request = head.keyed(&body)?;
-    limited_write(&caller, body.workspace.as_deref())?;
+    limited_write(&caller, body.within.workspace.as_deref())?;
     let rename = contexts::Rename {
         from: &external_id,
         to: &body.to,
         title: body.title.as_deref(),
     };
-    let scope = contexts::Scope {
-        tag: body.require_tag.as_deref(),
-        workspace: body.workspace.as_deref(),
-    };
+    let scope = contexts::Scope::from(&body.within);
     let answer = answer_as(|c: &Context| store::outcome::Recorded {
         etag: Some(c.version),
         ..keyed::ok(&RenamedContext {
@@ -493,11 +487,8 @@ pub(super) async fn delete_prefix(
     JsonBody(body, _room): JsonBody<DeletePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
     let request = head.keyed(&body)?;
-    limited_write(&caller, body.workspace.as_deref())?;
-    let scope = contexts::Scope {
-        tag: body.require_tag.as_deref(),
-        workspace: body.workspace.as_deref(),
-    };
+    limited_write(&caller, body.within.workspace.as_deref())?;
+    let scope = contexts::Scope::from(&body.within);
     let answer = answer_as(|c: &PrefixChanges| keyed::ok(c));
     let keyed = request.as_ref().map(|r| r.keyed(&answer));
     let actor = caller.actor_keyed(keyed.as_ref());
@@ -512,7 +503,7 @@ pub(super) async fn rename_prefix(
     JsonBody(body, _room): JsonBody<RenamePrefix>,
 ) -> Result<Json<PrefixChanges>, ApiError> {
     let request = head.keyed(&body)?;
-    limited_write(&caller, body.workspace.as_deref())?;
+    limited_write(&caller, body.within.workspace.as_deref())?;
     let retitle = match (body.title_from.as_deref(), body.title_to.as_deref()) {
         (Some(from), Some(to)) => Some(prefix::Retitle { from, to }),
         (None, None) => None,
@@ -523,10 +514,7 @@ pub(super) async fn rename_prefix(
             ));
         }
     };
-    let scope = contexts::Scope {
-        tag: body.require_tag.as_deref(),
-        workspace: body.workspace.as_deref(),
-    };
+    let scope = contexts::Scope::from(&body.within);
     let answer = answer_as(|c: &PrefixChanges| keyed::ok(c));
     let keyed = request.as_ref().map(|r| r.keyed(&answer));
     let changes = prefix::rename_prefix(

@@ -891,6 +891,15 @@ pub struct Scope<'a> {
     pub workspace: Option<&'a str>,
 }
 
+impl<'a> From<&'a contextq_api::bodies::Within> for Scope<'a> {
+    fn from(w: &'a contextq_api::bodies::Within) -> Self {
+        Scope {
+            tag: w.require_tag.as_deref(),
+            workspace: w.workspace.as_deref(),
+        }
+    }
+}
+
 impl Scope<'_> {
     fn admits(&self, c: &Context) -> bool {
         self.admits_parts(&c.tags, &c.workspace)
@@ -952,6 +961,42 @@ fn rewrite(batch: &mut Batch, tenant_id: &str, old: &Context, new: &Context) {
     }
 }
 
+/// A context changed in place (new content, title or tags; the same id and external id).
+struct Updated<'a> {
+    old: &'a Context,
+    new: &'a Context,
+}
+
+impl Updated<'_> {
+    /// The change's writes: the row (and its search document), its audit record, its version.
+    fn write(
+        &self,
+        batch: &mut Batch,
+        head: &mut Head,
+        actor: Actor<'_>,
+        versions: Versions<'_>,
+        workspace_id: &str,
+    ) {
+        let (old, new) = (self.old, self.new);
+        rewrite(batch, actor.tenant_id, old, new);
+        let seq = head.append(actor.record(
+            "context.update",
+            "context",
+            &old.id,
+            serde_json::json!({"externalId": old.external_id, "version": new.version}),
+        ));
+        record_version(
+            batch,
+            head,
+            versions,
+            Action::Update,
+            workspace_id,
+            new,
+            seq,
+        );
+    }
+}
+
 /// `PUT /api/contexts/:id`: new content; `title` absent keeps it, `Some(None)` clears it;
 /// `tags` absent keeps them. With `if_match`, only from that version.
 pub async fn update(
@@ -980,25 +1025,14 @@ pub async fn update(
             ..old.clone()
         };
         let mut batch = Batch::default();
-        rewrite(&mut batch, actor.tenant_id, &old, &new);
         if tags.is_some() {
             retag(&mut batch, actor.tenant_id, id, &old.tags, &new.tags);
         }
-        let seq = head.append(actor.record(
-            "context.update",
-            "context",
-            id,
-            serde_json::json!({"externalId": old.external_id, "version": new.version}),
-        ));
-        record_version(
-            &mut batch,
-            &mut head,
-            versions,
-            Action::Update,
-            &workspace_id,
-            &new,
-            seq,
-        );
+        let change = Updated {
+            old: &old,
+            new: &new,
+        };
+        change.write(&mut batch, &mut head, actor, versions, &workspace_id);
         Ok(Outcome::Write(head, batch, new))
     })
     .await
@@ -1033,23 +1067,12 @@ pub async fn edit(
             ..old.clone()
         };
         let mut batch = Batch::default();
-        rewrite(&mut batch, actor.tenant_id, &old, &new);
-        let seq = head.append(actor.record(
-            "context.update",
-            "context",
-            &old.id,
-            serde_json::json!({"externalId": old.external_id, "version": new.version}),
-        ));
         let workspace_id = present(workspace_id)?;
-        record_version(
-            &mut batch,
-            &mut head,
-            versions,
-            Action::Update,
-            &workspace_id,
-            &new,
-            seq,
-        );
+        let change = Updated {
+            old: &old,
+            new: &new,
+        };
+        change.write(&mut batch, &mut head, actor, versions, &workspace_id);
         Ok(Outcome::Write(
             head,
             batch,

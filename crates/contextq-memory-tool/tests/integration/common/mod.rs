@@ -73,6 +73,18 @@ pub async fn handle<H: contextq_memory_tool::MemoryToolHandlers>(
     tool.handle(command).await
 }
 
+/// The JSON answer to `GET {url}{path}`, which must be 200.
+pub async fn get_json(url: &str, key: &str, path: &str) -> serde_json::Value {
+    let r = reqwest::Client::new()
+        .get(format!("{url}{path}"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "GET {path}");
+    r.json().await.unwrap()
+}
+
 /// The row at `external_id`, read from the server directly (bypassing any proxy), if any.
 pub async fn row(url: &str, key: &str, external_id: &str) -> Option<serde_json::Value> {
     let encoded: String =
