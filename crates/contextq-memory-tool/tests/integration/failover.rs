@@ -546,7 +546,7 @@ async fn a_failover(cluster: &mut Cluster, server: &TestServer, key: &str, round
     // Every acknowledged file is there, with its content.
     for (path, _, _) in &results {
         let ext = format!("mem-tool:ws/{}", path.trim_start_matches("/memories/"));
-        let row = crate::common::row(&server.url(), key, &ext)
+        let row = crate::common::row(server.url(), key, &ext)
             .await
             .unwrap_or_else(|| panic!("{path} acknowledged but not there"));
         assert_eq!(row["content"], format!("{path} body\n"), "{path}");
