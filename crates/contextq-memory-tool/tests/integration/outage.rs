@@ -103,7 +103,7 @@ async fn a_database_outage_within_the_budget_costs_claude_nothing() {
     // Each write applied once: one version each for the creates, two for the edit.
     for (file, versions) in [("b.md", 1), ("c.md", 1), ("a.md", 2)] {
         let path = format!("/api/contexts/by-external/mem-tool%3Aws%2F{file}/versions");
-        let r = common::get_json(&server.url(), &key.api_key, &path).await;
+        let r = common::get_json(server.url(), &key.api_key, &path).await;
         assert_eq!(
             r["versions"].as_array().map(Vec::len),
             Some(versions),
