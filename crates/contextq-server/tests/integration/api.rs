@@ -278,13 +278,7 @@ async fn if_absent_and_all_or_nothing(b: Backend) {
         c.upsert("edge", &"x".repeat(1 << 20), &[]).await.status,
         StatusCode::OK
     );
-    let id = c
-        .get(&format!("/api/contexts/by-external/{}", seg("edge")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = c.id_of("edge").await;
     let r = c
         .put(
             &format!("/api/contexts/{id}"),
@@ -359,13 +353,7 @@ async fn body_limits_per_route(b: Backend) {
     // 1 MiB of newlines is 2 MiB of JSON: it fits the one-context limit.
     let newlines = "\n".repeat(1 << 20);
     assert_eq!(c.upsert("nl", "x", &[]).await.status, StatusCode::OK);
-    let id = c
-        .get(&format!("/api/contexts/by-external/{}", seg("nl")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = c.id_of("nl").await;
     let r = c.put_content(&id, &newlines, None).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body["error"]);
     // A bulk upsert of three 1 MiB contexts (past the one-context limit) fits the bulk limit;
@@ -404,13 +392,7 @@ async fn bodies_wait_for_room_in_the_budget(b: Backend) {
     let t = s.tenant(Plan::Pro, ALL).await;
     let c = t.client.clone();
     assert_eq!(c.upsert("a", "a", &[]).await.status, StatusCode::OK);
-    let id = c
-        .get(&format!("/api/contexts/by-external/{}", seg("a")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = c.id_of("a").await;
     // Bodies of escaped newlines: twice as long as their content, which stays within 1 MiB.
     let body = |len: usize| {
         let mut b = String::from(r#"{"content":""#);
@@ -670,13 +652,7 @@ async fn auth_and_scopes(b: Backend) {
     let r = rw.post("/api/workspaces", json!({"slug": "n"})).await;
     assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
     assert_eq!(rw.upsert("x", "y", &[]).await.status, StatusCode::OK);
-    let id = rw
-        .get(&format!("/api/contexts/by-external/{}", seg("x")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = rw.id_of("x").await;
     assert_eq!(
         read_only
             .delete(&format!("/api/contexts/{id}"), None)
@@ -843,13 +819,7 @@ async fn quota_per_plan(b: Backend) {
         c.upsert("q000", "changed", &[]).await.status,
         StatusCode::OK
     );
-    let id = c
-        .get(&format!("/api/contexts/by-external/{}", seg("q001")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = c.id_of("q001").await;
     assert_eq!(c.put_content(&id, "y", None).await.status, StatusCode::OK);
     assert_eq!(
         c.delete(&format!("/api/contexts/{id}"), None).await.status,

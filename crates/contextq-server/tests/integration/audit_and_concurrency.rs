@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{ALL, TestServer, seg};
+use common::{ALL, TestServer};
 use contextq_server::Backend;
 use contextq_server::Plan;
 use contextq_server::admin;
@@ -20,13 +20,7 @@ async fn audit_chain_verifies_and_detects_tampering(b: Backend) {
             StatusCode::OK
         );
     }
-    let id = c
-        .get(&format!("/api/contexts/by-external/{}", seg("a0")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = c.id_of("a0").await;
     assert_eq!(c.put_content(&id, "y", None).await.status, StatusCode::OK);
     assert_eq!(
         c.delete(&format!("/api/contexts/{id}"), None).await.status,
@@ -170,14 +164,7 @@ async fn concurrent_version_checked_writers_lose_nothing(b: Backend) {
         t.client.upsert("counter", "", &[]).await.status,
         StatusCode::OK
     );
-    let id = t
-        .client
-        .get(&format!("/api/contexts/by-external/{}", seg("counter")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = t.client.id_of("counter").await;
     let mut tasks = Vec::new();
     for client in 0..8 {
         let c = t.client.clone();
@@ -243,14 +230,7 @@ async fn two_servers_on_one_database(b: Backend) {
         t.client.upsert("shared", "", &[]).await.status,
         StatusCode::OK
     );
-    let id = t
-        .client
-        .get(&format!("/api/contexts/by-external/{}", seg("shared")))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = t.client.id_of("shared").await;
     let clients = [t.client.clone(), common::Api::new(&url2, &t.client.key)];
     let mut tasks = Vec::new();
     for (n, c) in clients.into_iter().enumerate() {

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{ALL, TestServer, seg};
+use common::{ALL, TestServer};
 use contextq_server::{Backend, Plan, ServerConfig};
 use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,12 +32,7 @@ async fn start_put(url: &str, key: &str, id: &str, len: usize, sent: usize) -> T
 
 async fn context_id(c: &common::Api, external_id: &str) -> String {
     assert_eq!(c.upsert(external_id, "x", &[]).await.status, StatusCode::OK);
-    c.get(&format!("/api/contexts/by-external/{}", seg(external_id)))
-        .await
-        .body["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    c.id_of(external_id).await
 }
 
 async fn one_tenant_cannot_hold_the_budget(b: Backend) {

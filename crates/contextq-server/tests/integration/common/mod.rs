@@ -217,6 +217,20 @@ impl Api {
     }
 
     /// Upserts one context; returns the reply.
+    /// The id of the context at `external_id` (which must be there).
+    pub async fn id_of(&self, external_id: &str) -> String {
+        let r = self
+            .get(&format!("/api/contexts/by-external/{}", seg(external_id)))
+            .await;
+        assert_eq!(
+            r.status,
+            reqwest::StatusCode::OK,
+            "{external_id}: {:?}",
+            r.body
+        );
+        r.body["id"].as_str().expect("an id").to_string()
+    }
+
     pub async fn upsert(&self, external_id: &str, content: &str, tags: &[&str]) -> Reply {
         self.post(
             "/api/contexts/bulk-upsert",
