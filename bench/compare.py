@@ -1,24 +1,23 @@
-"""Prints the reference comparison table from the timing and result files of references.sh."""
+"""Prints a reference comparison table from the timing and result files a bench script wrote
+into WORK (KEY.timing, KEY.out): one row per implementation, the first (Python's) the base of
+the ratios, then the time per command where the timing has it.
+
+    python3 bench/compare.py WORK KEY=LABEL [KEY=LABEL ...]
+"""
 import json
 import sys
 
 work = sys.argv[1]
-impls = [
-    ("Python SDK `BetaLocalFilesystemMemoryTool`", "python"),
-    ("TypeScript SDK `BetaLocalFilesystemMemoryTool`", "node"),
-    ("this project, `LocalStore` (`contextq-memory exec --store local:DIR`)", "local"),
-    ("this project, `ContextQStore` on embedded contextq-server/SQLite (`contextq-memory exec`)", "contextq"),
-    ("`LocalStore`, `--durability ordered` (the references' durability)", "local-ordered"),
-    ("`ContextQStore`, `--durability ordered` (the references' durability)", "contextq-ordered"),
-]
+impls = [tuple(reversed(a.split("=", 1))) for a in sys.argv[2:]]
+base_key = impls[0][1]
 timing = {k: json.loads(open(f"{work}/{k}.timing").read().strip().splitlines()[-1]) for _, k in impls}
 results = {k: [json.loads(l) for l in open(f"{work}/{k}.out") if l.strip()] for _, k in impls}
-base = timing["python"]["seconds"]
+base = timing[base_key]["seconds"]
 print("| implementation | commands | seconds | commands/s | ratio to Python (time) | errors | results identical to Python |")
 print("|---|---|---|---|---|---|---|")
 for label, k in impls:
     t = timing[k]
-    same = sum(1 for a, b in zip(results[k], results["python"]) if a == b)
+    same = sum(1 for a, b in zip(results[k], results[base_key]) if a == b)
     errors = sum(1 for r in results[k] if r["is_error"])
     print(
         f"| {label} | {t['commands']} | {t['seconds']:.3f} | {t['commands'] / t['seconds']:.0f} | "

@@ -11,7 +11,6 @@ files=${1:-20000}
 folders=${2:-100}
 source "$(dirname "$0")/lib.sh"
 
-embedded_tree "$files" "$folders"
-timed "import of $files files in $folders folders" "$bin" import "$work/tree"
+imported_tree "$files" "$folders"
 timed "re-import (everything identical)" "$bin" import "$work/tree"
 timed "export" "$bin" export --out "$work/out"

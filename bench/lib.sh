@@ -64,6 +64,12 @@ embedded_tree() {
   unset CONTEXT_API_URL CONTEXT_API_KEY
 }
 
+# imported_tree FILES FOLDERS: embedded_tree, then the tree imported into the fresh store, timed.
+imported_tree() {
+  embedded_tree "$1" "$2"
+  timed "import of $1 files in $2 folders" "$bin" import "$work/tree"
+}
+
 # timed LABEL COMMAND...: runs COMMAND, its output discarded, and prints "LABEL: N s".
 timed() {
   /usr/bin/time -f "$1: %e s" "${@:2}" > /dev/null

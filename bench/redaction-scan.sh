@@ -13,8 +13,7 @@ files=${1:-20000}
 folders=${2:-100}
 source "$(dirname "$0")/lib.sh"
 
-embedded_tree "$files" "$folders"
-timed "import of $files files in $folders folders" "$bin" import "$work/tree"
+imported_tree "$files" "$folders"
 # Version 1 of each file holds a secret; version 2 (the current content) does not.
 printf '%s\n' \
   '{"command":"create","path":"/memories/secret.md","file_text":"token sk-bench-7f3e9a\n"}' \

@@ -53,35 +53,8 @@ run "$large_key" large
 # A third tenant, empty, run after the load: tells the tenant's size from the database's.
 run "$after_key" after
 
-python3 - "$work" "$preload" <<'EOF'
-import json, sys
-work, preload = sys.argv[1], int(sys.argv[2])
-impls = [
-    ("Python SDK `BetaLocalFilesystemMemoryTool` (local files)", "python"),
-    ("`ContextQStore` on contextq-server/PostgreSQL, an empty tenant", "empty"),
-    (f"`ContextQStore` on contextq-server/PostgreSQL, a tenant with {preload:,} files in another workspace", "large"),
-    ("`ContextQStore` on contextq-server/PostgreSQL, an empty tenant, after that load", "after"),
-]
-timing = {k: json.loads(open(f"{work}/{k}.timing").read().strip().splitlines()[-1]) for _, k in impls}
-results = {k: [json.loads(l) for l in open(f"{work}/{k}.out") if l.strip()] for _, k in impls}
-base = timing["python"]["seconds"]
-print("| implementation | commands | seconds | ratio to Python (time) | errors | results identical to Python |")
-print("|---|---|---|---|---|---|")
-for label, k in impls:
-    t = timing[k]
-    same = sum(1 for a, b in zip(results[k], results["python"]) if a == b)
-    errors = sum(1 for r in results[k] if r["is_error"])
-    print(f"| {label} | {t['commands']} | {t['seconds']:.3f} | {t['seconds'] / base:.2f} | {errors} | {same} / {len(results[k])} |")
-shown = [(l, k) for l, k in impls if "by_command" in timing[k]]
-names = sorted({c for _, k in shown for c in timing[k]["by_command"]})
-print()
-print("| command | count | " + " | ".join(f"{l} µs/command" for l, _ in shown) + " |")
-print("|---|---|" + "---|" * len(shown))
-for c in names:
-    count = timing[shown[0][1]]["by_command"].get(c, {}).get("count", 0)
-    cells = []
-    for _, k in shown:
-        e = timing[k]["by_command"].get(c)
-        cells.append(f"{e['seconds'] / e['count'] * 1e6:.0f}" if e else "-")
-    print(f"| {c} | {count} | " + " | ".join(cells) + " |")
-EOF
+python3 "$root/bench/compare.py" "$work" \
+  "python=Python SDK \`BetaLocalFilesystemMemoryTool\` (local files)" \
+  "empty=\`ContextQStore\` on contextq-server/PostgreSQL, an empty tenant" \
+  "large=\`ContextQStore\` on contextq-server/PostgreSQL, a tenant with $preload files in another workspace" \
+  "after=\`ContextQStore\` on contextq-server/PostgreSQL, an empty tenant, after that load"

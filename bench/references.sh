@@ -32,4 +32,10 @@ CONTEXTQ_MEMORY_DATA_DIR="$work/data" env -u CONTEXT_API_URL "$bin/contextq-memo
 "$bin/contextq-memory" --durability ordered exec --timing --store "local:$work/local-ordered" < "$work/trace.jsonl" > "$work/local-ordered.out" 2> "$work/local-ordered.timing"
 CONTEXTQ_MEMORY_DATA_DIR="$work/data-ordered" env -u CONTEXT_API_URL "$bin/contextq-memory" --durability ordered exec --timing < "$work/trace.jsonl" > "$work/contextq-ordered.out" 2> "$work/contextq-ordered.timing"
 
-python3 "$root/bench/compare.py" "$work"
+python3 "$root/bench/compare.py" "$work" \
+  "python=Python SDK \`BetaLocalFilesystemMemoryTool\`" \
+  "node=TypeScript SDK \`BetaLocalFilesystemMemoryTool\`" \
+  "local=this project, \`LocalStore\` (\`contextq-memory exec --store local:DIR\`)" \
+  "contextq=this project, \`ContextQStore\` on embedded contextq-server/SQLite (\`contextq-memory exec\`)" \
+  "local-ordered=\`LocalStore\`, \`--durability ordered\` (the references' durability)" \
+  "contextq-ordered=\`ContextQStore\`, \`--durability ordered\` (the references' durability)"
