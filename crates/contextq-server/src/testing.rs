@@ -327,12 +327,7 @@ impl TcpProxy {
     pub async fn in_front_of(url: &str, one_way: std::time::Duration) -> (TcpProxy, String) {
         let rest = url.split_once("://").map_or(url, |(_, r)| r);
         let hostpath = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-        let hostport = hostpath.split(['/', '?']).next().unwrap_or(hostpath);
-        let upstream = tokio::net::lookup_host(hostport)
-            .await
-            .ok()
-            .and_then(|mut a| a.next())
-            .unwrap_or_else(|| panic!("cannot resolve the database address {hostport:?}"));
+        let upstream = database_address(hostpath).await;
         let proxy = TcpProxy::start(upstream, one_way).await;
         let proxied = proxy.url_for(url);
         (proxy, proxied)
@@ -391,12 +386,7 @@ impl OutageProxy {
     pub async fn in_front_of(url: &str) -> OutageProxy {
         let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
         let (userinfo, hostpath) = rest.split_once('@').expect("a URL with a user");
-        let hostport = hostpath.split(['/', '?']).next().unwrap_or(hostpath);
-        let upstream = tokio::net::lookup_host(hostport)
-            .await
-            .ok()
-            .and_then(|mut a| a.next())
-            .unwrap_or_else(|| panic!("cannot resolve the database address {hostport:?}"));
+        let upstream = database_address(hostpath).await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port");
@@ -606,4 +596,17 @@ macro_rules! database_tests {
             )*
         }
     };
+}
+
+/// The address of the database server in a URL's `host:port/database?...` part.
+///
+/// # Panics
+/// When it cannot be resolved (a test helper).
+async fn database_address(hostpath: &str) -> std::net::SocketAddr {
+    let hostport = hostpath.split(['/', '?']).next().unwrap_or(hostpath);
+    tokio::net::lookup_host(hostport)
+        .await
+        .ok()
+        .and_then(|mut a| a.next())
+        .unwrap_or_else(|| panic!("cannot resolve the database address {hostport:?}"))
 }
