@@ -242,6 +242,21 @@ impl TestServer {
     }
 }
 
+/// For a test that needs something this machine may lack (a browser, strace, an HA cluster):
+/// says why it is skipped, and returns, unless `var` is `required` (as CI sets it), where the
+/// missing piece fails the test instead.
+///
+/// # Panics
+/// When `var` is `required`.
+pub fn skip_unless_required(var: &str, why: &str) {
+    assert_ne!(
+        std::env::var(var).as_deref(),
+        Ok("required"),
+        "{var}=required, but {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
 /// Spawns a server binary (`command`: `contextq-server serve` or `contextq-memory serve`, on
 /// `--listen 127.0.0.1:0`) with its stdout piped and its log discarded, and returns it with the
 /// first line it prints: the URL it serves.

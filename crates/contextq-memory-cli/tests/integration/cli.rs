@@ -686,12 +686,10 @@ fn synced_writes_are_flushed_each_and_ordered_ones_are_not() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_strace {
-        assert_ne!(
-            std::env::var("CONTEXTQ_STRACE_TESTS").as_deref(),
-            Ok("required"),
-            "strace is not installed (apt-get install strace)"
+        contextq_server::testing::skip_unless_required(
+            "CONTEXTQ_STRACE_TESTS",
+            "strace is not installed (apt-get install strace)",
         );
-        eprintln!("skipped: strace is not installed");
         return;
     }
     const WRITES: u64 = 200;

@@ -112,12 +112,10 @@ async fn no_script_ran(c: &Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inspector_in_a_real_browser() {
     let Some(driver) = chromedriver() else {
-        assert_ne!(
-            std::env::var("CONTEXTQ_BROWSER_TESTS").as_deref(),
-            Ok("required"),
-            "no chromedriver: install chromium and chromium-driver"
+        contextq_server::testing::skip_unless_required(
+            "CONTEXTQ_BROWSER_TESTS",
+            "no chromedriver (apt-get install chromium chromium-driver)",
         );
-        eprintln!("skipped: no chromedriver (apt-get install chromium chromium-driver)");
         return;
     };
     let data = tempfile::tempdir().unwrap();
