@@ -381,6 +381,15 @@ fn json_rows(db: &Db, fields: &[(&str, &str)]) -> String {
     }
 }
 
+/// ` AND w.slug IN (<params>)`: a key's workspaces (`workspace-keys`), none admitting nothing.
+fn slug_in(params: &[String]) -> String {
+    if params.is_empty() {
+        " AND w.slug IN (NULL)".to_string()
+    } else {
+        format!(" AND w.slug IN ({})", params.join(", "))
+    }
+}
+
 /// Tags as stored (a JSON array in the row).
 fn tags_from(text: &str) -> Vec<String> {
     serde_json::from_str(text).unwrap_or_default()

@@ -131,14 +131,7 @@ pub async fn tree(
         let list: Vec<String> = (start..start + slugs.len())
             .map(|i| format!("${i}"))
             .collect();
-        filter.push_str(&format!(
-            " AND w.slug IN ({})",
-            if list.is_empty() {
-                "NULL".to_string()
-            } else {
-                list.join(", ")
-            }
-        ));
+        filter.push_str(&super::slug_in(&list));
     }
     let from = if workspace_first || within.is_some() {
         "contexts c JOIN workspaces w ON w.id = c.workspace_id"

@@ -444,14 +444,7 @@ async fn ranked(
     }
     if let Some(slugs) = &q.within {
         let list: Vec<String> = slugs.iter().map(|s| p(Bind::Text(s.clone()))).collect();
-        sql.push_str(&format!(
-            " AND w.slug IN ({})",
-            if list.is_empty() {
-                "NULL".to_string()
-            } else {
-                list.join(", ")
-            }
-        ));
+        sql.push_str(&super::slug_in(&list));
     }
     for (op, bound) in super::external_id_range(q.prefix.as_deref(), None) {
         sql.push_str(&format!(" AND c.external_id {op} {}", p(Bind::Text(bound))));
