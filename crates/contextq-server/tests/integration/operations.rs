@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -205,8 +205,18 @@ async fn hostile_requests_leave_the_metrics_as_they_were() {
     s.stop().await;
 }
 
-/// A server of the binary, bootstrapped on a fresh SQLite file: (child, URL, key).
+/// A server of the binary, bootstrapped on a fresh SQLite file, logging JSON at `info` to a
+/// pipe: (child, URL, key).
 fn serve(dir: &std::path::Path, extra: &[&str]) -> (std::process::Child, String, String) {
+    serve_logging(dir, extra, Some("info"))
+}
+
+/// [`serve`] with `RUST_LOG` set to `log`, or unset (the server's default).
+fn serve_logging(
+    dir: &std::path::Path,
+    extra: &[&str],
+    log: Option<&str>,
+) -> (std::process::Child, String, String) {
     let db = format!("sqlite:{}", dir.join("cq.db").display());
     let out = Command::new(BIN)
         .args(["admin", "--database-url", &db, "bootstrap", "--tenant", "t"])
@@ -217,20 +227,17 @@ fn serve(dir: &std::path::Path, extra: &[&str]) -> (std::process::Child, String,
         .as_str()
         .unwrap()
         .to_string();
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(["--log-format", "json", "serve", "--database-url", &db])
         .args(["--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (child, line.trim().to_string(), key)
+        .args(extra);
+    match log {
+        Some(level) => command.env("RUST_LOG", level),
+        None => command.env_remove("RUST_LOG"),
+    };
+    let (child, url) = contextq_server::testing::spawn_serving_logged(&mut command, Stdio::piped());
+    (child, url, key)
 }
 
 /// Sends a request head with `Expect: 100-continue`, waits for the server's `100 Continue` (its
@@ -357,26 +364,7 @@ fn a_request_that_never_finishes_is_cut_after_the_grace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_have_one_line_per_request_by_default() {
     let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite:{}", dir.path().join("cq.db").display());
-    let out = Command::new(BIN)
-        .args(["admin", "--database-url", &db, "bootstrap", "--tenant", "t"])
-        .output()
-        .unwrap();
-    let boot: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let key = boot["apiKey"].as_str().unwrap().to_string();
-    let mut child = Command::new(BIN)
-        .args(["--log-format", "json", "serve", "--database-url", &db])
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    let url = url.trim().to_string();
+    let (mut child, url, key) = serve_logging(dir.path(), &[], None);
     let http = reqwest::Client::new();
     let secret = "a secret content line";
     let body = json!({"contexts": [{"externalId": "private/path.md", "workspace": "default", "type": "reference", "content": secret}]});

@@ -73,14 +73,19 @@ pub async fn handle<H: contextq_memory_tool::MemoryToolHandlers>(
     tool.handle(command).await
 }
 
-/// The JSON answer to `GET {url}{path}`, which must be 200.
-pub async fn get_json(url: &str, key: &str, path: &str) -> serde_json::Value {
-    let r = reqwest::Client::new()
+/// `GET {url}{path}` with `key`.
+async fn get(url: &str, key: &str, path: &str) -> reqwest::Response {
+    reqwest::Client::new()
         .get(format!("{url}{path}"))
         .bearer_auth(key)
         .send()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The JSON answer to `GET {url}{path}`, which must be 200.
+pub async fn get_json(url: &str, key: &str, path: &str) -> serde_json::Value {
+    let r = get(url, key, path).await;
     assert_eq!(r.status(), 200, "GET {path}");
     r.json().await.unwrap()
 }
@@ -90,12 +95,7 @@ pub async fn row(url: &str, key: &str, external_id: &str) -> Option<serde_json::
     let encoded: String =
         percent_encoding::utf8_percent_encode(external_id, percent_encoding::NON_ALPHANUMERIC)
             .to_string();
-    let r = reqwest::Client::new()
-        .get(format!("{url}/api/contexts/by-external/{encoded}"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap();
+    let r = get(url, key, &format!("/api/contexts/by-external/{encoded}")).await;
     match r.status().as_u16() {
         200 => Some(r.json().await.unwrap()),
         404 => None,
