@@ -69,6 +69,17 @@ fn sorted(e: &[PathEffect]) -> Vec<PathEffect> {
     v
 }
 
+/// `e` stopped part way: its message says `head` before its cause, the cause ends with `last`
+/// (when given), and it reports `list` as what was done to each path.
+fn assert_stopped(e: &ToolError, head: &str, last: Option<&str>, list: &[(&str, Applied)]) {
+    let (said, cause) = e.message().split_once(" Cause: ").unwrap();
+    assert_eq!(said, head);
+    if let Some(last) = last {
+        assert!(cause.ends_with(last), "{cause}");
+    }
+    assert_eq!(sorted(e.effects()), effects(list));
+}
+
 struct Setup {
     server: Server,
     key: String,
@@ -201,25 +212,18 @@ async fn a_directory_rename_whose_source_delete_is_unsettled_keeps_every_copy(b:
         .unwrap_err();
     s.proxy.clear_faults();
     // Sources are deleted in name order: one, three, two.
-    let (head, tail) = e.message().split_once(" Cause: ").unwrap();
-    assert_eq!(
-        head,
-        "Rename of /memories/dir to /memories/moved is incomplete: every file was copied to /memories/moved, but 2 of 3 sources could not be deleted and now exist at both places: /memories/dir/three.md, /memories/dir/two.md. Whether /memories/dir/one.md was deleted is unknown."
-    );
-    assert!(
-        tail.ends_with("Delete them from /memories/dir to finish."),
-        "{tail}"
-    );
-    assert_eq!(
-        sorted(e.effects()),
-        effects(&[
+    assert_stopped(
+        &e,
+        "Rename of /memories/dir to /memories/moved is incomplete: every file was copied to /memories/moved, but 2 of 3 sources could not be deleted and now exist at both places: /memories/dir/three.md, /memories/dir/two.md. Whether /memories/dir/one.md was deleted is unknown.",
+        Some("Delete them from /memories/dir to finish."),
+        &[
             ("/memories/dir/one.md", Applied::Unknown),
             ("/memories/dir/three.md", Applied::No),
             ("/memories/dir/two.md", Applied::No),
             ("/memories/moved/one.md", Applied::Yes),
             ("/memories/moved/three.md", Applied::Yes),
             ("/memories/moved/two.md", Applied::Yes),
-        ])
+        ],
     );
     assert_eq!(s.content("dir/one.md").await, None);
     for f in ["one", "two", "three"] {
@@ -243,22 +247,15 @@ async fn a_directory_delete_whose_first_delete_is_unsettled_stops_and_says_what_
     s.lose_delete_and_read_backs();
     let e = handle(&s.tool, delete("/memories/d")).await.unwrap_err();
     s.proxy.clear_faults();
-    let (head, tail) = e.message().split_once(" Cause: ").unwrap();
-    assert_eq!(
-        head,
-        "Deleting /memories/d stopped part way: 0 of 3 files were deleted; whether /memories/d/x.md was deleted is unknown; still present: /memories/d/y.md, /memories/d/z.md."
-    );
-    assert!(
-        tail.ends_with("Run delete on /memories/d again to finish."),
-        "{tail}"
-    );
-    assert_eq!(
-        sorted(e.effects()),
-        effects(&[
+    assert_stopped(
+        &e,
+        "Deleting /memories/d stopped part way: 0 of 3 files were deleted; whether /memories/d/x.md was deleted is unknown; still present: /memories/d/y.md, /memories/d/z.md.",
+        Some("Run delete on /memories/d again to finish."),
+        &[
             ("/memories/d/x.md", Applied::Unknown),
             ("/memories/d/y.md", Applied::No),
             ("/memories/d/z.md", Applied::No),
-        ])
+        ],
     );
     assert_eq!(s.content("d/x.md").await, None);
     assert_eq!(s.content("d/y.md").await.as_deref(), Some("y"));
@@ -751,21 +748,18 @@ async fn directory_rename_failures_undo_or_name_what_is_left(b: Backend) {
         .await
         .unwrap_err();
     s.proxy.clear_faults();
-    let (head, _) = e.message().split_once(" Cause: ").unwrap();
-    assert_eq!(
-        head,
-        "Rename of /memories/r to /memories/r2 is incomplete: every file was copied to /memories/r2, but 2 of 3 sources could not be deleted and now exist at both places: /memories/r/b.md, /memories/r/c.md."
-    );
-    assert_eq!(
-        sorted(e.effects()),
-        effects(&[
+    assert_stopped(
+        &e,
+        "Rename of /memories/r to /memories/r2 is incomplete: every file was copied to /memories/r2, but 2 of 3 sources could not be deleted and now exist at both places: /memories/r/b.md, /memories/r/c.md.",
+        None,
+        &[
             ("/memories/r/a.md", Applied::Yes),
             ("/memories/r/b.md", Applied::No),
             ("/memories/r/c.md", Applied::No),
             ("/memories/r2/a.md", Applied::Yes),
             ("/memories/r2/b.md", Applied::Yes),
             ("/memories/r2/c.md", Applied::Yes),
-        ])
+        ],
     );
     assert_eq!(s.content("r/a.md").await, None);
     assert_eq!(s.content("r/b.md").await.as_deref(), Some("b"));
@@ -791,18 +785,15 @@ async fn a_directory_delete_refused_part_way_names_what_is_left(b: Backend) {
     );
     let e = handle(&s.tool, delete("/memories/q")).await.unwrap_err();
     s.proxy.clear_faults();
-    let (head, _) = e.message().split_once(" Cause: ").unwrap();
-    assert_eq!(
-        head,
-        "Deleting /memories/q stopped part way: 1 of 3 files were deleted; still present: /memories/q/b.md, /memories/q/c.md."
-    );
-    assert_eq!(
-        sorted(e.effects()),
-        effects(&[
+    assert_stopped(
+        &e,
+        "Deleting /memories/q stopped part way: 1 of 3 files were deleted; still present: /memories/q/b.md, /memories/q/c.md.",
+        None,
+        &[
             ("/memories/q/a.md", Applied::Yes),
             ("/memories/q/b.md", Applied::No),
             ("/memories/q/c.md", Applied::No),
-        ])
+        ],
     );
 }
 

@@ -151,24 +151,7 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
 
     // A keyed write whose COMMIT was applied and whose answer was lost: a 500; asked again
     // with its key once the database is back, the recorded outcome, applied once.
-    proxy.set(Mode::CutAfterCommit);
-    let reply = api
-        .keyed(
-            Method::POST,
-            "/api/contexts/bulk-upsert",
-            Some(upsert("d.md", "four")),
-            None,
-            Some("k-d"),
-        )
-        .await;
-    assert_eq!(
-        reply.status,
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "{:?}",
-        reply.body
-    );
-    proxy.set(Mode::Up);
-    let again = once_back(Duration::from_secs(10), || {
+    let create_d = || {
         api.keyed(
             Method::POST,
             "/api/contexts/bulk-upsert",
@@ -176,8 +159,17 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
             None,
             Some("k-d"),
         )
-    })
-    .await;
+    };
+    proxy.set(Mode::CutAfterCommit);
+    let reply = create_d().await;
+    assert_eq!(
+        reply.status,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "{:?}",
+        reply.body
+    );
+    proxy.set(Mode::Up);
+    let again = once_back(Duration::from_secs(10), create_d).await;
     assert_eq!(again.status, StatusCode::OK, "{:?}", again.body);
     assert_eq!(
         again
