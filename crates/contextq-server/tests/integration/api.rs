@@ -1649,15 +1649,9 @@ async fn tree_file_extension(b: Backend) {
         assert!(r.body.get("file").is_none(), "{query}: {:?}", r.body);
     }
     // A key limited to workspace "other" does not see the file in "ws".
-    let key = contextq_server::admin::create_key_limited(
-        &s.db,
-        &t.tenant_id,
-        &[Scope::Read],
-        None,
-        Some(&["other".to_string()]),
-    )
-    .await
-    .unwrap();
+    let key = s
+        .limited_key(&t.tenant_id, &[Scope::Read], &["other"])
+        .await;
     let r = c
         .with_key(&key.api_key)
         .get("/api/contexts/tree?prefix=m%3Aws%2Fnotes%2F&requireTag=m&file=m%3Aws%2Fnotes")
@@ -1863,15 +1857,9 @@ async fn delete_by_external_extension(b: Backend) {
         )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    let key = contextq_server::admin::create_key_limited(
-        &s.db,
-        &t.tenant_id,
-        &[Scope::Read, Scope::Write],
-        None,
-        Some(&["other".to_string()]),
-    )
-    .await
-    .unwrap();
+    let key = s
+        .limited_key(&t.tenant_id, &[Scope::Read, Scope::Write], &["other"])
+        .await;
     let limited = c.with_key(&key.api_key);
     let r = limited
         .delete(&url("mem-tool:ws/b.md", "?requireTag=mem-tool"), None)

@@ -392,15 +392,13 @@ async fn refusals_change_nothing(b: Backend) {
         .post("/api/redactions", json!({"externalId": ext, "version": 1}))
         .await;
     assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
-    let limited = contextq_server::admin::create_key_limited(
-        &s.db,
-        &t.tenant_id,
-        &[Scope::Read, Scope::Write, Scope::Admin],
-        None,
-        Some(&["ws".to_string()]),
-    )
-    .await
-    .unwrap();
+    let limited = s
+        .limited_key(
+            &t.tenant_id,
+            &[Scope::Read, Scope::Write, Scope::Admin],
+            &["ws"],
+        )
+        .await;
     let r = c
         .with_key(&limited.api_key)
         .post(

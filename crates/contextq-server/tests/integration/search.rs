@@ -241,15 +241,7 @@ async fn scopes_keys_and_tenants(b: Backend) {
     );
     // A key limited to `ws` never sees `secret`: not in hits, and asking for it is the 404 of
     // a workspace it does not have.
-    let limited = contextq_server::admin::create_key_limited(
-        &s.db,
-        &t.tenant_id,
-        &[Scope::Read],
-        None,
-        Some(&["ws".to_string()]),
-    )
-    .await
-    .unwrap();
+    let limited = s.limited_key(&t.tenant_id, &[Scope::Read], &["ws"]).await;
     let l = c.with_key(&limited.api_key);
     assert_eq!(
         sorted(found(&l, "quartz").await),

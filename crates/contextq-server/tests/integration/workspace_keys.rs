@@ -52,15 +52,13 @@ async fn a_key_reaches_only_its_workspaces(b: Backend) {
     .unwrap_err()
     .to_string();
     assert!(e.contains("\"biling\"") && e.contains("a, b"), "{e}");
-    let key = contextq_server::admin::create_key_limited(
-        &s.db,
-        &t.tenant_id,
-        &[Scope::Read, Scope::Write, Scope::Admin],
-        None,
-        Some(&["A".to_string()]),
-    )
-    .await
-    .unwrap();
+    let key = s
+        .limited_key(
+            &t.tenant_id,
+            &[Scope::Read, Scope::Write, Scope::Admin],
+            &["A"],
+        )
+        .await;
     let c = full.with_key(&key.api_key);
 
     // Listings show only its workspaces.

@@ -50,6 +50,26 @@ impl TestServer {
         }
     }
 
+    /// A new key of a tenant with `scopes`, limited to `workspaces` (extension
+    /// `workspace-keys`): its secret.
+    pub async fn limited_key(
+        &self,
+        tenant_id: &str,
+        scopes: &[Scope],
+        workspaces: &[&str],
+    ) -> contextq_server::admin::NewKey {
+        let workspaces: Vec<String> = workspaces.iter().map(|w| w.to_string()).collect();
+        contextq_server::admin::create_key_limited(
+            &self.db,
+            tenant_id,
+            scopes,
+            None,
+            Some(&workspaces),
+        )
+        .await
+        .expect("a limited key")
+    }
+
     /// A new workspace `slug` of a tenant.
     pub async fn workspace(&self, tenant_id: &str, slug: &str) {
         self.inner.workspace(tenant_id, slug).await;
