@@ -2,7 +2,9 @@
 # Two builds of `contextq-server` compared on PostgreSQL, in turn: one command trace (default
 # 5,000 commands) through `contextq-memory exec` against each build's `serve` on a fresh
 # database of the given server (loopback), ROUNDS times each (default 2). Prints one line per
-# run: the build, the loop's seconds, and µs per command by command. Build the two servers
+# run: the build, the loop's seconds, and µs per command by command. A server given as
+# `BINARY?QUERY` gets `?QUERY` on its database URL (e.g. `...?sslmode=disable` against the same
+# binary without it: what TLS to the database costs). Build the two servers
 # first (e.g. `git stash; cargo build --release -p contextq-server; cp target/release/contextq-server
 # /tmp/server-a; git stash pop; ...`).
 #
@@ -25,10 +27,13 @@ per = " ".join("%s %.0f" % (k, v["seconds"] / v["count"] * 1e6) for k, v in sort
 print("%s: %.3f s; µs a command: %s" % (sys.argv[1], t["seconds"], per))'
 for round in $(seq 1 "$rounds"); do
   for s in "${servers[@]}"; do
+    binary=${s%%\?*}
+    query=${s#"$binary"}
     scratch_database "$admin_url" "cqab_${round}"
-    key=$("$s" admin --database-url "$url" bootstrap --tenant t --plan unlimited --workspace ws 2> /dev/null |
+    url="$url$query"
+    key=$("$binary" admin --database-url "$url" bootstrap --tenant t --plan unlimited --workspace ws 2> /dev/null |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
-    serve "$s" serve --database-url "$url" --listen 127.0.0.1:0
+    serve "$binary" serve --database-url "$url" --listen 127.0.0.1:0
     CONTEXT_API_URL="$server" CONTEXT_API_KEY="$key" "$bin/contextq-memory" exec --timing --workspace ws \
       < "$work/trace.jsonl" > /dev/null 2> "$work/timing"
     kill "$server_pid"
