@@ -286,6 +286,18 @@ fn until_refused(url: &str) {
     }
 }
 
+/// What an exited server wrote to its piped stderr: its log.
+fn logs_of(child: &mut std::process::Child) -> String {
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr piped")
+        .read_to_string(&mut logs)
+        .unwrap();
+    logs
+}
+
 fn terminate(child: &std::process::Child) {
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -325,13 +337,7 @@ fn sigterm_finishes_requests_in_flight_then_stops() {
     let (status, _) = wait_exit(&mut child, Duration::from_secs(10));
     assert!(status.success(), "{status:?}");
     // JSON logs: every line one object, the stop said.
-    let mut logs = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut logs)
-        .unwrap();
+    let logs = logs_of(&mut child);
     let lines: Vec<serde_json::Value> = logs
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -386,13 +392,7 @@ async fn json_logs_have_one_line_per_request_by_default() {
     assert_eq!(r.status(), 401);
     terminate(&child);
     wait_exit(&mut child, Duration::from_secs(20));
-    let mut logs = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut logs)
-        .unwrap();
+    let logs = logs_of(&mut child);
     let requests: Vec<serde_json::Value> = logs
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
