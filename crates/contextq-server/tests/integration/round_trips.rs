@@ -227,3 +227,81 @@ async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
         .unwrap();
     assert!(admin::verify_audit(&db, None).await.unwrap().ok());
 }
+
+/// Prepared statements outlive a schema change made by another process (a newer replica's
+/// migration adding columns during a rolling upgrade): PostgreSQL plans them again, and they
+/// still run, because a write's statements name their columns (a `SELECT t.*` of a table that
+/// gained a column fails on the connection that prepared it: "cached plan must not change
+/// result type"). Keyed writes too, whose read wraps the write's read (`outcome::with_prior`).
+#[tokio::test(flavor = "current_thread")]
+#[cfg_attr(
+    not(contextq_postgres),
+    ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+)]
+async fn postgres_writes_survive_a_column_added_under_them() {
+    let database = TestDatabase::fresh(Backend::Postgres).await;
+    let db = Db::connect(&database.url, &DbOptions::default().max_connections(1))
+        .await
+        .unwrap();
+    let tenant = admin::create_tenant(&db, "schema", Plan::Unlimited)
+        .await
+        .unwrap();
+    admin::create_workspace(&db, &tenant, "ws", "ws")
+        .await
+        .unwrap();
+    let actor = Actor {
+        tenant_id: &tenant,
+        key_id: None,
+        keyed: None,
+    };
+    for round in 0..2 {
+        contexts::bulk_upsert(&db, actor, &[item(&format!("a{round}"), "x")])
+            .await
+            .unwrap();
+        let answer = |_: &dyn std::any::Any| None;
+        let key = format!("k{round}");
+        let keyed = contextq_server::store::outcome::Keyed {
+            key: &key,
+            request_sha256: "sha",
+            answer: &answer,
+            refusal: &|_| None,
+        };
+        contexts::edit(
+            &db,
+            Actor {
+                keyed: Some(&keyed),
+                ..actor
+            },
+            &format!("a{round}"),
+            &TextEdit::StrReplace {
+                old_str: "x".into(),
+                new_str: "y".into(),
+            },
+            contexts::Scope::default(),
+            None,
+        )
+        .await
+        .unwrap();
+        // What another process's migration would do.
+        let other = Db::connect(&database.url, &DbOptions::default())
+            .await
+            .unwrap();
+        for table in [
+            "contexts",
+            "audit_heads",
+            "write_outcomes",
+            "context_versions",
+        ] {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "ALTER TABLE {table} ADD COLUMN added_{round} TEXT"
+            )))
+            .execute(other.pool())
+            .await
+            .unwrap();
+        }
+        other.close().await;
+    }
+    let last = contexts::bulk_upsert(&db, actor, &[item("last", "z")]).await;
+    assert!(last.is_ok(), "{last:?}");
+    assert!(admin::verify_audit(&db, None).await.unwrap().ok());
+}
