@@ -35,7 +35,8 @@ pub const PREPARED_PER_CONNECTION: usize = 64;
 pub const MAX_PREPARED_VALUES: usize = 512;
 
 /// An idle connection older than this is closed rather than reused (as sqlx's pool does), so
-/// that connections to a database that went away are not kept forever.
+/// that connections to a database that went away are not kept forever; checked when one is
+/// taken and when one is given back.
 const IDLE_FOR_AT_MOST: Duration = Duration::from_secs(600);
 
 /// The write connections of one database.
@@ -173,7 +174,15 @@ impl Drop for Writer {
         };
         if self.reusable && !self.writers.permits.is_closed() {
             c.idle_since = Instant::now();
-            self.writers.idle.lock().expect("not poisoned").push(c);
+            let mut idle = self.writers.idle.lock().expect("not poisoned");
+            idle.push(c);
+            // The oldest first: those a quiet server has not needed for long are closed.
+            while idle
+                .first()
+                .is_some_and(|c| c.idle_since.elapsed() > IDLE_FOR_AT_MOST)
+            {
+                close(idle.remove(0).conn);
+            }
         } else {
             close(c.conn);
         }
