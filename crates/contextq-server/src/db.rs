@@ -57,6 +57,8 @@ pub mod pool;
 pub mod row;
 mod writers;
 
+pub use writers::{MAX_PREPARED_VALUES, PREPARED_PER_CONNECTION};
+
 pub use backend::{
     Backend, create_postgres_database, database_url_for, drop_postgres_database, redact_url,
 };

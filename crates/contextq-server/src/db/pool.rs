@@ -436,6 +436,15 @@ impl Db {
         )
     }
 
+    /// PostgreSQL: how many statements each idle write connection keeps prepared (at most
+    /// [`super::PREPARED_PER_CONNECTION`] each); empty on SQLite.
+    #[cfg(feature = "test-util")]
+    pub fn prepared_per_write_connection(&self) -> Vec<usize> {
+        self.writers
+            .as_ref()
+            .map_or_else(Vec::new, |w| w.prepared_counts())
+    }
+
     /// The pool.
     pub fn pool(&self) -> &AnyPool {
         &self.pool

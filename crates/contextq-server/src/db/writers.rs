@@ -130,6 +130,13 @@ impl Writers {
         (u32::try_from(held + idle).unwrap_or(u32::MAX), idle)
     }
 
+    /// How many statements each idle connection keeps prepared.
+    #[cfg(any(test, feature = "test-util"))]
+    pub(crate) fn prepared_counts(&self) -> Vec<usize> {
+        let idle = self.idle.lock().expect("not poisoned");
+        idle.iter().map(|c| c.prepared.len()).collect()
+    }
+
     /// Closes the idle connections (the pool is closing).
     pub(crate) async fn close(&self) {
         let idle = std::mem::take(&mut *self.idle.lock().expect("not poisoned"));

@@ -305,3 +305,52 @@ async fn postgres_writes_survive_a_column_added_under_them() {
     assert!(last.is_ok(), "{last:?}");
     assert!(admin::verify_audit(&db, None).await.unwrap().ok());
 }
+
+/// What a client can make the server keep: every bulk upsert size from 1 to the most items a
+/// request may hold is a statement shape of its own, and a connection keeps at most
+/// `PREPARED_PER_CONNECTION` of them (the least recently used deallocated); the writes all
+/// succeed.
+#[tokio::test(flavor = "current_thread")]
+#[cfg_attr(
+    not(contextq_postgres),
+    ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+)]
+async fn postgres_keeps_a_bounded_number_of_prepared_statements() {
+    use contextq_server::db::PREPARED_PER_CONNECTION;
+    let database = TestDatabase::fresh(Backend::Postgres).await;
+    let db = Db::connect(&database.url, &DbOptions::default().max_connections(1))
+        .await
+        .unwrap();
+    let tenant = admin::create_tenant(&db, "shapes", Plan::Unlimited)
+        .await
+        .unwrap();
+    admin::create_workspace(&db, &tenant, "ws", "ws")
+        .await
+        .unwrap();
+    let actor = Actor {
+        tenant_id: &tenant,
+        key_id: None,
+        keyed: None,
+    };
+    for round in 0..2 {
+        for size in 1..=contextq_api::limits::MAX_BULK_ITEMS {
+            let items: Vec<ContextInput> = (0..size)
+                .map(|i| item(&format!("r{round}/s{size}/f{i}"), "x"))
+                .collect();
+            let done = contexts::bulk_upsert(&db, actor, &items).await.unwrap();
+            assert_eq!(done.len(), size);
+        }
+        let kept = db.prepared_per_write_connection();
+        assert_eq!(kept.len(), 1, "one write connection");
+        assert!(
+            kept[0] <= PREPARED_PER_CONNECTION,
+            "{} statements kept",
+            kept[0]
+        );
+        assert!(
+            kept[0] >= PREPARED_PER_CONNECTION / 2,
+            "{kept:?}: hardly any prepared"
+        );
+    }
+    assert!(admin::verify_audit(&db, None).await.unwrap().ok());
+}
