@@ -179,6 +179,39 @@ pub fn segment(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
+/// `path` with a query of the parameters that are given, in order, each value percent-encoded
+/// ([`segment`]); `path` alone when none is.
+fn with_query(path: &str, params: &[(&str, Option<String>)]) -> String {
+    let query: Vec<String> = params
+        .iter()
+        .filter_map(|(k, v)| v.as_deref().map(|v| format!("{k}={}", segment(v))))
+        .collect();
+    if query.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", query.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod query_tests {
+    #[test]
+    fn only_given_parameters_go_in_the_query_encoded() {
+        assert_eq!(super::with_query("/p", &[("a", None)]), "/p");
+        assert_eq!(
+            super::with_query(
+                "/p",
+                &[
+                    ("a", Some("x/y z".into())),
+                    ("b", None),
+                    ("c", Some("1".into()))
+                ]
+            ),
+            "/p?a=x%2Fy%20z&c=1"
+        );
+    }
+}
+
 impl Client {
     /// A client for `base_url` (e.g. `http://localhost:38200`) with `key`.
     pub fn new(
@@ -556,31 +589,17 @@ impl Client {
 
     /// `GET /api/contexts` (one page).
     pub async fn list_contexts(&self, params: &ListParams) -> Result<ContextPage> {
-        let mut query = Vec::new();
-        let mut add = |k: &str, v: &str| query.push(format!("{k}={}", segment(v)));
-        if let Some(v) = &params.workspace {
-            add("workspace", v);
-        }
-        if let Some(v) = &params.tag {
-            add("tag", v);
-        }
-        if let Some(v) = &params.external_id_prefix {
-            add("externalIdPrefix", v);
-        }
-        if let Some(v) = params.limit {
-            add("limit", &v.to_string());
-        }
-        if let Some(v) = &params.cursor {
-            add("cursor", v);
-        }
-        if let Some(v) = &params.start_after {
-            add("startAfter", v);
-        }
-        let path = if query.is_empty() {
-            "/api/contexts".to_string()
-        } else {
-            format!("/api/contexts?{}", query.join("&"))
-        };
+        let path = with_query(
+            "/api/contexts",
+            &[
+                ("workspace", params.workspace.clone()),
+                ("tag", params.tag.clone()),
+                ("externalIdPrefix", params.external_id_prefix.clone()),
+                ("limit", params.limit.map(|l| l.to_string())),
+                ("cursor", params.cursor.clone()),
+                ("startAfter", params.start_after.clone()),
+            ],
+        );
         let a = self
             .request(Method::GET, &path, None, None, Idempotency::Read)
             .await?;
@@ -591,24 +610,17 @@ impl Client {
     /// the best hits of `query` (its text, checked by the server), with `tag`, in `workspace`,
     /// under the external-id `prefix`, at most `limit`, from `cursor`.
     pub async fn search(&self, params: &SearchParams) -> Result<contextq_api::search::SearchPage> {
-        let mut query = vec![format!("q={}", segment(&params.query))];
-        let mut add = |k: &str, v: &str| query.push(format!("{k}={}", segment(v)));
-        if let Some(v) = &params.workspace {
-            add("workspace", v);
-        }
-        if let Some(v) = &params.tag {
-            add("tag", v);
-        }
-        if let Some(v) = &params.prefix {
-            add("prefix", v);
-        }
-        if let Some(v) = params.limit {
-            add("limit", &v.to_string());
-        }
-        if let Some(v) = &params.cursor {
-            add("cursor", v);
-        }
-        let path = format!("/api/contexts/search?{}", query.join("&"));
+        let path = with_query(
+            "/api/contexts/search",
+            &[
+                ("q", Some(params.query.clone())),
+                ("workspace", params.workspace.clone()),
+                ("tag", params.tag.clone()),
+                ("prefix", params.prefix.clone()),
+                ("limit", params.limit.map(|l| l.to_string())),
+                ("cursor", params.cursor.clone()),
+            ],
+        );
         let a = self
             .request(Method::GET, &path, None, None, Idempotency::Read)
             .await?;
@@ -628,19 +640,19 @@ impl Client {
         workspace_first: bool,
         file: Option<&str>,
     ) -> Result<Tree> {
-        let mut path = format!("/api/contexts/tree?prefix={}", segment(prefix));
-        if workspace_first {
-            path.push_str("&workspaceFirst=true");
-        }
-        if let Some(f) = file {
-            path.push_str(&format!("&file={}", segment(f)));
-        }
-        if let Some(t) = tag {
-            path.push_str(&format!("&requireTag={}", segment(t)));
-        }
-        if let Some(w) = workspace {
-            path.push_str(&format!("&workspace={}", segment(w)));
-        }
+        let path = with_query(
+            "/api/contexts/tree",
+            &[
+                ("prefix", Some(prefix.to_string())),
+                (
+                    "workspaceFirst",
+                    workspace_first.then(|| "true".to_string()),
+                ),
+                ("file", file.map(str::to_string)),
+                ("requireTag", tag.map(str::to_string)),
+                ("workspace", workspace.map(str::to_string)),
+            ],
+        );
         let a = self
             .request(Method::GET, &path, None, None, Idempotency::Read)
             .await?;
@@ -960,23 +972,17 @@ impl Client {
         cursor: Option<&str>,
     ) -> Result<Option<VersionPage>> {
         self.require_history().await?;
-        let mut query = Vec::new();
-        if let Some(w) = workspace {
-            query.push(format!("workspace={}", segment(w)));
-        }
-        if let Some(l) = limit {
-            query.push(format!("limit={l}"));
-        }
-        if let Some(c) = cursor {
-            query.push(format!("cursor={}", segment(c)));
-        }
-        let mut path = format!(
-            "/api/contexts/by-external/{}/versions",
-            segment(external_id)
+        let path = with_query(
+            &format!(
+                "/api/contexts/by-external/{}/versions",
+                segment(external_id)
+            ),
+            &[
+                ("workspace", workspace.map(str::to_string)),
+                ("limit", limit.map(|l| l.to_string())),
+                ("cursor", cursor.map(str::to_string)),
+            ],
         );
-        if !query.is_empty() {
-            path = format!("{path}?{}", query.join("&"));
-        }
         self.get_optional(&path).await
     }
 
