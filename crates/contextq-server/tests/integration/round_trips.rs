@@ -228,6 +228,22 @@ async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
     assert!(admin::verify_audit(&db, None).await.unwrap().ok());
 }
 
+/// A fresh PostgreSQL database, a `Db` of one connection (of each kind) on it, and a tenant
+/// `name` with a workspace `ws`.
+async fn one_connection(name: &str) -> (TestDatabase, Db, String) {
+    let database = TestDatabase::fresh(Backend::Postgres).await;
+    let db = Db::connect(&database.url, &DbOptions::default().max_connections(1))
+        .await
+        .unwrap();
+    let tenant = admin::create_tenant(&db, name, Plan::Unlimited)
+        .await
+        .unwrap();
+    admin::create_workspace(&db, &tenant, "ws", "ws")
+        .await
+        .unwrap();
+    (database, db, tenant)
+}
+
 /// Prepared statements outlive a schema change made by another process (a newer replica's
 /// migration adding columns during a rolling upgrade): PostgreSQL plans them again, and they
 /// still run, because a write's statements name their columns (a `SELECT t.*` of a table that
@@ -239,16 +255,7 @@ async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
     ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
 )]
 async fn postgres_writes_survive_a_column_added_under_them() {
-    let database = TestDatabase::fresh(Backend::Postgres).await;
-    let db = Db::connect(&database.url, &DbOptions::default().max_connections(1))
-        .await
-        .unwrap();
-    let tenant = admin::create_tenant(&db, "schema", Plan::Unlimited)
-        .await
-        .unwrap();
-    admin::create_workspace(&db, &tenant, "ws", "ws")
-        .await
-        .unwrap();
+    let (database, db, tenant) = one_connection("schema").await;
     let actor = Actor {
         tenant_id: &tenant,
         key_id: None,
@@ -317,16 +324,7 @@ async fn postgres_writes_survive_a_column_added_under_them() {
 )]
 async fn postgres_keeps_a_bounded_number_of_prepared_statements() {
     use contextq_server::db::PREPARED_PER_CONNECTION;
-    let database = TestDatabase::fresh(Backend::Postgres).await;
-    let db = Db::connect(&database.url, &DbOptions::default().max_connections(1))
-        .await
-        .unwrap();
-    let tenant = admin::create_tenant(&db, "shapes", Plan::Unlimited)
-        .await
-        .unwrap();
-    admin::create_workspace(&db, &tenant, "ws", "ws")
-        .await
-        .unwrap();
+    let (_database, db, tenant) = one_connection("shapes").await;
     let actor = Actor {
         tenant_id: &tenant,
         key_id: None,
