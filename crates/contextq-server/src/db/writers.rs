@@ -37,7 +37,7 @@ pub const MAX_PREPARED_VALUES: usize = 512;
 /// An idle connection older than this is closed rather than reused (as sqlx's pool does), so
 /// that connections to a database that went away are not kept forever; checked when one is
 /// taken and when one is given back.
-const IDLE_FOR_AT_MOST: Duration = Duration::from_secs(600);
+pub(crate) const IDLE_FOR_AT_MOST: Duration = Duration::from_secs(600);
 
 /// The write connections of one database.
 pub(crate) struct Writers {
@@ -47,6 +47,8 @@ pub(crate) struct Writers {
     /// The permits there are.
     max: usize,
     acquire_timeout: Duration,
+    /// [`IDLE_FOR_AT_MOST`], but in tests.
+    max_idle: Duration,
 }
 
 impl std::fmt::Debug for Writers {
@@ -80,6 +82,7 @@ impl Writers {
             permits: Arc::new(Semaphore::new(max.max(1) as usize)),
             max: max.max(1) as usize,
             acquire_timeout,
+            max_idle: IDLE_FOR_AT_MOST,
         }
     }
 
@@ -93,7 +96,7 @@ impl Writers {
         let reused = loop {
             let next = self.idle.lock().expect("not poisoned").pop();
             match next {
-                Some(c) if c.idle_since.elapsed() > IDLE_FOR_AT_MOST => close(c.conn),
+                Some(c) if c.idle_since.elapsed() > self.max_idle => close(c.conn),
                 other => break other,
             }
         };
@@ -186,7 +189,7 @@ impl Drop for Writer {
             // The oldest first: those a quiet server has not needed for long are closed.
             while idle
                 .first()
-                .is_some_and(|c| c.idle_since.elapsed() > IDLE_FOR_AT_MOST)
+                .is_some_and(|c| c.idle_since.elapsed() > self.writers.max_idle)
             {
                 close(idle.remove(0).conn);
             }
@@ -301,6 +304,53 @@ fn parameters(n: usize) -> String {
 mod tests {
     use super::*;
 
+    /// Idle connections past their time are closed, when one is taken and when one is given
+    /// back, never reused.
+    #[tokio::test]
+    #[cfg_attr(
+        not(contextq_postgres),
+        ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+    )]
+    async fn connections_idle_too_long_are_closed() {
+        use std::str::FromStr as _;
+        sqlx::any::install_default_drivers();
+        let url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").expect("set when built with it");
+        let mut writers = Writers::new(
+            AnyConnectOptions::from_str(&url).unwrap(),
+            2,
+            Duration::from_secs(5),
+        );
+        writers.max_idle = Duration::from_millis(200);
+        let writers = Arc::new(writers);
+        let fresh = |w: &mut Writer| w.conn().uses == 0;
+        // Taken after its time: a new connection.
+        let mut a = writers.acquire().await.unwrap();
+        a.statement("SELECT $1 AS n", &[Bind::Int(1)])
+            .await
+            .unwrap();
+        a.set_reusable(true);
+        drop(a);
+        let mut again = writers.acquire().await.unwrap();
+        assert!(!fresh(&mut again), "reused while fresh");
+        again.set_reusable(true);
+        drop(again);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut late = writers.acquire().await.unwrap();
+        assert!(
+            fresh(&mut late),
+            "an idle connection past its time was reused"
+        );
+        // Given back beside one past its time: that one is closed.
+        let mut other = writers.acquire().await.unwrap();
+        other.set_reusable(true);
+        drop(other);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        late.set_reusable(true);
+        drop(late);
+        assert_eq!(writers.connections(), (1, 1), "the old idle one closed");
+        writers.close().await;
+    }
+
     #[test]
     fn names_follow_the_text_and_the_types() {
         let a = name_of("text\nSELECT $1");
@@ -375,6 +425,24 @@ mod tests {
         let many: Vec<Bind> = (0..=MAX_PREPARED_VALUES as i64).map(Bind::Int).collect();
         let text = w.statement("SELECT $1", &many).await.unwrap();
         assert_eq!(text, "SELECT 0");
+        let most = &many[..MAX_PREPARED_VALUES];
+        let text = w.statement("SELECT $1", most).await.unwrap();
+        assert!(
+            text.starts_with("EXECUTE cq_"),
+            "{MAX_PREPARED_VALUES} values are prepared"
+        );
+        // Another statement under a prepared one's name (a 64-bit collision) is inlined, never
+        // run as the other.
+        let (name, _) = w
+            .conn()
+            .prepared
+            .iter()
+            .max_by_key(|(_, (_, used))| *used)
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .unwrap();
+        w.conn().prepared.get_mut(&name).unwrap().0 = "bigint\nSELECT 'not this'".into();
+        let text = w.statement("SELECT $1", most).await.unwrap();
+        assert!(text.starts_with("SELECT 0"), "{text}");
         assert_eq!(w.statement("SELECT 1", &[]).await.unwrap(), "SELECT 1");
         // Back to the idle connections, what it prepared with it.
         assert_eq!(writers.connections(), (1, 0));
