@@ -43,6 +43,7 @@ pub mod admin;
 pub mod api;
 pub mod audit;
 pub mod auth;
+mod body;
 pub mod db;
 pub mod embed;
 pub mod error;

@@ -46,8 +46,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use axum::body::Body;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -226,12 +225,9 @@ pub async fn serve_connections(
             async move {
                 let response = router.oneshot(request.map(Body::new)).await?;
                 // The connection counts as being served until its answer's last byte is written.
-                Ok::<_, std::convert::Infallible>(response.map(|body| {
-                    Body::new(ServedBody {
-                        inner: body,
-                        _serving: serving,
-                    })
-                }))
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| crate::body::Watched::body(body, move |_| drop(serving))),
+                )
             }
         });
         let conn = builder.serve_connection(io, service);
@@ -404,33 +400,6 @@ impl Drop for Serving {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n != EVICTED && n > 0).then(|| n - 1)
             });
-    }
-}
-
-/// An answer's body that keeps its connection counted as being served until it is dropped
-/// (hyper drops it once the last byte is written, or when the connection ends).
-struct ServedBody {
-    inner: Body,
-    _serving: Serving,
-}
-
-impl HttpBody for ServedBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

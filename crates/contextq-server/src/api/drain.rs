@@ -6,10 +6,9 @@
 //! is kept: draining costs bandwidth, not memory.
 
 use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes, HttpBody};
+use axum::body::{Body, HttpBody};
 use axum::extract::Request;
 use axum::response::Response;
 
@@ -22,61 +21,14 @@ pub const DRAIN_TIME: Duration = Duration::from_secs(10);
 /// Middleware: the request's body drains itself if it is dropped before its end.
 pub async fn drain_unread_bodies(req: Request, next: axum::middleware::Next) -> Response {
     let (parts, body) = req.into_parts();
-    let body = Body::new(DrainOnDrop {
-        inner: Some(body),
-        ended: false,
-    });
-    next.run(Request::from_parts(parts, body)).await
-}
-
-struct DrainOnDrop {
-    inner: Option<Body>,
-    ended: bool,
-}
-
-impl HttpBody for DrainOnDrop {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
-        let Some(inner) = self.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        let polled = Pin::new(inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
-            self.ended = true;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.ended || self.inner.as_ref().is_none_or(HttpBody::is_end_stream)
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| http_body::SizeHint::with_exact(0), HttpBody::size_hint)
-    }
-}
-
-impl Drop for DrainOnDrop {
-    fn drop(&mut self) {
-        let Some(body) = self.inner.take() else {
-            return;
-        };
-        if self.ended || body.is_end_stream() {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+    let body = crate::body::Watched::body(body, |rest| {
+        if let (Some(body), Ok(runtime)) = (rest, tokio::runtime::Handle::try_current()) {
             runtime.spawn(async move {
                 let _ = tokio::time::timeout(DRAIN_TIME, drain(body)).await;
             });
         }
-    }
+    });
+    next.run(Request::from_parts(parts, body)).await
 }
 
 async fn drain(mut body: Body) {
