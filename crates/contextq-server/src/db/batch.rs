@@ -117,6 +117,16 @@ fn each_parameter(sql: &str, replace: impl Fn(usize) -> Option<String>) -> Strin
     out
 }
 
+/// Each value of `binds` as a SQL literal of `backend` ([`inline`]'s), separated by commas:
+/// the arguments of an `EXECUTE`.
+pub fn literals(binds: &[Bind], backend: Backend) -> String {
+    binds
+        .iter()
+        .map(|b| literal(b, backend))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn literal(b: &Bind, backend: Backend) -> String {
     let text = |t: &str| match backend {
         Backend::Sqlite => format!("'{}'", t.replace('\'', "''")),

@@ -26,7 +26,7 @@ use sqlx::any::AnyConnectOptions;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Backend;
-use super::batch::{Bind, inline};
+use super::batch::{Bind, inline, literals};
 
 /// Statements a connection keeps prepared: the shapes of a server's writes are a few dozen.
 pub const PREPARED_PER_CONNECTION: usize = 64;
@@ -254,8 +254,10 @@ impl Writer {
                 }
             }
         }
-        let values = inline(&parameters(binds.len()), binds, Backend::Postgres);
-        Ok(format!("EXECUTE {name}({values})"))
+        Ok(format!(
+            "EXECUTE {name}({})",
+            literals(binds, Backend::Postgres)
+        ))
     }
 
     /// `DEALLOCATE` of the statements evicted since the last query, to send before the next.
@@ -295,14 +297,21 @@ fn name_of(key: &str) -> String {
     format!("cq_{:016x}", h.finish())
 }
 
-/// `$1, $2, ..., $n`.
-fn parameters(n: usize) -> String {
-    super::batch::placeholders(1, n)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Write connections to the test PostgreSQL (`CONTEXTQ_TEST_DATABASE_URL`).
+    fn test_writers(max: u32, acquire_timeout: Duration) -> Writers {
+        use std::str::FromStr as _;
+        sqlx::any::install_default_drivers();
+        let url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").expect("set when built with it");
+        Writers::new(
+            AnyConnectOptions::from_str(&url).unwrap(),
+            max,
+            acquire_timeout,
+        )
+    }
 
     /// Idle connections past their time are closed, when one is taken and when one is given
     /// back, never reused.
@@ -312,14 +321,7 @@ mod tests {
         ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
     )]
     async fn connections_idle_too_long_are_closed() {
-        use std::str::FromStr as _;
-        sqlx::any::install_default_drivers();
-        let url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").expect("set when built with it");
-        let mut writers = Writers::new(
-            AnyConnectOptions::from_str(&url).unwrap(),
-            2,
-            Duration::from_secs(5),
-        );
+        let mut writers = test_writers(2, Duration::from_secs(5));
         writers.max_idle = Duration::from_millis(200);
         let writers = Arc::new(writers);
         let fresh = |w: &mut Writer| w.conn().uses == 0;
@@ -364,7 +366,10 @@ mod tests {
     fn values_are_typed_as_sqlx_binds_them() {
         assert_eq!(type_of(&Bind::OptText(None)), "text");
         assert_eq!(type_of(&Bind::OptInt(Some(1))), "bigint");
-        assert_eq!(parameters(3), "$1, $2, $3");
+        assert_eq!(
+            literals(&[Bind::Int(1), Bind::OptText(None)], Backend::Postgres),
+            "1, NULL"
+        );
     }
 
     /// Against PostgreSQL: a statement is prepared once per connection, its values never read
@@ -376,14 +381,7 @@ mod tests {
         ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
     )]
     async fn statements_are_prepared_once_and_bounded() {
-        use std::str::FromStr as _;
-        sqlx::any::install_default_drivers();
-        let url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").expect("set when built with it");
-        let writers = Arc::new(Writers::new(
-            AnyConnectOptions::from_str(&url).unwrap(),
-            1,
-            Duration::from_secs(5),
-        ));
+        let writers = Arc::new(test_writers(1, Duration::from_secs(5)));
         let mut w = writers.acquire().await.unwrap();
         let hostile = Bind::Text("x'); DROP TABLE nothing; --$$ $cq$".into());
         let sql = "SELECT $1 || '' AS t, $2 + 1 AS n";
@@ -458,11 +456,7 @@ mod tests {
         assert_eq!(w.prepared(), 0, "a new connection");
         // One connection at most: a second write waits, then gives up.
         let started = Instant::now();
-        let second = Arc::new(Writers::new(
-            AnyConnectOptions::from_str(&url).unwrap(),
-            1,
-            Duration::from_millis(200),
-        ));
+        let second = Arc::new(test_writers(1, Duration::from_millis(200)));
         let held = second.acquire().await.unwrap();
         assert!(matches!(
             second.acquire().await,
