@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{Server, database, server_bin, start_server_with};
+use crate::{Server, backends, serve, server_bin};
 
 fn rss_mib(server: &Server, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.process.child.id()))
@@ -105,12 +105,12 @@ async fn one(
     c: usize,
     rounds: usize,
 ) -> Result<()> {
-    let (db, dir) = database(backend, postgres).await?;
     let args: Vec<&str> = match budget {
         Some(b) => vec!["--body-budget-bytes", b],
         None => vec![],
     };
-    let server = start_server_with(&db, dir, &args)?;
+    let server = serve(backend, postgres, &args).await?;
+    let db = &server.database.url;
     let tenant = server.boot["tenantId"]
         .as_str()
         .unwrap_or_default()
@@ -119,7 +119,7 @@ async fn one(
         .args([
             "admin",
             "--database-url",
-            &db,
+            db,
             "create-key",
             "--tenant-id",
             &tenant,
@@ -204,11 +204,7 @@ async fn one(
 }
 
 pub async fn run(concurrency: usize, rounds: usize, postgres: Option<String>) -> Result<()> {
-    let mut backends = vec!["sqlite"];
-    if postgres.is_some() {
-        backends.push("postgres");
-    }
-    for backend in backends {
+    for backend in backends(postgres.as_deref()) {
         for budget in [None, Some("4294967296")] {
             one(backend, postgres.as_deref(), budget, concurrency, rounds).await?;
         }

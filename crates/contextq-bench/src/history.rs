@@ -15,7 +15,7 @@ use contextq_memory_tool::MemoryToolHandlers;
 use contextq_memory_tool::contextq::history::StepAction;
 use serde_json::json;
 
-use crate::{database, start_server_with};
+use crate::{backends, serve};
 
 fn median_ms(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(|a, b| a.total_cmp(b));
@@ -35,16 +35,11 @@ async fn ok(
 
 /// Runs the benchmark on SQLite and, when given, PostgreSQL; prints a table.
 pub async fn run(versions: usize, files: usize, postgres: Option<String>) -> Result<()> {
-    let mut backends = vec!["sqlite"];
-    if postgres.is_some() {
-        backends.push("postgres");
-    }
     println!("| backend | measure | value |");
     println!("|---|---|---|");
-    for backend in backends {
-        let (db, dir) = database(backend, postgres.as_deref()).await?;
-        let server =
-            start_server_with(&db, dir, &["--versions-kept", &versions.max(1).to_string()])?;
+    let kept = versions.max(1).to_string();
+    for backend in backends(postgres.as_deref()) {
+        let server = serve(backend, postgres.as_deref(), &["--versions-kept", &kept]).await?;
         let tool = server.tool(&server.url, "ws")?;
 
         // 1. One file, `versions` versions.

@@ -173,7 +173,7 @@ struct Server {
     key: String,
     boot: Value,
     /// Dropped after the process (fields drop in order), which removes a PostgreSQL database.
-    _database: TestDatabase,
+    database: TestDatabase,
 }
 
 /// `contextq-server` beside this binary, or `CONTEXTQ_BENCH_SERVER_BIN` (another build, e.g.
@@ -194,22 +194,16 @@ fn server_bin() -> Result<std::path::PathBuf> {
 
 /// A fresh database for one benchmark run (SQLite file or PostgreSQL database), dropped with
 /// the returned guard.
-async fn database(backend: &str, postgres: Option<&str>) -> Result<(String, TestDatabase)> {
+/// A fresh database on `backend` (`sqlite`, or `postgres` under the admin URL `postgres`),
+/// bootstrapped (tenant `bench`, workspace `ws`), and a server on it started with `serve_args`.
+async fn serve(backend: &str, postgres: Option<&str>, serve_args: &[&str]) -> Result<Server> {
     let backend = if backend == "sqlite" {
         Backend::Sqlite
     } else {
         Backend::Postgres
     };
     let database = TestDatabase::create(backend, postgres).await?;
-    Ok((database.url.clone(), database))
-}
-
-fn start_server(db: &str, dir: TestDatabase) -> Result<Server> {
-    start_server_with(db, dir, &[])
-}
-
-/// [`start_server`] with more `serve` flags; the bootstrap's output is in `Server::boot`.
-fn start_server_with(db: &str, dir: TestDatabase, serve_args: &[&str]) -> Result<Server> {
+    let db = database.url.as_str();
     let bin = server_bin()?;
     let out = Command::new(&bin)
         .args([
@@ -235,7 +229,7 @@ fn start_server_with(db: &str, dir: TestDatabase, serve_args: &[&str]) -> Result
         process,
         key: boot["apiKey"].as_str().unwrap_or_default().to_string(),
         boot,
-        _database: dir,
+        database,
     })
 }
 
@@ -440,8 +434,7 @@ async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for backend in backends(postgres.as_deref()) {
-        let (db, dir) = database(backend, postgres.as_deref()).await?;
-        let server = start_server(&db, dir)?;
+        let server = serve(backend, postgres.as_deref(), &[]).await?;
         // Counts HTTP requests per command.
         let count = Proxy::start(&server.url).await;
         let counted = Arc::new(server.tool(&count.url, "ws")?);
@@ -562,8 +555,7 @@ async fn commands(ops: usize, postgres: Option<String>) -> Result<()> {
 /// `tree-file` extensions a view is one `GET /api/contexts/tree?...&file=`, checked through a
 /// counting proxy first), and against the contract's plain read of one context for reference.
 async fn overhead(ops: usize) -> Result<()> {
-    let (db, dir) = database("sqlite", None).await?;
-    let server = start_server(&db, dir)?;
+    let server = serve("sqlite", None, &[]).await?;
     let tool = server.tool(&server.url, "ws")?;
     let r = tool.execute(json!({"command": "create", "path": "/memories/o.md", "file_text": "one line of memory\n".repeat(10)})).await;
     anyhow::ensure!(!r.is_error, "{}", r.content);
@@ -679,13 +671,15 @@ async fn tenant_size(
     };
     let http = reqwest::Client::new();
     for backend in backends(postgres.as_deref()) {
-        let (db, dir) = database(backend, postgres.as_deref()).await?;
-        let server = start_server(&db, dir)?;
+        let server = serve(backend, postgres.as_deref(), &[]).await?;
         let tool = Arc::new(server.tool(&server.url, "ws")?);
         if tenants > 0 {
             // Made through the database (as `admin bootstrap` would), filled through the API.
-            let pool =
-                contextq_server::Db::connect(&db, &contextq_server::DbOptions::default()).await?;
+            let pool = contextq_server::Db::connect(
+                &server.database.url,
+                &contextq_server::DbOptions::default(),
+            )
+            .await?;
             for t in 0..tenants {
                 let boot = contextq_server::admin::bootstrap(
                     &pool,
@@ -714,7 +708,7 @@ async fn tenant_size(
             // Grow the tenant to n files (the commands' own files come on top).
             server.load(&http, "ws", "load", 1000, loaded..n).await?;
             loaded = loaded.max(n);
-            settle(&db).await?;
+            settle(&server.database.url).await?;
             let base = format!("/memories/r{round}");
             for i in 0..20 {
                 let r = tool.execute(json!({"command": "create", "path": format!("{base}/dir/f{i}.md"), "file_text": "x\n"})).await;
@@ -779,8 +773,7 @@ async fn best_view(tool: &ContextQMemoryTool, path: &str) -> Result<(std::time::
 async fn scale(max_files: usize, postgres: Option<String>) -> Result<()> {
     let http = reqwest::Client::new();
     for backend in backends(postgres.as_deref()) {
-        let (db, dir) = database(backend, postgres.as_deref()).await?;
-        let server = start_server(&db, dir)?;
+        let server = serve(backend, postgres.as_deref(), &[]).await?;
         println!(
             "\n{backend}: listing one directory (view, 2 levels, derived sizes), whole (no answer budget) and with the default budget\n"
         );

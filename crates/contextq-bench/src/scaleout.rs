@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use contextq_memory_tool::MemoryToolHandlers;
 use contextq_memory_tool::contextq::ContextQMemoryTool;
-use contextq_server::testing::TcpProxy;
-use contextq_server::{Db, DbOptions, Plan, Scope, admin};
+use contextq_server::testing::{TcpProxy, TestDatabase};
+use contextq_server::{Backend, Db, DbOptions, Plan, Scope, admin};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -43,7 +43,8 @@ pub struct Options {
 }
 
 pub async fn run(options: Options) -> Result<()> {
-    let (db_url, _database) = crate::database("postgres", Some(&options.postgres)).await?;
+    let database = TestDatabase::create(Backend::Postgres, Some(&options.postgres)).await?;
+    let db_url = database.url.clone();
     let tenants = provision(&db_url, 9).await?;
     println!(
         "database: a fresh PostgreSQL database; 2 replicas (separate contextq-server processes) \

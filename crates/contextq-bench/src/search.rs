@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::Result;
 use serde_json::{Value, json};
 
-use super::{backends, database, ms, settle, start_server, stats};
+use super::{backends, ms, serve, settle, stats};
 
 /// A word of the vocabulary: two to four syllables, a distinct word per index.
 fn word(n: usize) -> String {
@@ -130,8 +130,7 @@ const KINDS: [(&str, Make); 5] = [
 pub async fn run(sizes: Vec<usize>, queries: usize, postgres: Option<String>) -> Result<()> {
     let http = reqwest::Client::new();
     for backend in backends(postgres.as_deref()) {
-        let (db, dir) = database(backend, postgres.as_deref()).await?;
-        let server = start_server(&db, dir)?;
+        let server = serve(backend, postgres.as_deref(), &[]).await?;
         println!(
             "\n{backend}: search p50 / p99 ms over {queries} queries of each kind, limit=10, by files the tenant holds\n"
         );
@@ -145,7 +144,7 @@ pub async fn run(sizes: Vec<usize>, queries: usize, postgres: Option<String>) ->
             let load_per_k =
                 started.elapsed().as_secs_f64() / ((n - loaded).max(1) as f64 / 1000.0);
             loaded = n;
-            settle(&db).await?;
+            settle(&server.database.url).await?;
             let mut cells = Vec::new();
             for (kind, make) in KINDS {
                 let mut rng = fastrand::Rng::with_seed(7);

@@ -537,31 +537,26 @@ pub async fn verify(db: &Db, tenant: Option<&str>) -> Result<Verification> {
         });
         return Ok(v);
     }
-    let heads = match tenant {
-        Some(t) => {
-            sqlx::query("SELECT tenant_id, seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1")
-                .bind(t.to_string())
-                .fetch_all(db.pool())
-                .await?
+    let mut heads = sqlx::query(match tenant {
+        Some(_) => {
+            "SELECT tenant_id, seq, last_hash, keyed_from, mac FROM audit_heads WHERE tenant_id = $1"
         }
         None => {
-            sqlx::query("SELECT tenant_id, seq, last_hash, keyed_from, mac FROM audit_heads ORDER BY tenant_id")
-                .fetch_all(db.pool())
-                .await?
+            "SELECT tenant_id, seq, last_hash, keyed_from, mac FROM audit_heads ORDER BY tenant_id"
         }
-    };
+    });
+    if let Some(t) = tenant {
+        heads = heads.bind(t.to_string());
+    }
+    let heads = heads.fetch_all(db.pool()).await?;
     for head in heads {
         let tenant_id: String = head.try_get("tenant_id")?;
-        let head_seq: i64 = head.try_get("seq")?;
-        let head_hash: Option<String> = head.try_get("last_hash")?;
-        let keyed_from: Option<i64> = head.try_get("keyed_from")?;
-        let head_mac: Option<String> = head.try_get("mac")?;
         v.chains += 1;
         let head = TenantHead {
-            seq: head_seq,
-            hash: head_hash,
-            keyed_from,
-            mac: head_mac,
+            seq: head.try_get("seq")?,
+            hash: head.try_get("last_hash")?,
+            keyed_from: head.try_get("keyed_from")?,
+            mac: head.try_get("mac")?,
         };
         if let Some(bad) = verify_tenant(db, key, &tenant_id, head, &mut v).await? {
             v.first_bad = Some(bad);

@@ -442,7 +442,18 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
         }
         Admin::ListKeys { tenant_id, json } => {
             let keys = admin::list_keys(db, &tenant_id).await?;
-            let rows = keys.iter().map(|k| {
+            let header = [
+                "KEY",
+                "NAME",
+                "LAST4",
+                "SCOPES",
+                "WORKSPACES",
+                "KIND",
+                "EXPIRES",
+                "LAST USED",
+                "STATE",
+            ];
+            print_listing(json, &keys, &header, |k| {
                 vec![
                     k.key_id.clone(),
                     k.name.clone().unwrap_or_default(),
@@ -458,55 +469,32 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
                         .as_ref()
                         .map_or_else(|| "active".to_string(), |at| format!("revoked {at}")),
                 ]
-            });
-            let header = [
-                "KEY",
-                "NAME",
-                "LAST4",
-                "SCOPES",
-                "WORKSPACES",
-                "KIND",
-                "EXPIRES",
-                "LAST USED",
-                "STATE",
-            ];
-            print_listing(json, &keys, &header, rows.collect())?;
+            })?;
         }
         Admin::ListTenants { json } => {
             let tenants = admin::list_tenants(db).await?;
-            let rows = tenants
-                .iter()
-                .map(|t| {
-                    vec![
-                        t.tenant_id.clone(),
-                        t.name.clone(),
-                        t.plan.clone(),
-                        t.contexts.to_string(),
-                        t.created_at.clone(),
-                    ]
-                })
-                .collect();
-            print_listing(
-                json,
-                &tenants,
-                &["TENANT", "NAME", "PLAN", "CONTEXTS", "CREATED"],
-                rows,
-            )?;
+            let header = ["TENANT", "NAME", "PLAN", "CONTEXTS", "CREATED"];
+            print_listing(json, &tenants, &header, |t| {
+                vec![
+                    t.tenant_id.clone(),
+                    t.name.clone(),
+                    t.plan.clone(),
+                    t.contexts.to_string(),
+                    t.created_at.clone(),
+                ]
+            })?;
         }
         Admin::ListWorkspaces { tenant_id, json } => {
             let list = admin::list_workspaces(db, &tenant_id).await?;
-            let rows = list
-                .iter()
-                .map(|w| {
-                    vec![
-                        w.slug.clone(),
-                        w.name.clone(),
-                        if w.archived { "archived" } else { "active" }.to_string(),
-                        w.created_at.clone(),
-                    ]
-                })
-                .collect();
-            print_listing(json, &list, &["SLUG", "NAME", "STATE", "CREATED"], rows)?;
+            print_listing(json, &list, &["SLUG", "NAME", "STATE", "CREATED"], |w| {
+                let state = if w.archived { "archived" } else { "active" };
+                vec![
+                    w.slug.clone(),
+                    w.name.clone(),
+                    state.into(),
+                    w.created_at.clone(),
+                ]
+            })?;
         }
         Admin::ExpireKey { key, expires_in } => {
             if !admin::expire_key(db, &key, expires_in).await? {
@@ -638,13 +626,13 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
-/// A listing: `items` as one JSON object per line with `json`, else `rows` as an aligned
+/// A listing: `items` as one JSON object per line with `json`, else their `row`s as an aligned
 /// table under `header`.
 fn print_listing<T: serde::Serialize>(
     json: bool,
     items: &[T],
     header: &[&str],
-    rows: Vec<Vec<String>>,
+    row: impl Fn(&T) -> Vec<String>,
 ) -> Result<()> {
     if json {
         for item in items {
@@ -652,6 +640,7 @@ fn print_listing<T: serde::Serialize>(
         }
         return Ok(());
     }
+    let rows: Vec<Vec<String>> = items.iter().map(row).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -143,23 +143,25 @@ function levelRows(workspace, dir, body, depth) {
   return rows;
 }
 
+/** A one-field form (`id`, its input `inputId`) that runs `submit` with the text typed. */
+function toolbar(id, inputId, label, placeholder, button, submit) {
+  const input = el("input", { id: inputId, placeholder });
+  const form = el("form", { class: "toolbar", id },
+    el("label", { for: inputId }, label), input, el("button", { type: "submit" }, button));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    run(() => submit(input.value));
+  });
+  return form;
+}
+
 async function tree(workspace) {
   status("");
   const root = await level(workspace, "");
-  const input = el("input", { id: "tree-filter-path", placeholder: "path starts with, e.g. projects/" });
-  const filter = el("form", { class: "toolbar", id: "tree-filter" },
-    el("label", { for: "tree-filter-path" }, "Find files"), input, el("button", { type: "submit" }, "Find"));
-  filter.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    run(() => search(workspace, input.value));
-  });
-  const words = el("input", { id: "content-search-query", placeholder: "words in the files, e.g. staging password or OPS-4471" });
-  const contentForm = el("form", { class: "toolbar", id: "content-search" },
-    el("label", { for: "content-search-query" }, "Search contents"), words, el("button", { type: "submit" }, "Search"));
-  contentForm.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    run(() => contentSearch(workspace, words.value));
-  });
+  const filter = toolbar("tree-filter", "tree-filter-path", "Find files", "path starts with, e.g. projects/", "Find",
+    (text) => search(workspace, text));
+  const contentForm = toolbar("content-search", "content-search-query", "Search contents",
+    "words in the files, e.g. staging password or OPS-4471", "Search", (text) => contentSearch(workspace, text));
   show(el("h2", {}, `Memory of workspace ${workspace}`),
     el("p", { class: "muted", id: "tree-summary" }, `${root.files} files, ${size(root.sizeBytes)}`),
     contentForm,

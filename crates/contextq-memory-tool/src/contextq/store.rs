@@ -711,8 +711,9 @@ impl ContextQStore {
             return Err(precondition());
         };
         let expected = expected.number() as i64;
-        // An attempt read back as "not applied" may commit late, so after one a 412 is read
-        // back, and the row at `expected + 1` with our content is our write.
+        // The row at `expected + 1` with our content is our write.
+        let ours = |f: &Fetched| f.context.content == content && f.context.version == expected + 1;
+        // An attempt read back as "not applied" may commit late, so after one a 412 is read back.
         let mut lost = false;
         for attempt in 0..2 {
             match self
@@ -723,11 +724,8 @@ impl ContextQStore {
                 Ok(f) => return Ok(f.etag.map(|v| Version::of_row(id, v as u64))),
                 Err(e) if refused(&e, ErrorCode::PreconditionFailed) && lost => {
                     return match self.client.get(id).await {
-                        Ok(Some(f))
-                            if f.context.content == content
-                                && f.context.version == expected + 1 =>
-                        {
-                            Ok(Some(Version::of_row(id, f.context.version as u64)))
+                        Ok(Some(f)) if ours(&f) => {
+                            Ok(Some(Version::of_row(id, expected as u64 + 1)))
                         }
                         // Changed by someone, perhaps after ours: not known.
                         _ => Err(unknown(path, "write", e)),
@@ -748,11 +746,8 @@ impl ContextQStore {
                         Err(_) => return Err(unknown(path, "write", e)),
                     };
                     match back {
-                        Some(f)
-                            if f.context.content == content
-                                && f.context.version == expected + 1 =>
-                        {
-                            return Ok(Some(Version::of_row(id, f.context.version as u64)));
+                        Some(f) if ours(&f) => {
+                            return Ok(Some(Version::of_row(id, expected as u64 + 1)));
                         }
                         // Still at the version we wrote against: not applied (yet).
                         Some(f) if f.context.version == expected && attempt == 0 => {

@@ -199,21 +199,15 @@ pub async fn verify_against(db: &Db, checkpoint: &Checkpoint) -> Result<Verifica
 
 async fn check_position(db: &Db, p: &Position) -> Result<Option<BadRow>> {
     let t = p.tenant_id.as_deref();
-    let head = match t {
-        Some(t) => {
-            sqlx::query("SELECT seq, keyed_from FROM audit_heads WHERE tenant_id = $1")
-                .bind(t.to_string())
-                .fetch_optional(db.pool())
-                .await?
-        }
-        None => {
-            sqlx::query(
-                "SELECT seq, CAST(NULL AS BIGINT) AS keyed_from FROM audit_head WHERE id = 1",
-            )
-            .fetch_optional(db.pool())
-            .await?
-        }
-    };
+    // The global chain (before tenant chains) has one head and was never keyed.
+    let mut head = sqlx::query(match t {
+        Some(_) => "SELECT seq, keyed_from FROM audit_heads WHERE tenant_id = $1",
+        None => "SELECT seq, CAST(NULL AS BIGINT) AS keyed_from FROM audit_head WHERE id = 1",
+    });
+    if let Some(t) = t {
+        head = head.bind(t.to_string());
+    }
+    let head = head.fetch_optional(db.pool()).await?;
     let Some(head) = head else {
         return Ok(bad(
             t,

@@ -144,34 +144,23 @@ async fn page(
         }
         sql.push_str(&fragment.replace("$?", &format!("${}", binds.len())));
     };
-    let order = match chain {
-        Chain::Tenant(before) => {
-            push(
-                &mut sql,
-                " AND a.tenant_seq >= 1 AND a.tenant_seq <= (SELECT h.seq FROM audit_heads h WHERE h.tenant_id = $1)".into(),
-                None,
-            );
-            if let Some(n) = before {
-                push(
-                    &mut sql,
-                    " AND a.tenant_seq < $?".into(),
-                    Some(Bind::Int(n)),
-                );
-            }
-            " ORDER BY a.tenant_seq DESC"
-        }
-        Chain::Legacy(before) => {
-            push(
-                &mut sql,
-                " AND a.tenant_seq IS NULL AND a.seq <= COALESCE((SELECT g.seq FROM audit_head g WHERE g.id = 1), 0)".into(),
-                None,
-            );
-            if let Some(n) = before {
-                push(&mut sql, " AND a.seq < $?".into(), Some(Bind::Int(n)));
-            }
-            " ORDER BY a.seq DESC"
-        }
+    // Each chain: the rows within its head, the column that orders it, the page's cursor.
+    let (within, column, before) = match chain {
+        Chain::Tenant(before) => (
+            " AND a.tenant_seq >= 1 AND a.tenant_seq <= (SELECT h.seq FROM audit_heads h WHERE h.tenant_id = $1)",
+            "a.tenant_seq",
+            before,
+        ),
+        Chain::Legacy(before) => (
+            " AND a.tenant_seq IS NULL AND a.seq <= COALESCE((SELECT g.seq FROM audit_head g WHERE g.id = 1), 0)",
+            "a.seq",
+            before,
+        ),
     };
+    push(&mut sql, within.into(), None);
+    if let Some(n) = before {
+        push(&mut sql, format!(" AND {column} < $?"), Some(Bind::Int(n)));
+    }
     if let Some(key) = &q.key_id {
         push(
             &mut sql,
@@ -200,7 +189,7 @@ async fn page(
     }
     push(
         &mut sql,
-        format!("{order} LIMIT $?"),
+        format!(" ORDER BY {column} DESC LIMIT $?"),
         Some(Bind::Int(limit)),
     );
     Ok(

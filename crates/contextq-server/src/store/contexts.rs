@@ -572,13 +572,7 @@ struct Upserting<'a> {
 
 impl<'a> Upserting<'a> {
     fn new(db: &Db, actor: Actor<'a>, head: Head, found: &Found) -> Self {
-        let mut versions = Versions::new(
-            actor.tenant_id,
-            actor.key_id,
-            found.usage.clone(),
-            found.plan,
-            db.versions_kept(),
-        );
+        let mut versions = Versions::of_write(db, actor, found.usage.clone(), found.plan);
         for k in &found.kept {
             versions.known(&k.external_id, k.kept);
         }
@@ -812,13 +806,7 @@ impl Locked {
 
     /// The versions of a write on this context, by `actor`.
     fn versions<'a>(&self, db: &Db, actor: Actor<'a>) -> Versions<'a> {
-        let mut versions = Versions::new(
-            actor.tenant_id,
-            actor.key_id,
-            self.usage.clone(),
-            self.plan,
-            db.versions_kept(),
-        );
+        let mut versions = Versions::of_write(db, actor, self.usage.clone(), self.plan);
         if let Some((c, _)) = &self.context {
             versions.known(&c.external_id, self.kept);
         }
@@ -1162,75 +1150,118 @@ pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) 
             updated_at: now(),
             ..old.clone()
         };
-        let mut batch = Batch::default();
-        batch.push(
-            "UPDATE contexts SET external_id = $1, title = $2, version = $3, updated_at = $4 \
-             WHERE id = $5 AND tenant_id = $6 AND version = $7",
-            vec![
-                Bind::Text(to.to_string()),
-                Bind::OptText(new.title.clone()),
-                Bind::Int(new.version),
-                Bind::Text(new.updated_at.clone()),
-                Bind::Text(old.id.clone()),
-                Bind::Text(actor.tenant_id.to_string()),
-                Bind::Int(old.version),
-            ],
-            Some(1),
-        );
-        batch.push_dialects(super::search::put(
-            actor.tenant_id,
-            &old.id,
-            to,
-            &old.content,
-        ));
         let workspace_id = present(workspace_id)?;
-        let detail = serde_json::json!({"externalId": from, "to": to, "version": new.version});
-        let gone_seq =
-            head.append(actor.record("context.rename", "context", &old.id, detail.clone()));
-        versions.push(
+        let mut batch = Batch::default();
+        push_move(
             &mut batch,
-            Change {
-                action: Action::Delete,
-                external_id: from,
-                context_id: &old.id,
-                context_version: new.version,
+            &mut head,
+            &mut versions,
+            actor,
+            Moving {
+                id: &old.id,
+                from,
+                to,
+                version: old.version,
+                old_title: old.title.as_deref(),
+                title: new.title.as_deref(),
                 workspace_id: &workspace_id,
                 kind: &old.kind,
-                title: old.title.as_deref(),
                 tags: &old.tags,
-                content: None,
-                seq: gone_seq,
+                content: &old.content,
                 at: &new.updated_at,
-                renamed_from: None,
-            },
-        );
-        let seq = head.append(actor.record(
-            "context.rename",
-            "context",
-            &old.id,
-            serde_json::json!({"externalId": to, "from": from, "version": new.version}),
-        ));
-        versions.push(
-            &mut batch,
-            Change {
-                action: Action::Create,
-                external_id: to,
-                context_id: &new.id,
-                context_version: new.version,
-                workspace_id: &workspace_id,
-                kind: &new.kind,
-                title: new.title.as_deref(),
-                tags: &new.tags,
-                content: Some(&new.content),
-                seq,
-                at: &new.updated_at,
-                renamed_from: Some(from),
             },
         );
         versions.finish(&mut batch, &mut head);
         Ok(Outcome::Write(head, batch, new))
     })
     .await
+}
+
+/// A row moving to another external id, keeping its id: what [`rename`] writes for its row
+/// and `rename_prefix` for each row beneath the directory.
+pub(super) struct Moving<'a> {
+    /// The row's id.
+    pub id: &'a str,
+    /// The external id it leaves.
+    pub from: &'a str,
+    /// The external id it takes.
+    pub to: &'a str,
+    /// Its version before the move (it goes up one).
+    pub version: i64,
+    /// Its title before the move (the `delete` version's).
+    pub old_title: Option<&'a str>,
+    /// Its title after the move.
+    pub title: Option<&'a str>,
+    /// Its workspace's id.
+    pub workspace_id: &'a str,
+    /// Its `type`.
+    pub kind: &'a str,
+    /// Its tags.
+    pub tags: &'a [String],
+    /// Its content (unchanged).
+    pub content: &'a str,
+    /// When (RFC 3339).
+    pub at: &'a str,
+}
+
+/// Pushes a move: the row's update and search document, a `delete` version of `from` and a
+/// `create` version of `to` (with `renamed_from`), each with its `context.rename` audit row.
+pub(super) fn push_move<'a>(
+    batch: &mut Batch,
+    head: &mut Head,
+    versions: &mut Versions<'a>,
+    actor: Actor<'a>,
+    m: Moving<'_>,
+) {
+    let version = m.version + 1;
+    batch.push(
+        "UPDATE contexts SET external_id = $1, title = $2, version = $3, updated_at = $4 \
+         WHERE id = $5 AND tenant_id = $6 AND version = $7",
+        vec![
+            Bind::Text(m.to.to_string()),
+            Bind::OptText(m.title.map(str::to_string)),
+            Bind::Int(version),
+            Bind::Text(m.at.to_string()),
+            Bind::Text(m.id.to_string()),
+            Bind::Text(actor.tenant_id.to_string()),
+            Bind::Int(m.version),
+        ],
+        Some(1),
+    );
+    batch.push_dialects(super::search::put(actor.tenant_id, m.id, m.to, m.content));
+    let detail = serde_json::json!({"externalId": m.from, "to": m.to, "version": version});
+    let gone = head.append(actor.record("context.rename", "context", m.id, detail));
+    let change = |action, external_id, title, content, seq, renamed_from| Change {
+        action,
+        external_id,
+        context_id: m.id,
+        context_version: version,
+        workspace_id: m.workspace_id,
+        kind: m.kind,
+        title,
+        tags: m.tags,
+        content,
+        seq,
+        at: m.at,
+        renamed_from,
+    };
+    versions.push(
+        batch,
+        change(Action::Delete, m.from, m.old_title, None, gone, None),
+    );
+    let detail = serde_json::json!({"externalId": m.to, "from": m.from, "version": version});
+    let seq = head.append(actor.record("context.rename", "context", m.id, detail));
+    versions.push(
+        batch,
+        change(
+            Action::Create,
+            m.to,
+            m.title,
+            Some(m.content),
+            seq,
+            Some(m.from),
+        ),
+    );
 }
 
 /// The statement that deletes the row `id` at `version`, and its audit row (`context.delete`

@@ -154,6 +154,17 @@ impl<'a> Versions<'a> {
         }
     }
 
+    /// Versions of a write by `actor` on `db` (keeping what the server is configured to keep).
+    pub fn of_write(db: &Db, actor: super::Actor<'a>, usage: Usage, plan: Plan) -> Self {
+        Versions::new(
+            actor.tenant_id,
+            actor.key_id,
+            usage,
+            plan,
+            db.versions_kept(),
+        )
+    }
+
     /// What the write read of `external_id`'s kept versions.
     pub fn known(&mut self, external_id: &str, kept: Kept) {
         self.paths.insert(external_id.to_string(), kept);

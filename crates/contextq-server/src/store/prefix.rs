@@ -19,7 +19,7 @@ use contextq_api::limits::{MAX_PREFIX_CONTEXTS, MAX_PREFIX_RENAME_BYTES, MAX_TIT
 use serde::Deserialize;
 use sqlx::Row as _;
 
-use super::contexts::Scope;
+use super::contexts::{Moving, Scope, push_move};
 use super::history::{Change, Kept, Usage, Versions, usage_columns};
 use super::{Actor, Error, Outcome, Result, decode, json_rows, now, tags_from, write};
 use crate::db::{Batch, Bind, Db, Row};
@@ -326,61 +326,33 @@ pub async fn rename_prefix(
             let title = match (retitle, &r.title) {
                 (Some(t), Some(old)) if old.starts_with(t.from) => {
                     let new = format!("{}{}", t.to, &old[t.from.len()..]);
-                    (new.len() <= MAX_TITLE_BYTES).then_some(new).or(r.title.clone())
+                    (new.len() <= MAX_TITLE_BYTES)
+                        .then_some(new)
+                        .or(r.title.clone())
                 }
                 _ => r.title.clone(),
             };
-            let version = r.version + 1;
-            batch.push(
-                "UPDATE contexts SET external_id = $1, title = $2, version = $3, updated_at = $4 \
-                 WHERE id = $5 AND tenant_id = $6 AND version = $7",
-                vec![
-                    Bind::Text(new_id.clone()),
-                    Bind::OptText(title.clone()),
-                    Bind::Int(version),
-                    Bind::Text(at.clone()),
-                    Bind::Text(r.id.clone()),
-                    Bind::Text(actor.tenant_id.to_string()),
-                    Bind::Int(r.version),
-                ],
-                Some(1),
-            );
-            batch.push_dialects(super::search::put(
-                actor.tenant_id,
-                &r.id,
-                &new_id,
-                r.content.as_deref().unwrap_or_default(),
-            ));
             let tags = tags_from(&r.tags);
-            let gone = head.append(actor.record(
-                "context.rename",
-                "context",
-                &r.id,
-                serde_json::json!({"externalId": r.external_id, "to": new_id, "version": version}),
-            ));
-            versions.push(
+            push_move(
                 &mut batch,
-                change(Action::Delete, r, &r.external_id, version, &tags, None, gone, &at),
+                &mut head,
+                &mut versions,
+                actor,
+                Moving {
+                    id: &r.id,
+                    from: &r.external_id,
+                    to: &new_id,
+                    version: r.version,
+                    old_title: r.title.as_deref(),
+                    title: title.as_deref(),
+                    workspace_id: &r.workspace_id,
+                    kind: &r.kind,
+                    tags: &tags,
+                    content: r.content.as_deref().unwrap_or_default(),
+                    at: &at,
+                },
             );
-            let seq = head.append(actor.record(
-                "context.rename",
-                "context",
-                &r.id,
-                serde_json::json!({"externalId": new_id, "from": r.external_id, "version": version}),
-            ));
-            let mut created = change(
-                Action::Create,
-                r,
-                &new_id,
-                version,
-                &tags,
-                r.content.as_deref(),
-                seq,
-                &at,
-            );
-            created.title = title.as_deref();
-            created.renamed_from = Some(&r.external_id);
-            versions.push(&mut batch, created);
+            let version = r.version + 1;
             changed.push(PrefixChange {
                 id: r.id.clone(),
                 external_id: r.external_id.clone(),
@@ -540,13 +512,7 @@ fn rows_in<'a>(
             slug: r.workspace.clone(),
         });
     }
-    let mut versions = Versions::new(
-        actor.tenant_id,
-        actor.key_id,
-        Usage::from_row(row)?,
-        plan,
-        db.versions_kept(),
-    );
+    let mut versions = Versions::of_write(db, actor, Usage::from_row(row)?, plan);
     for r in &rows {
         versions.known(
             &r.external_id,

@@ -7,13 +7,21 @@
 
 use crate::common;
 
-use common::{ALL, TestServer, seg};
+use common::{ALL, Keyed, TestServer, seg};
 use contextq_server::{Backend, Plan};
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 fn item(ext: &str, content: &str, if_absent: bool) -> Value {
     json!({"contexts": [{"externalId": ext, "workspace": "ws", "type": "reference", "content": content, "tags": ["m"], "ifAbsent": if_absent}]})
+}
+
+/// `again` is `first`'s answer: status, body and `ETag`.
+fn assert_replayed(first: &common::Reply, again: &common::Reply) {
+    assert_eq!(
+        (again.status, &again.body, &again.etag),
+        (first.status, &first.body, &first.etag)
+    );
 }
 
 /// The content at `ext` now, if any.
@@ -37,30 +45,15 @@ async fn a_repeat_gets_the_first_outcome_whatever_happened_since(b: Backend) {
 
     // 1. A create whose answer was lost, then deleted by another writer: its repeat is the
     // create's own answer, and the file stays deleted (it was re-created before).
-    let first = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("f0", "[c6]", true)),
-            None,
-            Some("c6-1"),
-        )
-        .await;
+    let create = Keyed::post(bulk, item("f0", "[c6]", true), "c6-1");
+    let first = c.once(&create).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
     let r = other
         .delete(&format!("/api/contexts/by-external/{}", seg("f0")), None)
         .await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
-    let again = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("f0", "[c6]", true)),
-            None,
-            Some("c6-1"),
-        )
-        .await;
-    assert_eq!((again.status, &again.body), (first.status, &first.body));
+    let again = c.once(&create).await;
+    assert_replayed(&first, &again);
     assert_eq!(again.headers["idempotency-replayed"], "true");
     assert_eq!(
         content(c, "f0").await,
@@ -70,16 +63,12 @@ async fn a_repeat_gets_the_first_outcome_whatever_happened_since(b: Backend) {
 
     // 2. A delete that found nothing (404), repeated after another writer created the file:
     // still 404, and the file stays.
-    let path = format!("/api/contexts/by-external/{}", seg("f1"));
-    let gone = c
-        .keyed(Method::DELETE, &path, None, None, Some("c3-1"))
-        .await;
+    let delete = Keyed::delete(&format!("/api/contexts/by-external/{}", seg("f1")), "c3-1");
+    let gone = c.once(&delete).await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
     other.upsert("f1", "[c1]", &["m"]).await;
-    let again = c
-        .keyed(Method::DELETE, &path, None, None, Some("c3-1"))
-        .await;
-    assert_eq!((again.status, &again.body), (gone.status, &gone.body));
+    let again = c.once(&delete).await;
+    assert_replayed(&gone, &again);
     assert_eq!(content(c, "f1").await, Some(json!("[c1]")));
 
     // 3. Every other write endpoint: a repeat after another writer changed the file answers
@@ -87,20 +76,11 @@ async fn a_repeat_gets_the_first_outcome_whatever_happened_since(b: Backend) {
     c.upsert("f2", "a\nb\n", &["m"]).await;
     let edit_path = format!("/api/contexts/by-external/{}/edit", seg("f2"));
     let edit = json!({"edit": {"strReplace": {"oldStr": "b", "newStr": "B"}}, "snippetLines": 1});
-    let first = c
-        .keyed(
-            Method::POST,
-            &edit_path,
-            Some(edit.clone()),
-            None,
-            Some("e-1"),
-        )
-        .await;
+    let edit = Keyed::post(&edit_path, edit, "e-1");
+    let first = c.once(&edit).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
     other.upsert("f2", "a\nb\n", &["m"]).await;
-    let again = c
-        .keyed(Method::POST, &edit_path, Some(edit), None, Some("e-1"))
-        .await;
+    let again = c.once(&edit).await;
     assert_eq!(again.status, StatusCode::OK);
     assert_eq!(again.body["snippet"], first.body["snippet"]);
     assert_eq!(
@@ -123,203 +103,85 @@ async fn a_repeat_gets_the_first_outcome_whatever_happened_since(b: Backend) {
         row.body["id"].as_str().unwrap().to_string(),
         row.body["version"].as_i64().unwrap(),
     );
-    let put = format!("/api/contexts/{row_id}");
-    let first = c
-        .keyed(
-            Method::PUT,
-            &put,
-            Some(json!({"content": "put\n"})),
-            Some(v),
-            Some("p-1"),
-        )
-        .await;
+    let put = Keyed::put(
+        &format!("/api/contexts/{row_id}"),
+        json!({"content": "put\n"}),
+        "p-1",
+    )
+    .if_match(v);
+    let first = c.once(&put).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
     other.put_content(&row_id, "theirs\n", None).await;
-    let again = c
-        .keyed(
-            Method::PUT,
-            &put,
-            Some(json!({"content": "put\n"})),
-            Some(v),
-            Some("p-1"),
-        )
-        .await;
-    assert_eq!(
-        (again.status, &again.body, &again.etag),
-        (first.status, &first.body, &first.etag)
-    );
+    let again = c.once(&put).await;
+    assert_replayed(&first, &again);
     assert_eq!(content(c, "f2").await, Some(json!("theirs\n")));
 
     // Rename, then the old name is created again: the repeat is the rename's answer.
     other.upsert("f3", "r\n", &["m"]).await;
     let rename_path = format!("/api/contexts/by-external/{}/rename", seg("f3"));
-    let first = c
-        .keyed(
-            Method::POST,
-            &rename_path,
-            Some(json!({"to": "f3-moved"})),
-            None,
-            Some("r-1"),
-        )
-        .await;
+    let rename = Keyed::post(&rename_path, json!({"to": "f3-moved"}), "r-1");
+    let first = c.once(&rename).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
     other.upsert("f3", "new life\n", &["m"]).await;
-    let again = c
-        .keyed(
-            Method::POST,
-            &rename_path,
-            Some(json!({"to": "f3-moved"})),
-            None,
-            Some("r-1"),
-        )
-        .await;
-    assert_eq!(
-        (again.status, &again.body, &again.etag),
-        (first.status, &first.body, &first.etag)
-    );
+    let again = c.once(&rename).await;
+    assert_replayed(&first, &again);
     assert_eq!(content(c, "f3").await, Some(json!("new life\n")));
 
     // By-prefix delete and rename.
     other.upsert("d/x", "x\n", &["m"]).await;
-    let first = c
-        .keyed(
-            Method::POST,
-            "/api/contexts/by-prefix/delete",
-            Some(json!({"prefix": "d/"})),
-            None,
-            Some("pd-1"),
-        )
-        .await;
+    let delete = Keyed::post(
+        "/api/contexts/by-prefix/delete",
+        json!({"prefix": "d/"}),
+        "pd-1",
+    );
+    let first = c.once(&delete).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
     other.upsert("d/y", "y\n", &["m"]).await;
-    let again = c
-        .keyed(
-            Method::POST,
-            "/api/contexts/by-prefix/delete",
-            Some(json!({"prefix": "d/"})),
-            None,
-            Some("pd-1"),
-        )
-        .await;
-    assert_eq!((again.status, &again.body), (first.status, &first.body));
+    let again = c.once(&delete).await;
+    assert_replayed(&first, &again);
     assert_eq!(content(c, "d/y").await, Some(json!("y\n")));
     let mv = json!({"from": "d/", "to": "e/"});
-    let first = c
-        .keyed(
-            Method::POST,
-            "/api/contexts/by-prefix/rename",
-            Some(mv.clone()),
-            None,
-            Some("pr-1"),
-        )
-        .await;
+    let rename = Keyed::post("/api/contexts/by-prefix/rename", mv, "pr-1");
+    let first = c.once(&rename).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
     other.upsert("d/y", "back\n", &["m"]).await;
-    let again = c
-        .keyed(
-            Method::POST,
-            "/api/contexts/by-prefix/rename",
-            Some(mv),
-            None,
-            Some("pr-1"),
-        )
-        .await;
-    assert_eq!((again.status, &again.body), (first.status, &first.body));
+    let again = c.once(&rename).await;
+    assert_replayed(&first, &again);
     assert_eq!(content(c, "d/y").await, Some(json!("back\n")));
 
     // Delete by id: the repeat is 204 though the row is gone now; its refusal (a stale
     // If-Match, 412) is an outcome too.
     let r = other.upsert("f4", "4\n", &["m"]).await;
     let f4 = r.body["results"][0]["id"].as_str().unwrap().to_string();
-    let stale = c
-        .keyed(
-            Method::DELETE,
-            &format!("/api/contexts/{f4}"),
-            None,
-            Some(9),
-            Some("dd-0"),
-        )
-        .await;
+    let stale_delete = Keyed::delete(&format!("/api/contexts/{f4}"), "dd-0").if_match(9);
+    let stale = c.once(&stale_delete).await;
     assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED);
-    let first = c
-        .keyed(
-            Method::DELETE,
-            &format!("/api/contexts/{f4}"),
-            None,
-            None,
-            Some("dd-1"),
-        )
-        .await;
+    let delete = Keyed::delete(&format!("/api/contexts/{f4}"), "dd-1");
+    let first = c.once(&delete).await;
     assert_eq!(first.status, StatusCode::NO_CONTENT);
-    let again = c
-        .keyed(
-            Method::DELETE,
-            &format!("/api/contexts/{f4}"),
-            None,
-            None,
-            Some("dd-1"),
-        )
-        .await;
+    let again = c.once(&delete).await;
     assert_eq!(again.status, StatusCode::NO_CONTENT);
-    let again = c
-        .keyed(
-            Method::DELETE,
-            &format!("/api/contexts/{f4}"),
-            None,
-            Some(9),
-            Some("dd-0"),
-        )
-        .await;
-    assert_eq!((again.status, &again.body), (stale.status, &stale.body));
+    let again = c.once(&stale_delete).await;
+    assert_replayed(&stale, &again);
 
     // A create refused (it exists), repeated after the file was deleted: still refused.
     other.upsert("f5", "5\n", &["m"]).await;
-    let first = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("f5", "mine", true)),
-            None,
-            Some("c-5"),
-        )
-        .await;
+    let create = Keyed::post(bulk, item("f5", "mine", true), "c-5");
+    let first = c.once(&create).await;
     assert_eq!(first.status, StatusCode::CONFLICT);
     other
         .delete(&format!("/api/contexts/by-external/{}", seg("f5")), None)
         .await;
-    let again = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("f5", "mine", true)),
-            None,
-            Some("c-5"),
-        )
-        .await;
-    assert_eq!((again.status, &again.body), (first.status, &first.body));
+    let again = c.once(&create).await;
+    assert_replayed(&first, &again);
     assert_eq!(content(c, "f5").await, None);
 
     // Redaction.
     let redact = json!({"externalId": "f2", "version": 1});
-    let first = c
-        .keyed(
-            Method::POST,
-            "/api/redactions",
-            Some(redact.clone()),
-            None,
-            Some("x-1"),
-        )
-        .await;
+    let redact = Keyed::post("/api/redactions", redact, "x-1");
+    let first = c.once(&redact).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
-    let again = c
-        .keyed(
-            Method::POST,
-            "/api/redactions",
-            Some(redact),
-            None,
-            Some("x-1"),
-        )
-        .await;
+    let again = c.once(&redact).await;
     // (`walTruncated` says what happened to SQLite's log after that commit: not replayed.)
     assert_eq!(
         (again.status, &again.body["redacted"]),
@@ -331,13 +193,7 @@ async fn a_repeat_gets_the_first_outcome_whatever_happened_since(b: Backend) {
     let u = s.tenant(Plan::Free, ALL).await;
     let r = u
         .client
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("f0", "[u]", true)),
-            None,
-            Some("c6-1"),
-        )
+        .once(&Keyed::post(bulk, item("f0", "[u]", true), "c6-1"))
         .await;
     assert_eq!(r.status, StatusCode::OK);
     assert!(r.headers.get("idempotency-replayed").is_none());
@@ -352,34 +208,16 @@ async fn a_key_stands_for_one_request_for_an_hour(b: Backend) {
     let c = &t.client;
     let bulk = "/api/contexts/bulk-upsert";
     let r = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("g", "one", false)),
-            None,
-            Some("k"),
-        )
+        .once(&Keyed::post(bulk, item("g", "one", false), "k"))
         .await;
     assert_eq!(r.status, StatusCode::OK);
     // The same key with another request: refused, nothing applied.
-    for (method, path, body) in [
-        (
-            Method::POST,
-            bulk.to_string(),
-            Some(item("g", "two", false)),
-        ),
-        (
-            Method::POST,
-            bulk.to_string(),
-            Some(item("h", "one", false)),
-        ),
-        (
-            Method::DELETE,
-            format!("/api/contexts/by-external/{}", seg("g")),
-            None,
-        ),
+    for other in [
+        Keyed::post(bulk, item("g", "two", false), "k"),
+        Keyed::post(bulk, item("h", "one", false), "k"),
+        Keyed::delete(&format!("/api/contexts/by-external/{}", seg("g")), "k"),
     ] {
-        let r = c.keyed(method, &path, body, None, Some("k")).await;
+        let (r, path) = (c.once(&other).await, other.path());
         assert_eq!(
             (r.status, r.code()),
             (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
@@ -392,13 +230,7 @@ async fn a_key_stands_for_one_request_for_an_hour(b: Backend) {
     assert_eq!(content(c, "h").await, None);
     // A malformed key: 400, nothing applied.
     let r = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("h", "x", false)),
-            None,
-            Some("a b"),
-        )
+        .once(&Keyed::post(bulk, item("h", "x", false), "a b"))
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(content(c, "h").await, None);
@@ -412,13 +244,7 @@ async fn a_key_stands_for_one_request_for_an_hour(b: Backend) {
     )
     .await;
     let r = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("g", "two", false)),
-            None,
-            Some("k"),
-        )
+        .once(&Keyed::post(bulk, item("g", "two", false), "k"))
         .await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(content(c, "g").await, Some(json!("two")));
@@ -449,13 +275,7 @@ async fn a_key_stands_for_one_request_for_an_hour(b: Backend) {
     };
     assert_eq!(keys().await, ["filler", "k"]);
     let r = c
-        .keyed(
-            Method::POST,
-            bulk,
-            Some(item("i", "x", false)),
-            None,
-            Some("after"),
-        )
+        .once(&Keyed::post(bulk, item("i", "x", false), "after"))
         .await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(
@@ -476,9 +296,8 @@ async fn a_replay_holds_no_content_of_its_own(b: Backend) {
     let path = format!("/api/contexts/by-external/{}/edit", seg("s"));
     let edit =
         json!({"edit": {"strReplace": {"oldStr": "password", "newStr": "pw"}}, "snippetLines": 2});
-    let first = c
-        .keyed(Method::POST, &path, Some(edit.clone()), None, Some("e"))
-        .await;
+    let edit = Keyed::post(&path, edit, "e");
+    let first = c.once(&edit).await;
     assert_eq!(first.status, StatusCode::OK);
     assert!(first.body.to_string().contains("hunter2"));
     let stored: Vec<String> = sqlx::query("SELECT answer FROM write_outcomes")
@@ -495,9 +314,7 @@ async fn a_replay_holds_no_content_of_its_own(b: Backend) {
         .post("/api/redactions", json!({"externalId": "s", "version": 2}))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    let again = c
-        .keyed(Method::POST, &path, Some(edit), None, Some("e"))
-        .await;
+    let again = c.once(&edit).await;
     assert_eq!(again.status, StatusCode::OK);
     assert_eq!(again.body["replayed"], true);
     assert_eq!(again.body["context"]["version"], 2);
@@ -515,11 +332,12 @@ async fn concurrent_repeats_apply_once(b: Backend) {
     t.client.upsert("n", "0\n", &["m"]).await;
     let edit = json!({"edit": {"insert": {"line": 0, "text": "+\n"}}, "snippetLines": 0});
     let answers = futures::future::join_all((0..8).map(|_| {
-        let (c, path, edit) = (t.client.clone(), edit_path.clone(), edit.clone());
+        let (c, edit) = (
+            t.client.clone(),
+            Keyed::post(&edit_path, edit.clone(), "once"),
+        );
         async move {
-            let r = c
-                .keyed(Method::POST, &path, Some(edit), None, Some("once"))
-                .await;
+            let r = c.once(&edit).await;
             (r.status, r.body["context"]["version"].clone())
         }
     }))

@@ -117,6 +117,59 @@ impl Reply {
     }
 }
 
+/// One keyed write, as a value: a repeat is the same request sent again ([`Api::once`]).
+#[derive(Clone, Debug)]
+pub struct Keyed {
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    if_match: Option<i64>,
+    key: String,
+}
+
+impl Keyed {
+    /// `POST path` with `body` under `Idempotency-Key: key`.
+    pub fn post(path: &str, body: Value, key: &str) -> Keyed {
+        Keyed {
+            method: Method::POST,
+            path: path.to_string(),
+            body: Some(body),
+            if_match: None,
+            key: key.to_string(),
+        }
+    }
+
+    /// `PUT path` with `body` under `Idempotency-Key: key`.
+    pub fn put(path: &str, body: Value, key: &str) -> Keyed {
+        Keyed {
+            method: Method::PUT,
+            ..Keyed::post(path, body, key)
+        }
+    }
+
+    /// `DELETE path` under `Idempotency-Key: key`.
+    pub fn delete(path: &str, key: &str) -> Keyed {
+        Keyed {
+            method: Method::DELETE,
+            body: None,
+            ..Keyed::post(path, Value::Null, key)
+        }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The request with `If-Match: "v"`.
+    pub fn if_match(self, v: i64) -> Keyed {
+        Keyed {
+            if_match: Some(v),
+            ..self
+        }
+    }
+}
+
 impl Api {
     pub fn new(base: &str, key: &str) -> Api {
         Api {
@@ -138,6 +191,13 @@ impl Api {
         if_match: Option<i64>,
     ) -> Reply {
         self.keyed(method, path, body, if_match, None).await
+    }
+
+    /// Sends `k`.
+    pub async fn once(&self, k: &Keyed) -> Reply {
+        let (method, body) = (k.method.clone(), k.body.clone());
+        self.keyed(method, &k.path, body, k.if_match, Some(&k.key))
+            .await
     }
 
     /// [`Api::send`] with an `Idempotency-Key` when given.
