@@ -173,6 +173,19 @@ impl TestServer {
         Self::start_over(database, &url, config, options).await
     }
 
+    /// A server on a fresh PostgreSQL database that it reaches through an [`OutageProxy`] (to
+    /// cut the database away at will), waiting at most `acquire_timeout` for a connection.
+    pub async fn behind_outage_proxy(
+        acquire_timeout: std::time::Duration,
+    ) -> (TestServer, OutageProxy) {
+        let database = TestDatabase::fresh(Backend::Postgres).await;
+        let proxy = OutageProxy::in_front_of(&database.url).await;
+        let options = DbOptions::default().acquire_timeout(acquire_timeout);
+        let url = proxy.url().to_string();
+        let server = Self::start_over(database, &url, ServerConfig::default(), options).await;
+        (server, proxy)
+    }
+
     /// A server over `database` reached at `url` (the database's own, or a proxy's in front of
     /// it, such as an [`OutageProxy`]'s), opened with `options`.
     pub async fn start_over(

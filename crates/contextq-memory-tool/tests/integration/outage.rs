@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::handle;
 use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, RetryConfig};
-use contextq_server::api::ServerConfig;
-use contextq_server::testing::{OutageMode, OutageProxy, TestDatabase, TestServer};
-use contextq_server::{Backend, DbOptions, Plan, Scope};
+use contextq_server::testing::{OutageMode, TestServer};
+use contextq_server::{Plan, Scope};
 use serde_json::json;
 
 /// How long the database is away, as long as a failover takes: longer than counted retries
@@ -27,11 +26,7 @@ const OUTAGE: Duration = Duration::from_secs(7);
     ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
 )]
 async fn a_database_outage_within_the_budget_costs_claude_nothing() {
-    let database = TestDatabase::fresh(Backend::Postgres).await;
-    let proxy = OutageProxy::in_front_of(&database.url).await;
-    let url = proxy.url().to_string();
-    let options = DbOptions::default().acquire_timeout(Duration::from_millis(500));
-    let server = TestServer::start_over(database, &url, ServerConfig::default(), options).await;
+    let (server, proxy) = TestServer::behind_outage_proxy(Duration::from_millis(500)).await;
     let key = server
         .tenant(Plan::Unlimited, &[Scope::Read, Scope::Write], "ws")
         .await;

@@ -1335,8 +1335,7 @@ async fn rename_extension(b: Backend) {
     assert_eq!(r.body["versions"][0]["version"], 3);
     assert_eq!(r.body["versions"][0]["renamedFrom"], "mem-tool:ws/b.md");
 
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 /// Extension `by-prefix`: a directory deleted or moved in one transaction, all or nothing;
@@ -1501,8 +1500,7 @@ async fn by_prefix_extension(b: Backend) {
     let r = delete("mem-tool:ws/busy/").await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{:?}", r.body);
 
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 /// Extension `tree`: a directory two levels deep, sizes and counts added up by the server, within
@@ -1994,8 +1992,7 @@ async fn many_row_endpoints_stay_in_their_tenant(b: Backend) {
         ["mem-tool:ws/g.md"]
     );
     assert_eq!(holdings(&a.client).await, before, "nothing of A changed");
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 contextq_server::database_tests!(

@@ -739,15 +739,12 @@ async fn an_operators_commands_are_named_listed_and_audited() {
     )
     .await
     .unwrap();
-    let actions: Vec<String> =
-        sqlx::query("SELECT action FROM activity_logs WHERE tenant_id = $1 ORDER BY tenant_seq")
-            .bind(tenant.clone())
-            .fetch_all(d.pool())
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| sqlx::Row::get(r, "action"))
-            .collect();
+    let actions = common::texts(
+        &d,
+        "SELECT action FROM activity_logs WHERE tenant_id = $1 ORDER BY tenant_seq",
+        &[&tenant],
+    )
+    .await;
     for action in [
         "workspace.create",
         "key.create",

@@ -8,9 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use contextq_server::api::ServerConfig;
-use contextq_server::testing::{OutageMode as Mode, OutageProxy, TestDatabase, TestServer};
-use contextq_server::{Backend, DbOptions, Plan, Scope, admin};
+use contextq_server::testing::{OutageMode as Mode, TestServer};
+use contextq_server::{Plan, Scope, admin};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -62,11 +61,7 @@ where
     ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
 )]
 async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
-    let database = TestDatabase::fresh(Backend::Postgres).await;
-    let proxy = OutageProxy::in_front_of(&database.url).await;
-    let url = proxy.url().to_string();
-    let options = DbOptions::default().acquire_timeout(Duration::from_secs(3));
-    let server = TestServer::start_over(database, &url, ServerConfig::default(), options).await;
+    let (server, proxy) = TestServer::behind_outage_proxy(Duration::from_secs(3)).await;
     let db = server.db.clone();
     let key = server
         .tenant(Plan::Unlimited, &[Scope::Read, Scope::Write], "ws")

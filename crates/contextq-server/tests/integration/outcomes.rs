@@ -259,19 +259,10 @@ async fn a_key_stands_for_one_request_for_an_hour(b: Backend) {
         &[],
     )
     .await;
-    let keys = || {
-        let db = s.db.clone();
-        async move {
-            let mut keys: Vec<String> = sqlx::query("SELECT key FROM write_outcomes")
-                .fetch_all(db.pool())
-                .await
-                .unwrap()
-                .iter()
-                .map(|r| sqlx::Row::get(r, "key"))
-                .collect();
-            keys.sort();
-            keys
-        }
+    let keys = || async {
+        let mut keys = common::texts(&s.db, "SELECT key FROM write_outcomes", &[]).await;
+        keys.sort();
+        keys
     };
     assert_eq!(keys().await, ["filler", "k"]);
     let r = c
@@ -300,13 +291,7 @@ async fn a_replay_holds_no_content_of_its_own(b: Backend) {
     let first = c.once(&edit).await;
     assert_eq!(first.status, StatusCode::OK);
     assert!(first.body.to_string().contains("hunter2"));
-    let stored: Vec<String> = sqlx::query("SELECT answer FROM write_outcomes")
-        .fetch_all(s.db.pool())
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| sqlx::Row::get(r, "answer"))
-        .collect();
+    let stored = common::texts(&s.db, "SELECT answer FROM write_outcomes", &[]).await;
     assert!(stored.iter().all(|a| !a.contains("hunter2")), "{stored:?}");
     // The live content is never redacted: change it, then redact the edit's version.
     c.upsert("s", "clean\n", &["m"]).await;

@@ -66,33 +66,11 @@ async fn everything(c: &common::Api, ext: &str) -> String {
     all
 }
 
-/// The bytes of the SQLite database and its `-wal` and `-shm` files that hold `text`.
-fn sqlite_files_holding(database_url: &str, text: &str) -> Vec<String> {
-    let path = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
-    let mut found = Vec::new();
-    for suffix in ["", "-wal", "-shm", "-journal"] {
-        let file = format!("{path}{suffix}");
-        if let Ok(bytes) = std::fs::read(&file)
-            && bytes.windows(text.len()).any(|w| w == text.as_bytes())
-        {
-            found.push(file);
-        }
-    }
-    found
-}
-
 /// On SQLite: no byte of the database or its `-wal`/`-shm` files holds the secret.
 fn no_secret_in_the_files(s: &TestServer, b: Backend) {
     if b == Backend::Sqlite {
         assert_eq!(
-            sqlite_files_holding(&s.database_url, SECRET),
+            common::sqlite_files_holding(&s.database_url, SECRET),
             Vec::<String>::new()
         );
     }
@@ -287,8 +265,7 @@ async fn a_redacted_version_is_gone_everywhere(b: Backend) {
         .await;
     let numbers = version_numbers(&r.body["versions"]);
     assert_eq!(numbers, [3, 2, 1]);
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 async fn refusals_change_nothing(b: Backend) {
@@ -462,8 +439,7 @@ async fn a_deleted_and_recreated_file(b: Backend) {
     assert_eq!(taken, [3]);
     assert!(!everything(c, ext).await.contains(SECRET));
     no_secret_in_the_files(&s, b);
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 /// A version retention pruned is not found (404); eight redactions of one version at once, with
@@ -556,8 +532,7 @@ async fn pruned_history_and_concurrent_redactions(b: Backend) {
         .await;
     assert_eq!(audit.body["entries"].as_array().unwrap().len(), 1);
     no_secret_in_the_files(&s, b);
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 /// More matching versions than one request takes: a dry run pages with `afterSeq`; the
@@ -631,8 +606,7 @@ async fn a_large_match_is_paged(b: Backend) {
     let audit = c.get("/api/audit?action=context.redact&limit=500").await;
     assert_eq!(audit.body["entries"].as_array().unwrap().len(), 500);
     no_secret_in_the_files(&s, b);
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 contextq_server::database_tests!(

@@ -382,24 +382,7 @@ async fn the_index_follows_every_write(b: Backend) {
     futures::future::join_all(writers).await;
     assert_eq!(found(c, "round4").await.len(), 8);
     assert!(found(c, "round3").await.is_empty());
-    common::consistent(&s.db).await;
-    s.stop().await;
-}
-
-/// The database's bytes (SQLite file, `-wal`) holding `text`.
-fn sqlite_bytes_hold(database_url: &str, text: &str) -> bool {
-    let path = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .unwrap()
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
-    ["", "-wal"].iter().any(|suffix| {
-        std::fs::read(format!("{path}{suffix}"))
-            .is_ok_and(|bytes| bytes.windows(text.len()).any(|w| w == text.as_bytes()))
-    })
+    s.stop_consistent().await;
 }
 
 async fn replaced_and_redacted_text_leaves_the_index(b: Backend) {
@@ -423,13 +406,13 @@ async fn replaced_and_redacted_text_leaves_the_index(b: Backend) {
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     if b == Backend::Sqlite {
         assert!(
-            !sqlite_bytes_hold(&s.database_url, tail),
+            common::sqlite_files_holding(&s.database_url, tail).is_empty(),
             "the index's pages still hold it"
         );
         // The check can fail: a live file's term is in the bytes.
         c.upsert("mem:ws/live.md", &format!("password {secret}"), &[])
             .await;
-        assert!(sqlite_bytes_hold(&s.database_url, tail));
+        assert!(!common::sqlite_files_holding(&s.database_url, tail).is_empty());
     }
     s.stop().await;
 }
@@ -527,8 +510,7 @@ async fn search_agrees_with_a_scan(b: Backend) {
             }
         }
     }
-    common::consistent(&s.db).await;
-    s.stop().await;
+    s.stop_consistent().await;
 }
 
 /// A word in more files than one query ranks: 2,000 of them are ranked (`capped`; the newest on

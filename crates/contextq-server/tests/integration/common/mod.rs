@@ -83,6 +83,12 @@ impl TestServer {
     pub async fn stop(self) {
         self.inner.stop().await;
     }
+
+    /// Checks that the database is [`consistent`], then stops.
+    pub async fn stop_consistent(self) {
+        consistent(&self.db).await;
+        self.stop().await;
+    }
 }
 
 pub struct Tenant {
@@ -404,6 +410,38 @@ pub async fn sql(db: &Db, statement: &str, binds: &[&str]) -> u64 {
         q = q.bind(b.to_string());
     }
     q.execute(db.pool()).await.unwrap().rows_affected()
+}
+
+/// The files of the SQLite database (itself, `-wal`, `-shm`, `-journal`) whose bytes hold `text`.
+pub fn sqlite_files_holding(database_url: &str, text: &str) -> Vec<String> {
+    let path = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .unwrap()
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut found = Vec::new();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let file = format!("{path}{suffix}");
+        if let Ok(bytes) = std::fs::read(&file)
+            && bytes.windows(text.len()).any(|w| w == text.as_bytes())
+        {
+            found.push(file);
+        }
+    }
+    found
+}
+
+/// The first column of each row a query with text parameters returns, as text.
+pub async fn texts(db: &Db, query: &str, binds: &[&str]) -> Vec<String> {
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(query.to_string()));
+    for b in binds {
+        q = q.bind(b.to_string());
+    }
+    let rows = q.fetch_all(db.pool()).await.unwrap();
+    rows.iter().map(|r| sqlx::Row::get(r, 0)).collect()
 }
 
 /// The string `field` of each object in the JSON array `list` (`r.body["workspaces"]`, ...).
