@@ -465,10 +465,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             timing,
             policy,
         } => {
-            let opened = stores::open(&store, &settings(policy)).await?;
-            let result = exec::run(opened.tool.as_ref(), timing).await;
-            opened.close().await;
-            let failed = result?;
+            let failed = stores::with_opened(&store, &settings(policy), async |o| {
+                exec::run(o.tool.as_ref(), timing).await
+            })
+            .await?;
             if failed > 0 {
                 eprintln!(
                     "contextq-memory exec: {failed} command(s) failed because of the memory store (see their results); exit code 1"
@@ -477,10 +477,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Demo { policy } => {
-            let opened = stores::open(&StoreChoice::ContextQ, &settings(policy)).await?;
-            let result = demo::run(&opened).await;
-            opened.close().await;
-            result?;
+            stores::with_opened(&StoreChoice::ContextQ, &settings(policy), demo::run).await?;
         }
         Command::Chat {
             model,
@@ -488,18 +485,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             max_tokens,
             policy,
         } => {
-            let opened = stores::open(&StoreChoice::ContextQ, &settings(policy)).await?;
-            let result = chat::run(
-                &opened,
-                chat::ChatOptions {
-                    model,
-                    system,
-                    max_tokens,
-                },
-            )
-            .await;
-            opened.close().await;
-            result?;
+            let options = chat::ChatOptions {
+                model,
+                system,
+                max_tokens,
+            };
+            let settings = settings(policy);
+            stores::with_opened(&StoreChoice::ContextQ, &settings, async |o| {
+                chat::run(o, options).await
+            })
+            .await?;
         }
         Command::E2e {
             database_url,
@@ -575,10 +570,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         #[cfg(feature = "mcp")]
         Command::Mcp { store, policy, .. } => {
-            let opened = stores::open(&store, &settings(policy)).await?;
-            let result = mcp::run(&opened).await;
-            opened.close().await;
-            result?;
+            stores::with_opened(&store, &settings(policy), mcp::run).await?;
         }
         Command::Export {
             store,
@@ -589,14 +581,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 every_workspace: all_workspaces,
                 ..settings(Policy::default())
             };
-            let opened = stores::open(&store, &settings).await?;
-            let result = transfer::export(opened.store.as_ref(), &out).await;
-            let result = match result {
-                Ok(summary) => transfer::with_workspaces(summary, &opened, all_workspaces).await,
-                Err(e) => Err(e),
-            };
-            opened.close().await;
-            return finish(result?, "exported");
+            let summary = stores::with_opened(&store, &settings, async |o| {
+                let summary = transfer::export(o.store.as_ref(), &out).await?;
+                transfer::with_workspaces(summary, o, all_workspaces).await
+            })
+            .await?;
+            return finish(summary, "exported");
         }
         Command::Import {
             dir,
@@ -610,14 +600,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 every_workspace: all_workspaces,
                 ..settings(policy)
             };
-            let opened = stores::open(&store, &settings).await?;
             let options = transfer::ImportOptions {
                 overwrite,
                 include_hidden,
             };
-            let result = transfer::import(opened.tool.as_ref(), &dir, options).await;
-            opened.close().await;
-            return finish(result?, "imported");
+            let summary = stores::with_opened(&store, &settings, async |o| {
+                transfer::import(o.tool.as_ref(), &dir, options).await
+            })
+            .await?;
+            return finish(summary, "imported");
         }
         Command::Search {
             query,
@@ -626,10 +617,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             json,
             store,
         } => {
-            let opened = stores::open(&store, &settings(Policy::default())).await?;
-            let result = search::command(&opened, &query, &path, limit as usize, json).await;
-            opened.close().await;
-            return result;
+            return stores::with_opened(&store, &settings(Policy::default()), async |o| {
+                search::command(o, &query, &path, limit as usize, json).await
+            })
+            .await;
         }
         Command::History { path, json } => {
             return history::command(

@@ -115,6 +115,19 @@ impl Opened {
     }
 }
 
+/// Opens `choice`, runs `job` on it, and closes it whatever the job's result (so that an
+/// embedded server always stops cleanly).
+pub async fn with_opened<T>(
+    choice: &StoreChoice,
+    settings: &Settings,
+    job: impl AsyncFnOnce(&Opened) -> Result<T>,
+) -> Result<T> {
+    let opened = open(choice, settings).await?;
+    let result = job(&opened).await;
+    opened.close().await;
+    result
+}
+
 /// Opens `choice`.
 pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
     match choice {

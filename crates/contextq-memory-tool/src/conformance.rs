@@ -118,6 +118,15 @@ async fn view<S: Store>(tool: &MemoryTool<S>, path: &str) -> String {
     ok(tool, json!({"command": "view", "path": path})).await
 }
 
+/// Renames `from` to `to`, checking the answer, and that `to` now ends with the line `last`.
+async fn renamed<S: Store>(tool: &MemoryTool<S>, (from, to): (&str, &str), last: &str) {
+    let input = json!({"command": "rename", "old_path": from, "new_path": to});
+    let answer = format!("Successfully renamed {from} to {to}");
+    assert_eq!(ok(tool, input).await, answer);
+    let shown = view(tool, to).await;
+    assert!(shown.ends_with(&format!("\t{last}")), "{shown}");
+}
+
 /// Masks the size column where `profile` lets stores differ: directory rows (and the first
 /// row) of real directories become `<dir>`; with timestamps every row becomes `<time>`, after
 /// checking, in the store's output (`actual`), that it is an RFC 3339 time.
@@ -548,15 +557,7 @@ pub async fn rename<S: Store>(store: S, profile: Profile) {
     let mv = |a: &str, b: &str| json!({"command": "rename", "old_path": a, "new_path": b});
     create(&tool, "/memories/a.md", "A").await;
     create(&tool, "/memories/b.md", "B").await;
-    assert_eq!(
-        ok(&tool, mv("/memories/a.md", "/memories/archive/a2.md")).await,
-        "Successfully renamed /memories/a.md to /memories/archive/a2.md"
-    );
-    assert!(
-        view(&tool, "/memories/archive/a2.md")
-            .await
-            .ends_with("\tA")
-    );
+    renamed(&tool, ("/memories/a.md", "/memories/archive/a2.md"), "A").await;
     err(&tool, json!({"command": "view", "path": "/memories/a.md"})).await;
     assert_eq!(
         err(&tool, mv("/memories/b.md", "/memories/archive/a2.md")).await,
@@ -580,15 +581,13 @@ pub async fn rename<S: Store>(store: S, profile: Profile) {
     // Directories move with everything beneath them.
     create(&tool, "/memories/proj/one.md", "1").await;
     create(&tool, "/memories/proj/sub/two.md", "22").await;
+    let answer = ok(&tool, mv("/memories/proj", "/memories/old/proj")).await;
     assert_eq!(
-        ok(&tool, mv("/memories/proj", "/memories/old/proj")).await,
+        answer,
         "Successfully renamed /memories/proj to /memories/old/proj"
     );
-    assert!(
-        view(&tool, "/memories/old/proj/sub/two.md")
-            .await
-            .ends_with("\t22")
-    );
+    let moved = view(&tool, "/memories/old/proj/sub/two.md").await;
+    assert!(moved.ends_with("\t22"), "{moved}");
     assert_eq!(
         err(&tool, json!({"command": "view", "path": "/memories/proj"})).await,
         "Error: The path /memories/proj does not exist. Please provide a valid path."

@@ -60,6 +60,14 @@ fn reached(caller: &Caller, v: &contextq_api::history::VersionSummary) -> bool {
     caller.workspaces.is_none() || v.workspace.as_deref().is_some_and(|w| caller.reaches(w))
 }
 
+/// The versions of `external_id`, in the `workspace=` the query names if any.
+fn by_external_in(external_id: String, params: &HashMap<String, String>) -> Subject {
+    Subject::External {
+        external_id,
+        workspace: nonempty(params, "workspace"),
+    }
+}
+
 /// One version, "not found" when the caller's key does not reach its workspace.
 async fn one(
     s: &AppState,
@@ -86,10 +94,7 @@ pub(super) async fn by_external(
     Path(external_id): Path<String>,
     Query(params): Params,
 ) -> Result<Json<VersionPage>, ApiError> {
-    let subject = Subject::External {
-        external_id,
-        workspace: nonempty(&params, "workspace"),
-    };
+    let subject = by_external_in(external_id, &params);
     page(&s, &caller, subject, &params).await
 }
 
@@ -111,10 +116,7 @@ pub(super) async fn one_by_external(
     Query(params): Params,
 ) -> Result<Json<Version>, ApiError> {
     caller.require(Scope::Read)?;
-    let subject = Subject::External {
-        external_id,
-        workspace: nonempty(&params, "workspace"),
-    };
+    let subject = by_external_in(external_id, &params);
     let n = version_number(&version)?;
     Ok(Json(one(&s, &caller, &subject, n).await?))
 }
@@ -139,10 +141,7 @@ pub(super) async fn diff(
             .and_then(|n| version_number(&n))
     };
     let (from, to) = (number("from")?, number("to")?);
-    let subject = Subject::External {
-        external_id,
-        workspace: nonempty(&params, "workspace"),
-    };
+    let subject = by_external_in(external_id, &params);
     let (a, b) = tokio::try_join!(
         one(&s, &caller, &subject, from),
         one(&s, &caller, &subject, to)

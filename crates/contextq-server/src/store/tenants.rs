@@ -438,38 +438,45 @@ async fn active_key(
         .transpose()
 }
 
-/// One audited change to the key `id` of `tenant_id`: `statements` (each `$1` the time, `$2`
+/// One audited change to the key `id` of `tenant_id`: `statements` (each `$1` is `at`, `$2`
 /// the key's id; the last must change one row), recorded as `action` with `detail`; then every
-/// server hears of it (a revocation's notice).
+/// server hears of it (a revocation's notice). `Ok(false)`: another writer changed the key in
+/// between (the last statement found no row to change), and nothing was written.
 async fn change_key(
     db: &Db,
     tenant_id: &str,
     id: &str,
+    at: &str,
     statements: &[(&'static str, Option<u64>)],
     action: &'static str,
     detail: serde_json::Value,
-) -> Result<()> {
+) -> Result<bool> {
     let actor = Actor {
         tenant_id,
         key_id: None,
         keyed: None,
     };
-    let at = now();
-    write(db, actor, id, lock_head(tenant_id), |mut head, _row| {
+    let written = write(db, actor, id, lock_head(tenant_id), |mut head, _row| {
         let mut batch = Batch::default();
         for (sql, expected) in statements {
             batch.push(
                 *sql,
-                vec![Bind::Text(at.clone()), Bind::Text(id.to_string())],
+                vec![Bind::Text(at.to_string()), Bind::Text(id.to_string())],
                 *expected,
             );
         }
         head.append(actor.record(action, "key", id, detail.clone()));
         Ok(Outcome::Write(head, batch, ()))
     })
-    .await?;
-    announce_revocation(db).await;
-    Ok(())
+    .await;
+    match written {
+        Ok(()) => {
+            announce_revocation(db).await;
+            Ok(true)
+        }
+        Err(Error::ChangedConcurrently { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Revokes a key by its id or its hash, with the sign-in sessions minted from it, recorded in
@@ -488,21 +495,18 @@ pub async fn revoke_key(db: &Db, key_id: Option<&str>, key_hash: Option<&str>) -
             Some(1),
         ),
     ];
-    match change_key(
+    // `false` too when revoked by someone else in between.
+    let detail = serde_json::json!({});
+    change_key(
         db,
         &tenant_id,
         &id,
+        &now(),
         &statements,
         "key.revoke",
-        serde_json::json!({}),
+        detail,
     )
     .await
-    {
-        Ok(()) => Ok(true),
-        // Revoked by someone else in between.
-        Err(Error::ChangedConcurrently { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// Sets when the key `key_id` (with its sessions) stops working: `at` (RFC 3339 UTC, as
@@ -516,25 +520,12 @@ pub async fn expire_key(
     let Some((id, tenant_id)) = active_key(db, key_id, key_hash).await? else {
         return Ok(false);
     };
+    let statements = [(
+        "UPDATE api_keys SET expires_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+        Some(1),
+    )];
     let detail = serde_json::json!({"expiresAt": at});
-    let actor = Actor {
-        tenant_id: &tenant_id,
-        key_id: None,
-        keyed: None,
-    };
-    write(db, actor, &id, lock_head(&tenant_id), |mut head, _row| {
-        let mut batch = Batch::default();
-        batch.push(
-            "UPDATE api_keys SET expires_at = $1 WHERE id = $2 AND revoked_at IS NULL",
-            vec![Bind::Text(at.to_string()), Bind::Text(id.clone())],
-            Some(1),
-        );
-        head.append(actor.record("key.expire", "key", &id, detail.clone()));
-        Ok(Outcome::Write(head, batch, ()))
-    })
-    .await?;
-    announce_revocation(db).await;
-    Ok(true)
+    change_key(db, &tenant_id, &id, at, &statements, "key.expire", detail).await
 }
 
 /// Deletes a key's row and those of the sign-in sessions minted from it, recorded as
@@ -557,20 +548,17 @@ pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
         ),
         ("DELETE FROM api_keys WHERE id = $2 AND $1 <> ''", Some(1)),
     ];
-    match change_key(
+    let detail = serde_json::json!({});
+    change_key(
         db,
         &tenant_id,
         key_id,
+        &now(),
         &statements,
         "key.delete",
-        serde_json::json!({}),
+        detail,
     )
     .await
-    {
-        Ok(()) => Ok(true),
-        Err(Error::ChangedConcurrently { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 /// Tells every server that keys were revoked, changed or removed, after the commit: PostgreSQL's
