@@ -1,7 +1,8 @@
 //! A revoked key is refused by the next request it makes. The server caches key lookups only
 //! while it hears of every revocation (PostgreSQL: `LISTEN`; SQLite: a signal file rewritten
 //! after each revocation commits); the revocation is made here through another pool, as
-//! `contextq-server admin revoke-key` in another process does.
+//! `contextq-server admin revoke-key` in another process does. Key changes racing each other
+//! (revoke, expire, delete) each answer whether they changed the key, never an error.
 
 use std::time::Duration;
 
@@ -76,4 +77,57 @@ async fn a_revoked_key_is_refused_by_its_next_request(b: Backend) {
     server.stop().await.unwrap();
 }
 
-contextq_server::database_tests!(a_revoked_key_is_refused_by_its_next_request);
+/// Revocations, expiries and a delete of one key at once, twenty times: each answers whether
+/// it changed the key (a change that lost the race to another is `false`, never an error), and
+/// the key's audit rows are exactly the changes that said `true`.
+async fn key_changes_racing_each_other_answer_true_or_false(b: Backend) {
+    let database = TestDatabase::fresh(b).await;
+    let db = Db::connect(&database.url, &DbOptions::default())
+        .await
+        .unwrap();
+    let tenant = admin::create_tenant(&db, "t", Plan::Free).await.unwrap();
+    for round in 0..20 {
+        let key = admin::create_key(&db, &tenant, None, &[Scope::Read])
+            .await
+            .unwrap();
+        let hour = Duration::from_secs(3600);
+        let id = key.key_id.as_str();
+        let (revoked, expired, deleted, revoked_again, expired_again) = tokio::join!(
+            admin::revoke_key(&db, id),
+            admin::expire_key(&db, id, hour),
+            async {
+                // Some rounds delete the key too.
+                if round % 4 == 0 {
+                    admin::delete_key(&db, id).await
+                } else {
+                    Ok(false)
+                }
+            },
+            admin::revoke_key(&db, id),
+            admin::expire_key(&db, id, hour),
+        );
+        let said: Vec<bool> = [revoked, expired, deleted, revoked_again, expired_again]
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|e| panic!("round {round}: {e}")))
+            .collect();
+        let rows: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM activity_logs WHERE entity_type = 'key' AND entity_id = $1 \
+             AND action IN ('key.revoke', 'key.expire', 'key.delete')",
+        )
+        .bind(id.to_string())
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+        let changed = said.iter().filter(|t| **t).count();
+        assert_eq!(rows as usize, changed, "round {round}: {said:?}");
+        assert!(
+            said[0] || said[3] || said[2],
+            "round {round}: the key was neither revoked nor deleted: {said:?}"
+        );
+    }
+}
+
+contextq_server::database_tests!(
+    a_revoked_key_is_refused_by_its_next_request,
+    key_changes_racing_each_other_answer_true_or_false
+);
