@@ -62,6 +62,16 @@ impl TestDatabase {
             })
     }
 
+    /// A pool on this database opened with `options`.
+    ///
+    /// # Panics
+    /// When it cannot be opened (a test helper: the panic names the cause).
+    pub async fn open(&self, options: &DbOptions) -> Db {
+        Db::connect(&self.url, options)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the test database: {e}"))
+    }
+
     /// A fresh, empty database on `backend`; for PostgreSQL, made with the admin URL `admin`
     /// (e.g. `postgres://postgres:postgres@127.0.0.1:5432/postgres`).
     ///

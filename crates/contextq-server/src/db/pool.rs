@@ -63,8 +63,36 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Puts a SQLite database in write-ahead-log mode (persistent in the file). Changing the mode
+/// takes an exclusive lock that SQLite's busy timeout does not wait for, so when several
+/// processes open a new database at once all but one find it busy: they try again, for as long
+/// as the busy timeout would have waited.
+async fn use_wal(pool: &sqlx::AnyPool) -> Result<()> {
+    let deadline = std::time::Instant::now() + SQLITE_BUSY_TIMEOUT;
+    loop {
+        match sqlx::query("PRAGMA journal_mode = WAL").execute(pool).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Whether SQLite refused for another connection's lock (`SQLITE_BUSY` or `SQLITE_LOCKED`,
+/// with their extended codes).
+fn is_busy(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d)
+        if d.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6)))
+}
+
+/// How long a SQLite statement waits for another connection's lock (`PRAGMA busy_timeout`).
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Set on every SQLite connection.
 const SQLITE_PRAGMAS: &[&str] = &[
+    // [`SQLITE_BUSY_TIMEOUT`].
     "PRAGMA busy_timeout = 30000",
     "PRAGMA foreign_keys = ON",
     // Freed content is overwritten with zeros, so that a file's old text, a pruned or a
@@ -398,10 +426,7 @@ impl Db {
             writers,
         };
         if backend == Backend::Sqlite {
-            // Persistent in the file: set once.
-            sqlx::query("PRAGMA journal_mode = WAL")
-                .execute(&db.pool)
-                .await?;
+            use_wal(&db.pool).await?;
         }
         db.migrate().await?;
         if backend == Backend::Sqlite {
@@ -890,6 +915,15 @@ impl Write {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wal_switch_waits_as_long_as_the_busy_timeout() {
+        let pragma = format!("PRAGMA busy_timeout = {}", SQLITE_BUSY_TIMEOUT.as_millis());
+        assert!(
+            SQLITE_PRAGMAS.contains(&pragma.as_str()),
+            "{SQLITE_PRAGMAS:?}"
+        );
+    }
 
     /// The setting of the connection commits run on (the direct one), not of a pooled reader.
     #[tokio::test]

@@ -25,9 +25,9 @@ async fn keyed(backend: Backend, rows: usize) -> Keyed {
     let database = TestDatabase::fresh(backend).await;
     let dir = tempfile::tempdir().unwrap();
     let key = AuditKey::create(&dir.path().join("audit.key")).unwrap();
-    let db = Db::connect(&database.url, &DbOptions::default().audit_key(Some(key)))
-        .await
-        .unwrap();
+    let db = database
+        .open(&DbOptions::default().audit_key(Some(key)))
+        .await;
     let a = admin::create_tenant(&db, "a", Plan::Free).await.unwrap();
     let b = admin::create_tenant(&db, "b", Plan::Free).await.unwrap();
     let k = Keyed {
@@ -361,9 +361,7 @@ async fn a_keyed_database_needs_its_key(b: Backend) {
 /// each chain's next row on, and the rows before count apart.
 async fn an_unkeyed_database_is_adopted_explicitly(b: Backend) {
     let database = TestDatabase::fresh(b).await;
-    let db = Db::connect(&database.url, &DbOptions::default())
-        .await
-        .unwrap();
+    let db = database.open(&DbOptions::default()).await;
     let t = admin::create_tenant(&db, "t", Plan::Free).await.unwrap();
     admin::create_workspace(&db, &t, "one", "").await.unwrap();
     db.close().await;
@@ -375,7 +373,7 @@ async fn an_unkeyed_database_is_adopted_explicitly(b: Backend) {
         .to_string();
     assert!(e.contains("init-audit-key"), "{e}");
     options.adopt_audit_key = true;
-    let db = Db::connect(&database.url, &options).await.unwrap();
+    let db = database.open(&options).await;
     admin::create_workspace(&db, &t, "two", "").await.unwrap();
     let v = admin::verify_audit(&db, None).await.unwrap();
     assert!(v.ok(), "{v:?}");

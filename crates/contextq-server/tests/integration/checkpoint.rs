@@ -12,7 +12,7 @@ use contextq_server::{Backend, Db, DbOptions};
 
 async fn db(options: DbOptions) -> (TestDatabase, Db, PathBuf) {
     let database = TestDatabase::fresh(Backend::Sqlite).await;
-    let db = Db::connect(&database.url, &options).await.unwrap();
+    let db = database.open(&options).await;
     sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
         .execute(db.pool())
         .await

@@ -14,7 +14,7 @@ use sqlx::Connection as _;
 
 async fn db(options: &DbOptions) -> (TestDatabase, Db) {
     let database = TestDatabase::fresh(Backend::Sqlite).await;
-    let db = Db::connect(&database.url, options).await.unwrap();
+    let db = database.open(options).await;
     sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
         .execute(db.pool())
         .await
@@ -231,14 +231,12 @@ async fn a_closed_database_refuses_writes_and_reads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_databases_on_one_file_write_alongside() {
     let database = TestDatabase::fresh(Backend::Sqlite).await;
-    let first = Db::connect(&database.url, &ordered()).await.unwrap();
+    let first = database.open(&ordered()).await;
     sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
         .execute(first.pool())
         .await
         .unwrap();
-    let second = Db::connect(&database.url, &DbOptions::default())
-        .await
-        .unwrap();
+    let second = database.open(&DbOptions::default()).await;
     let mut tasks = Vec::new();
     for (n, db) in [first.clone(), second.clone()].into_iter().enumerate() {
         for w in 0..4i64 {

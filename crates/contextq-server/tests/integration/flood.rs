@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use contextq_server::testing::TestDatabase;
-use contextq_server::{Backend, Db, Plan, Scope, admin};
+use contextq_server::{Backend, Plan, Scope, admin};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -129,9 +129,7 @@ async fn legitimate_clients_are_served_during_a_flood(fd_limit: u64, connections
     let _alone = ONE_AT_A_TIME.lock().await;
     contextq_server::listen::raise_fd_limit();
     let database = TestDatabase::fresh(Backend::Sqlite).await;
-    let db = Db::connect(&database.url, &Default::default())
-        .await
-        .unwrap();
+    let db = database.open(&Default::default()).await;
     let tenant = admin::create_tenant(&db, "flood", Plan::Free)
         .await
         .unwrap();

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use contextq_server::testing::TestDatabase;
-use contextq_server::{AppState, Backend, Db, DbOptions, Plan, RunningServer, Scope, admin};
+use contextq_server::{AppState, Backend, DbOptions, Plan, RunningServer, Scope, admin};
 use serde_json::json;
 
 /// Waits (up to 30 s) until `done` holds.
@@ -23,9 +23,7 @@ async fn until(what: &str, done: impl Fn() -> bool) {
 
 async fn a_revoked_key_is_refused_by_its_next_request(b: Backend) {
     let database = TestDatabase::fresh(b).await;
-    let db = Db::connect(&database.url, &DbOptions::default())
-        .await
-        .unwrap();
+    let db = database.open(&DbOptions::default()).await;
     let state = AppState::new(db.clone(), Default::default());
     let cache = state.key_cache.clone();
     let server = RunningServer::bind("127.0.0.1:0", state).await.unwrap();
@@ -57,9 +55,7 @@ async fn a_revoked_key_is_refused_by_its_next_request(b: Backend) {
     let hash = contextq_server::auth::hash_key(&key.api_key);
     assert!(cache.get(&hash).is_some(), "cached");
     let clears = cache.clears();
-    let other = Db::connect(&database.url, &DbOptions::default())
-        .await
-        .unwrap();
+    let other = database.open(&DbOptions::default()).await;
     assert!(admin::revoke_key(&other, &key.key_id).await.unwrap());
     if b == Backend::Postgres {
         // The notification arrives asynchronously; on SQLite the next lookup sees the signal.
@@ -82,9 +78,7 @@ async fn a_revoked_key_is_refused_by_its_next_request(b: Backend) {
 /// the key's audit rows are exactly the changes that said `true`.
 async fn key_changes_racing_each_other_answer_true_or_false(b: Backend) {
     let database = TestDatabase::fresh(b).await;
-    let db = Db::connect(&database.url, &DbOptions::default())
-        .await
-        .unwrap();
+    let db = database.open(&DbOptions::default()).await;
     let tenant = admin::create_tenant(&db, "t", Plan::Free).await.unwrap();
     for round in 0..20 {
         let key = admin::create_key(&db, &tenant, None, &[Scope::Read])

@@ -178,9 +178,7 @@ async fn postgres_writes_take_two_round_trips() {
 async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
     use sqlx::Connection as _;
     let database = TestDatabase::fresh(Backend::Postgres).await;
-    let db = Db::connect(&database.url, &DbOptions::default())
-        .await
-        .unwrap();
+    let db = database.open(&DbOptions::default()).await;
     let mut tenants = Vec::new();
     for name in ["a", "b"] {
         let id = admin::create_tenant(&db, name, Plan::Unlimited)
@@ -232,9 +230,9 @@ async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
 /// `name` with a workspace `ws`.
 async fn one_connection(name: &str) -> (TestDatabase, Db, String) {
     let database = TestDatabase::fresh(Backend::Postgres).await;
-    let db = Db::connect(&database.url, &DbOptions::default().max_connections(1))
-        .await
-        .unwrap();
+    let db = database
+        .open(&DbOptions::default().max_connections(1))
+        .await;
     let tenant = admin::create_tenant(&db, name, Plan::Unlimited)
         .await
         .unwrap();
@@ -290,9 +288,7 @@ async fn postgres_writes_survive_a_column_added_under_them() {
         .await
         .unwrap();
         // What another process's migration would do.
-        let other = Db::connect(&database.url, &DbOptions::default())
-            .await
-            .unwrap();
+        let other = database.open(&DbOptions::default()).await;
         for table in [
             "contexts",
             "audit_heads",

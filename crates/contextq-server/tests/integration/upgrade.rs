@@ -46,9 +46,7 @@ async fn release_database(b: Backend) -> TestDatabase {
 async fn a_release_database_upgrades_in_place(b: Backend) {
     let database = release_database(b).await;
     // Connecting migrates it.
-    let db = Db::connect(&database.url, &Default::default())
-        .await
-        .unwrap();
+    let db = database.open(&Default::default()).await;
     assert_eq!(db.schema_version().await.unwrap(), 13);
     // Migration 6 counted what each tenant holds, as a write would have kept it.
     assert_eq!(admin::recount(&db).await.unwrap(), vec![]);
@@ -199,7 +197,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
     let keyed = contextq_server::DbOptions::default()
         .audit_key(Some(contextq_server::audit::AuditKey::generate().unwrap()))
         .adopt_audit_key(true);
-    let db = Db::connect(&database.url, &keyed).await.unwrap();
+    let db = database.open(&keyed).await;
     admin::create_workspace(&db, &acme, "keyed", "")
         .await
         .unwrap();
@@ -299,3 +297,34 @@ contextq_server::database_tests!(
     a_release_database_upgrades_in_place,
     replicas_starting_together_migrate_once
 );
+
+/// A new SQLite database that another process is writing (as a second `contextq-memory` or
+/// server migrating it at the same moment does): opening it waits for that write, never
+/// "database is locked" (switching to write-ahead logging needs the file to itself, and SQLite
+/// refuses at once, without its busy timeout, a connection that must wait for a writer).
+#[tokio::test]
+async fn a_new_sqlite_database_opens_while_another_process_writes_it() {
+    let database = TestDatabase::fresh(Backend::Sqlite).await;
+    let path = database.url.strip_prefix("sqlite:").unwrap().to_string();
+    let writer = rusqlite::Connection::open(&path).unwrap();
+    writer
+        .execute_batch(
+            "CREATE TABLE elsewhere (x INTEGER); BEGIN IMMEDIATE; INSERT INTO elsewhere VALUES (1)",
+        )
+        .unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        writer.execute_batch("COMMIT").unwrap();
+    });
+    let db = database.open(&Default::default()).await;
+    release.join().unwrap();
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    assert_eq!(
+        db.schema_version().await.unwrap(),
+        contextq_server::db::latest_schema_version()
+    );
+}

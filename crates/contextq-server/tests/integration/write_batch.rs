@@ -15,9 +15,7 @@ use sqlx::Row;
 
 async fn db(b: Backend) -> (TestDatabase, Db) {
     let database = TestDatabase::fresh(b).await;
-    let db = Db::connect(&database.url, &DbOptions::default())
-        .await
-        .unwrap();
+    let db = database.open(&DbOptions::default()).await;
     sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
         .execute(db.pool())
         .await
