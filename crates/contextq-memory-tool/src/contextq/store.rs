@@ -1237,37 +1237,30 @@ impl ContextQStore {
         };
         // Random and unique per edit: a repeat after a lost answer is applied at most once.
         let key = format!("mt-{:032x}", fastrand::u128(..));
-        let version = |id: &str, v: i64| {
-            extensions
-                .conditional_requests
-                .then(|| Version::of_row(id, v as u64))
+        // The row edited (remembered for the next command), and what Claude is shown of it.
+        let edited = |(id, v): (&str, i64), content, snippet, changed_line| {
+            self.remember(&external_id, id);
+            Edited {
+                version: extensions
+                    .conditional_requests
+                    .then(|| Version::of_row(id, v as u64)),
+                content,
+                snippet,
+                changed_line,
+            }
         };
         let answer = if extensions.edit_snippet {
-            self.client
-                .edit_summary(&external_id, &body, None, &key)
-                .await
-                .map(|e| {
-                    self.remember(&external_id, &e.context.id);
-                    Edited {
-                        version: version(&e.context.id, e.context.version),
-                        content: None,
-                        snippet: e.snippet,
-                        changed_line: e.changed_line,
-                    }
-                })
+            let e = self.client.edit_summary(&external_id, &body, None, &key);
+            e.await.map(|e| {
+                let c = e.context;
+                edited((&c.id, c.version), None, e.snippet, e.changed_line)
+            })
         } else {
-            self.client
-                .edit(&external_id, &body, None, &key)
-                .await
-                .map(|e| {
-                    self.remember(&external_id, &e.context.id);
-                    Edited {
-                        version: version(&e.context.id, e.context.version),
-                        content: Some(e.context.content),
-                        snippet: None,
-                        changed_line: e.changed_line,
-                    }
-                })
+            let e = self.client.edit(&external_id, &body, None, &key);
+            e.await.map(|e| {
+                let c = e.context;
+                edited((&c.id, c.version), Some(c.content), None, e.changed_line)
+            })
         };
         match answer {
             Ok(edited) => Ok(edited),
