@@ -749,23 +749,20 @@ pub struct TenantListing {
 
 /// Every tenant, by name.
 pub async fn list_tenants(db: &Db) -> Result<Vec<TenantListing>> {
-    let rows = sqlx::query(
-        "SELECT t.id, t.name, t.plan, t.created_at, COALESCE(h.contexts, 0) AS contexts \
+    let rows: Vec<(String, String, String, i64, String)> = sqlx::query_as(
+        "SELECT t.id, t.name, t.plan, COALESCE(h.contexts, 0), t.created_at \
          FROM tenants t LEFT JOIN audit_heads h ON h.tenant_id = t.id ORDER BY t.name",
     )
     .fetch_all(&mut *db.reader().await?)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(TenantListing {
-                tenant_id: r.try_get("id")?,
-                name: r.try_get("name")?,
-                plan: r.try_get("plan")?,
-                contexts: r.try_get("contexts")?,
-                created_at: r.try_get("created_at")?,
-            })
-        })
-        .collect()
+    let listing = |(tenant_id, name, plan, contexts, created_at)| TenantListing {
+        tenant_id,
+        name,
+        plan,
+        contexts,
+        created_at,
+    };
+    Ok(rows.into_iter().map(listing).collect())
 }
 
 /// Changes a tenant's plan, recorded in its audit log (`tenant.plan`, with the old and new

@@ -152,6 +152,13 @@ async fn tenant_deletion_is_refused_with_chained_rows(b: Backend) {
             .any(|w| w.slug == "ws"),
         "nothing of it was deleted"
     );
+    t.client.upsert("kept.md", "x", &[]).await;
+    let listed = admin::list_tenants(&s.db).await.unwrap();
+    let kept: Vec<_> = listed
+        .iter()
+        .map(|l| (&l.tenant_id[..], l.contexts))
+        .collect();
+    assert_eq!(kept, [(&t.tenant_id[..], 1)], "the quiet tenant is gone");
     assert!(admin::verify_audit(&s.db, None).await.unwrap().ok());
     s.stop().await;
 }

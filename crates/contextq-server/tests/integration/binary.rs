@@ -677,9 +677,15 @@ async fn an_operators_commands_are_named_listed_and_audited() {
         String::from_utf8_lossy(&admin(&db, &["list-tenants", "--json"]).stdout).to_string();
     let tenants: serde_json::Value = serde_json::from_str(tenants.lines().next().unwrap()).unwrap();
     assert_eq!(
-        (&tenants["name"], &tenants["plan"]),
-        (&serde_json::json!("acme"), &serde_json::json!("free"))
+        (&tenants["name"], &tenants["plan"], &tenants["contexts"]),
+        (
+            &serde_json::json!("acme"),
+            &serde_json::json!("free"),
+            &serde_json::json!(0)
+        )
     );
+    assert_eq!(tenants["tenantId"], *t, "{tenants}");
+    assert!(tenants["createdAt"].as_str().is_some_and(|c| c.len() > 10));
     let ws = String::from_utf8_lossy(&admin(&db, &["list-workspaces", "--tenant-id", t]).stdout)
         .to_string();
     assert!(ws.contains("billing") && ws.contains("scratch"), "{ws}");
