@@ -276,14 +276,12 @@ async fn rename_file<S: Store + ?Sized>(
             Ok(v) => v,
             Err(e @ Error::AlreadyExists { .. }) => return Err(e),
             Err(Error::OutcomeUnknown { cause, .. }) => {
-                let mut effects = Effects::default();
-                effects.add(new, Applied::Unknown);
-                effects.add(old, Applied::No);
-                return Err(effects.stopped(render::rename_copy_unknown(
-                    old.raw(),
-                    new.raw(),
-                    &cause.to_string(),
-                )));
+                let message = render::rename_copy_unknown(old.raw(), new.raw(), &cause.to_string());
+                return Err(rename_stopped(
+                    (new, Applied::Unknown),
+                    (old, Applied::No),
+                    message,
+                ));
             }
             Err(e) => return Err(as_told(e)),
         };
@@ -291,41 +289,48 @@ async fn rename_file<S: Store + ?Sized>(
             Ok(()) | Err(Error::NotFound { .. }) => return Ok(()),
             Err(Error::OutcomeUnknown { cause, .. }) => {
                 // The source may be gone: the copy is all that is sure to remain, so it stays.
-                let mut effects = Effects::default();
-                effects.add(new, Applied::Yes);
-                effects.add(old, Applied::Unknown);
-                return Err(effects.stopped(render::rename_source_unknown(
+                let message = render::rename_source_unknown(
                     old.raw(),
                     new.raw(),
                     entry.id.as_deref().unwrap_or("unknown"),
                     &cause.to_string(),
-                )));
+                );
+                return Err(rename_stopped(
+                    (new, Applied::Yes),
+                    (old, Applied::Unknown),
+                    message,
+                ));
             }
             Err(e) => e,
         };
         // The source is known to be still there: remove the copy again if it is still ours.
-        let mut effects = Effects::default();
         match store.delete(new, created).await {
             Ok(()) | Err(Error::NotFound { .. }) => {}
             Err(Error::OutcomeUnknown { cause: undo, .. }) => {
-                effects.add(new, Applied::Unknown);
-                effects.add(old, Applied::No);
-                return Err(effects.stopped(render::rename_undo_unknown(
+                let message = render::rename_undo_unknown(
                     old.raw(),
                     new.raw(),
                     &cause.tool_message(),
                     &undo.to_string(),
-                )));
+                );
+                return Err(rename_stopped(
+                    (new, Applied::Unknown),
+                    (old, Applied::No),
+                    message,
+                ));
             }
             Err(_) => {
-                effects.add(new, Applied::Yes);
-                effects.add(old, Applied::No);
-                return Err(effects.stopped(render::rename_both_exist(
+                let message = render::rename_both_exist(
                     old.raw(),
                     new.raw(),
                     entry.id.as_deref().unwrap_or("unknown"),
                     &cause.tool_message(),
-                )));
+                );
+                return Err(rename_stopped(
+                    (new, Applied::Yes),
+                    (old, Applied::No),
+                    message,
+                ));
             }
         }
         if matches!(cause, Error::Precondition { .. }) {
@@ -533,6 +538,18 @@ impl Effects {
             effects: self.into_vec(),
         }
     }
+}
+
+/// A file's rename stopped: what is known of its copy at `new` and of its source at `old`.
+fn rename_stopped(
+    (new, copy): (&MemoryPath, Applied),
+    (old, source): (&MemoryPath, Applied),
+    message: String,
+) -> Error {
+    let mut effects = Effects::default();
+    effects.add(new, copy);
+    effects.add(old, source);
+    effects.stopped(message)
 }
 
 /// Stopped before changing anything, with this sentence.
