@@ -206,14 +206,7 @@ pub async fn delete_dir<S: Store + ?Sized>(store: &S, dir: &MemoryPath) -> Resul
             };
             // Stopped: this file's outcome is unknown or it is still there, and so is the rest.
             let (unknown, cause) = cause_of(e);
-            effects.add(
-                file,
-                if unknown {
-                    Applied::Unknown
-                } else {
-                    Applied::No
-                },
-            );
+            effects.add(file, failed(unknown));
             let rest = &files[i + 1..];
             rest.iter().for_each(|p| effects.add(p, Applied::No));
             let mut left: Vec<String> = rest.iter().map(MemoryPath::normalized).collect();
@@ -445,14 +438,7 @@ async fn rename_dir<S: Store + ?Sized>(
             };
             let (unknown, cause) = cause_of(e);
             effects.add(&c.dst, Applied::Yes);
-            effects.add(
-                &c.src,
-                if unknown {
-                    Applied::Unknown
-                } else {
-                    Applied::No
-                },
-            );
+            effects.add(&c.src, failed(unknown));
             let mut left: Vec<String> = Vec::new();
             if !unknown {
                 left.push(c.src.normalized());
@@ -555,6 +541,15 @@ fn rename_stopped(
 /// Stopped before changing anything, with this sentence.
 fn stopped(message: String) -> Error {
     Effects::default().stopped(message)
+}
+
+/// What a failed step did to its path: unknown when its outcome is, else nothing.
+fn failed(unknown: bool) -> Applied {
+    if unknown {
+        Applied::Unknown
+    } else {
+        Applied::No
+    }
 }
 
 /// Whether a failed step's outcome is unknown, and its cause in words.
