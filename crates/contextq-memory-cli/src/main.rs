@@ -459,6 +459,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         durability: cli.durability,
         every_workspace: false,
     };
+    // The history commands that only read: the default policy, nothing to confirm.
+    let read_history =
+        async |command| history::command(&settings(Policy::default()), command, false).await;
     match cli.command {
         Command::Exec {
             store,
@@ -623,28 +626,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             .await;
         }
         Command::History { path, json } => {
-            return history::command(
-                &settings(Policy::default()),
-                history::Command::History { path, json },
-                false,
-            )
-            .await;
+            return read_history(history::Command::History { path, json }).await;
         }
         Command::Show { path, version } => {
-            return history::command(
-                &settings(Policy::default()),
-                history::Command::Show { path, version },
-                false,
-            )
-            .await;
+            return read_history(history::Command::Show { path, version }).await;
         }
         Command::Diff { path, a, b } => {
-            return history::command(
-                &settings(Policy::default()),
-                history::Command::Diff { path, a, b },
-                false,
-            )
-            .await;
+            return read_history(history::Command::Diff { path, a, b }).await;
         }
         Command::Restore {
             path,
