@@ -118,13 +118,41 @@ async fn view<S: Store>(tool: &MemoryTool<S>, path: &str) -> String {
     ok(tool, json!({"command": "view", "path": path})).await
 }
 
+/// The paths a search found, sorted.
+fn found_paths(searched: crate::search::Searched) -> Vec<String> {
+    let mut paths: Vec<String> = searched
+        .found
+        .into_iter()
+        .map(|f| f.path.raw().to_string())
+        .collect();
+    paths.sort();
+    paths
+}
+
+/// Checks that the view of the file `path` ends with `tail` (its last numbered lines).
+async fn assert_view_ends<S: Store>(tool: &MemoryTool<S>, path: &str, tail: &str) {
+    let shown = view(tool, path).await;
+    assert!(
+        shown.ends_with(tail),
+        "{path} should end with {tail:?}: {shown}"
+    );
+}
+
+/// `create` of `path` that must fail: its error.
+async fn create_err<S: Store>(tool: &MemoryTool<S>, path: &str, text: &str) -> String {
+    err(
+        tool,
+        json!({"command": "create", "path": path, "file_text": text}),
+    )
+    .await
+}
+
 /// Renames `from` to `to`, checking the answer, and that `to` now ends with the line `last`.
 async fn renamed<S: Store>(tool: &MemoryTool<S>, (from, to): (&str, &str), last: &str) {
     let input = json!({"command": "rename", "old_path": from, "new_path": to});
     let answer = format!("Successfully renamed {from} to {to}");
     assert_eq!(ok(tool, input).await, answer);
-    let shown = view(tool, to).await;
-    assert!(shown.ends_with(&format!("\t{last}")), "{shown}");
+    assert_view_ends(tool, to, &format!("\t{last}")).await;
 }
 
 /// Masks the size column where `profile` lets stores differ: directory rows (and the first
@@ -245,24 +273,9 @@ pub async fn search<S: Store>(store: S) {
         "nothing",
     ] {
         let query = Query::parse(q).unwrap();
-        let mut want: Vec<String> = by_scan(&mirror, &query, &crate::MemoryPath::root(), 50)
-            .await
-            .unwrap()
-            .found
-            .into_iter()
-            .map(|f| f.path.raw().to_string())
-            .collect();
-        want.sort();
-        let mut got: Vec<String> = tool
-            .store()
-            .search(&query, &crate::MemoryPath::root(), 50)
-            .await
-            .unwrap()
-            .found
-            .into_iter()
-            .map(|f| f.path.raw().to_string())
-            .collect();
-        got.sort();
+        let root = crate::MemoryPath::root();
+        let want = found_paths(by_scan(&mirror, &query, &root, 50).await.unwrap());
+        let got = found_paths(tool.store().search(&query, &root, 50).await.unwrap());
         assert_eq!(got, want, "{q}");
     }
     let r = tool
@@ -360,18 +373,10 @@ pub async fn create_never_overwrites<S: Store>(store: S) {
     let tool = MemoryTool::new(store);
     create(&tool, "/memories/a/b.md", "first").await;
     assert_eq!(
-        err(
-            &tool,
-            json!({"command": "create", "path": "/memories/a/b.md", "file_text": "second"})
-        )
-        .await,
+        create_err(&tool, "/memories/a/b.md", "second").await,
         "Error: File /memories/a/b.md already exists"
     );
-    assert!(
-        view(&tool, "/memories/a/b.md")
-            .await
-            .ends_with("     1\tfirst")
-    );
+    assert_view_ends(&tool, "/memories/a/b.md", "     1\tfirst").await;
     // Parents are implied.
     create(&tool, "/memories/x/y/z/deep.md", "d").await;
     assert!(
@@ -381,12 +386,9 @@ pub async fn create_never_overwrites<S: Store>(store: S) {
     );
     // The root is a directory.
     assert!(
-        err(
-            &tool,
-            json!({"command": "create", "path": "/memories", "file_text": "x"})
-        )
-        .await
-        .starts_with("Error: The path /memories is a directory")
+        create_err(&tool, "/memories", "x")
+            .await
+            .starts_with("Error: The path /memories is a directory")
     );
 }
 
@@ -491,11 +493,7 @@ pub async fn insert<S: Store>(store: S) {
     // A file without a trailing newline gets one; an empty file has 0 lines.
     create(&tool, "/memories/nonl.md", "x").await;
     ok(&tool, json!({"command": "insert", "path": "/memories/nonl.md", "insert_line": 1, "insert_text": "y"})).await;
-    assert!(
-        view(&tool, "/memories/nonl.md")
-            .await
-            .ends_with("     1\tx\n     2\ty\n     3\t")
-    );
+    assert_view_ends(&tool, "/memories/nonl.md", "     1\tx\n     2\ty\n     3\t").await;
     create(&tool, "/memories/empty.md", "").await;
     assert_eq!(
         err(&tool, json!({"command": "insert", "path": "/memories/empty.md", "insert_line": 1, "insert_text": "y"})).await,
@@ -546,7 +544,7 @@ pub async fn delete<S: Store>(store: S) {
     )
     .await;
     // Only whole segments: deleting dir did not touch dirx.md.
-    assert!(view(&tool, "/memories/dirx.md").await.ends_with("\tkeep"));
+    assert_view_ends(&tool, "/memories/dirx.md", "\tkeep").await;
     let root = view(&tool, "/memories").await;
     assert!(!root.contains("/memories/dir/"), "{root}");
 }
@@ -563,7 +561,7 @@ pub async fn rename<S: Store>(store: S, profile: Profile) {
         err(&tool, mv("/memories/b.md", "/memories/archive/a2.md")).await,
         "Error: The destination /memories/archive/a2.md already exists"
     );
-    assert!(view(&tool, "/memories/b.md").await.ends_with("\tB"));
+    assert_view_ends(&tool, "/memories/b.md", "\tB").await;
     let root = Err("Error: Cannot rename the /memories directory itself");
     answers(
         &tool,
@@ -586,8 +584,7 @@ pub async fn rename<S: Store>(store: S, profile: Profile) {
         answer,
         "Successfully renamed /memories/proj to /memories/old/proj"
     );
-    let moved = view(&tool, "/memories/old/proj/sub/two.md").await;
-    assert!(moved.ends_with("\t22"), "{moved}");
+    assert_view_ends(&tool, "/memories/old/proj/sub/two.md", "\t22").await;
     assert_eq!(
         err(&tool, json!({"command": "view", "path": "/memories/proj"})).await,
         "Error: The path /memories/proj does not exist. Please provide a valid path."
@@ -640,11 +637,7 @@ pub async fn shared_errors<S: Store>(store: S) {
         "/memories/a\u{0}b",
     ] {
         assert_eq!(
-            err(
-                &tool,
-                json!({"command": "create", "path": p, "file_text": "x"})
-            )
-            .await,
+            create_err(&tool, p, "x").await,
             format!("Error: Path {p} would escape /memories directory")
         );
     }
@@ -674,31 +667,19 @@ pub async fn bad_input<S: Store>(store: S) {
     let nfd = "/memories/unicode/cafe\u{301}.md";
     create(&tool, nfc, "one").await;
     assert_eq!(
-        err(
-            &tool,
-            json!({"command": "create", "path": nfd, "file_text": "two"})
-        )
-        .await,
+        create_err(&tool, nfd, "two").await,
         format!("Error: File {nfd} already exists")
     );
-    assert!(view(&tool, nfd).await.ends_with("\tone"));
+    assert_view_ends(&tool, nfd, "\tone").await;
     let bidi = "/memories/unicode/\u{202e}dm.exe";
-    let refused = err(
-        &tool,
-        json!({"command": "create", "path": bidi, "file_text": "x"}),
-    )
-    .await;
+    let refused = create_err(&tool, bidi, "x").await;
     assert!(
         refused.contains("U+202E") && refused.contains("visible characters only"),
         "{refused}"
     );
     // One path limit, worded for Claude, on every store.
     let long = format!("/memories/{}", "a".repeat(crate::path::MAX_PATH_BYTES));
-    let refused = err(
-        &tool,
-        json!({"command": "create", "path": long, "file_text": "x"}),
-    )
-    .await;
+    let refused = create_err(&tool, &long, "x").await;
     assert!(refused.contains("at most 900 bytes"), "{refused}");
 }
 
