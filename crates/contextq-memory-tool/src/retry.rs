@@ -465,16 +465,19 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let url = format!("http://127.0.0.1:{port}/x");
-        let refused = exchange(reqwest::Client::new().get(&url), &url, "sk", wrap)
-            .await
-            .unwrap_err();
-        assert_eq!(refused.failure, Failure::Connect);
-        assert!(
-            refused.error.to_string().contains("sent=false"),
-            "{}",
-            refused.error
-        );
+        // What failed, and whether the request was sent.
+        let attempt = async |url: String| {
+            let a = exchange(reqwest::Client::new().get(&url), &url, "sk", wrap)
+                .await
+                .unwrap_err();
+            let said = a.error.to_string();
+            let sent = [true, false]
+                .into_iter()
+                .find(|s| said.contains(&format!("sent={s}")));
+            (a.failure, sent)
+        };
+        let refused = attempt(format!("http://127.0.0.1:{port}/x")).await;
+        assert_eq!(refused, (Failure::Connect, Some(false)));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/x", listener.local_addr().unwrap());
         tokio::spawn(async move {
@@ -482,15 +485,7 @@ mod tests {
             let mut buf = [0u8; 1024];
             let _ = s.read(&mut buf).await;
         });
-        let dropped = exchange(reqwest::Client::new().get(&url), &url, "sk", wrap)
-            .await
-            .unwrap_err();
-        assert_eq!(dropped.failure, Failure::Lost);
-        assert!(
-            dropped.error.to_string().contains("sent=true"),
-            "{}",
-            dropped.error
-        );
+        assert_eq!(attempt(url).await, (Failure::Lost, Some(true)));
     }
 
     #[test]
@@ -513,6 +508,24 @@ mod tests {
         }
     }
 
+    /// Runs a request of `kind` whose attempt `n` (from 1) answers `outcome(n)`, for a client
+    /// that follows outages when given `reached`; returns the attempts made and the outcome.
+    async fn attempts<T>(
+        config: &RetryConfig,
+        kind: Idempotency,
+        reached: Option<&AtomicBool>,
+        outcome: impl Fn(usize) -> std::result::Result<T, Attempt>,
+    ) -> (usize, Result<T>) {
+        let mut n = 0;
+        let r = run(config, "test", "POST /x", kind, reached, || {
+            n += 1;
+            let answer = outcome(n);
+            async move { answer }
+        })
+        .await;
+        (n, r)
+    }
+
     /// Runs a request whose first attempt loses its answer and every later one fails with
     /// `then`; returns the attempts made and the outcome.
     async fn lost_then(
@@ -520,14 +533,10 @@ mod tests {
         kind: Idempotency,
         then: Failure,
     ) -> (usize, Result<()>) {
-        let mut n = 0;
-        let r = run(config, "test", "POST /x", kind, None, || {
-            n += 1;
-            let first = n == 1;
-            async move { Err(failure(if first { Failure::Lost } else { then })) }
+        attempts(config, kind, None, |n| {
+            Err(failure(if n == 1 { Failure::Lost } else { then }))
         })
-        .await;
-        (n, r)
+        .await
     }
 
     #[tokio::test]
@@ -539,54 +548,27 @@ mod tests {
             retry_timeout: Duration::from_secs(5),
         };
         // Two refusals, then success: three attempts.
-        let mut n = 0;
-        let r = run(&config, "test", "GET /x", Idempotency::Unsafe, None, || {
-            n += 1;
-            let n = n;
-            async move {
-                if n < 3 {
-                    Err(failure(Failure::Status(503)))
-                } else {
-                    Ok(n)
-                }
-            }
+        let (n, r) = attempts(&config, Idempotency::Unsafe, None, |n| match n {
+            1 | 2 => Err(failure(Failure::Status(503))),
+            n => Ok(n),
         })
         .await;
-        assert_eq!(r.unwrap(), 3);
+        assert_eq!((n, r.unwrap()), (3, 3));
         // A lost answer of an unsafe request: one attempt, its error.
-        let mut n = 0;
-        let r: Result<()> = run(
-            &config,
-            "test",
-            "DELETE /x",
-            Idempotency::Unsafe,
-            None,
-            || {
-                n += 1;
-                async { Err(failure(Failure::Lost)) }
-            },
-        )
-        .await;
+        let lost = |_| Err::<(), _>(failure(Failure::Lost));
+        let (n, r) = attempts(&config, Idempotency::Unsafe, None, lost).await;
         assert_eq!(n, 1);
         assert!(r.unwrap_err().to_string().contains("Lost"));
         // Always failing: 1 + max_retries attempts.
-        let mut n = 0;
-        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, None, || {
-            n += 1;
-            async { Err(failure(Failure::Status(500))) }
-        })
-        .await;
+        let failing = |_| Err::<(), _>(failure(Failure::Status(500)));
+        let (n, r) = attempts(&config, Idempotency::Safe, None, failing).await;
         assert!(r.is_err());
         assert_eq!(n, 4);
         // A Retry-After beyond the time budget ends retrying at once.
-        let mut n = 0;
-        let r: Result<()> = run(&config, "test", "GET /x", Idempotency::Safe, None, || {
-            n += 1;
-            async {
-                let mut a = failure(Failure::Status(429));
-                a.retry_after = Some(Duration::from_secs(60));
-                Err(a)
-            }
+        let (n, r) = attempts(&config, Idempotency::Safe, None, |_| {
+            let mut a = failure(Failure::Status(429));
+            a.retry_after = Some(Duration::from_secs(60));
+            Err::<(), _>(a)
         })
         .await;
         assert!(r.is_err());
@@ -621,19 +603,8 @@ mod tests {
     /// has (`reached`) or has not been answered before; returns the attempts made.
     async fn always(config: &RetryConfig, f: Failure, reached: Option<bool>) -> usize {
         let flag = reached.map(AtomicBool::new);
-        let mut n = 0;
-        let r: Result<()> = run(
-            config,
-            "test",
-            "GET /x",
-            Idempotency::Read,
-            flag.as_ref(),
-            || {
-                n += 1;
-                async move { Err(failure(f)) }
-            },
-        )
-        .await;
+        let read = Idempotency::Read;
+        let (n, r) = attempts(config, read, flag.as_ref(), |_| Err::<(), _>(failure(f))).await;
         assert!(r.is_err());
         n
     }
@@ -658,37 +629,18 @@ mod tests {
         assert_eq!(always(&config, Failure::Status(429), Some(true)).await, 4);
         // An answer marks the server reached: a 503, then refused connections, ride on.
         let reached = AtomicBool::new(false);
-        let mut n = 0;
-        let r: Result<()> = run(
-            &config,
-            "test",
-            "GET /x",
-            Idempotency::Read,
-            Some(&reached),
-            || {
-                n += 1;
-                let f = if n == 1 {
-                    Failure::Status(503)
-                } else {
-                    Failure::Connect
-                };
-                async move { Err(failure(f)) }
-            },
-        )
+        let (n, r) = attempts(&config, Idempotency::Read, Some(&reached), |n| {
+            Err::<(), _>(failure(match n {
+                1 => Failure::Status(503),
+                _ => Failure::Connect,
+            }))
+        })
         .await;
         assert!(r.is_err() && n > 20, "{n}");
         assert!(reached.load(Ordering::Relaxed));
         // A success marks it too.
         let reached = AtomicBool::new(false);
-        let r = run(
-            &config,
-            "test",
-            "GET /x",
-            Idempotency::Read,
-            Some(&reached),
-            || async { Ok(()) },
-        )
-        .await;
+        let (_, r) = attempts(&config, Idempotency::Read, Some(&reached), |_| Ok(())).await;
         assert!(r.is_ok() && reached.load(Ordering::Relaxed));
         // Each wait of an outage is at most OUTAGE_MAX_BACKOFF, however long the backoff grew.
         let slow = RetryConfig {
