@@ -783,6 +783,19 @@ mod tests {
         assert!(!sql.contains("DELETE"), "{sql}");
     }
 
+    /// The SQL of a write of one version of a new external id, keeping 2 per id, by a tenant
+    /// with `usage` on `plan`.
+    fn one_version_written(usage: Usage, plan: Plan) -> String {
+        let mut v = Versions::new("t", None, usage, plan, 2);
+        v.known("new", Kept::default());
+        let mut batch = Batch::default();
+        let mut head = fresh_head();
+        v.push(&mut batch, change("new"));
+        v.finish(&mut batch, &mut head);
+        head.write(&mut batch, crate::db::Backend::Sqlite);
+        sqlite_text(batch)
+    }
+
     #[test]
     fn the_tenant_bound_prunes_what_the_write_read_as_prunable() {
         // Free: 100 contexts x 2 versions = 200 at most; 200 kept, one more inserted: the
@@ -792,14 +805,7 @@ mod tests {
             versions: 200,
             prunable: vec![5, 8],
         };
-        let mut v = Versions::new("t", None, usage, Plan::Free, 2);
-        v.known("new", Kept::default());
-        let mut batch = Batch::default();
-        let mut head = fresh_head();
-        v.push(&mut batch, change("new"));
-        v.finish(&mut batch, &mut head);
-        head.write(&mut batch, crate::db::Backend::Sqlite);
-        let sql = sqlite_text(batch);
+        let sql = one_version_written(usage, Plan::Free);
         assert!(sql.contains("superseded = 1 AND seq IN (5)"), "{sql}");
         assert!(!sql.contains("audit_heads"), "one in, one out: {sql}");
         // Unlimited: no tenant bound.
@@ -808,13 +814,7 @@ mod tests {
             versions: 1_000_000,
             prunable: vec![5],
         };
-        let mut v = Versions::new("t", None, usage, Plan::Unlimited, 2);
-        let mut batch = Batch::default();
-        let mut head = fresh_head();
-        v.push(&mut batch, change("a"));
-        v.finish(&mut batch, &mut head);
-        head.write(&mut batch, crate::db::Backend::Sqlite);
-        let sql = sqlite_text(batch);
+        let sql = one_version_written(usage, Plan::Unlimited);
         assert!(!sql.contains("seq IN"), "{sql}");
         assert!(sql.contains("versions = versions + 1"), "{sql}");
     }
