@@ -581,10 +581,23 @@ mod tests {
         MemoryPath::parse(s).unwrap()
     }
 
-    #[tokio::test]
-    async fn files_are_private_and_writes_atomic() {
+    /// A store over a new temporary directory (removed when the guard drops).
+    fn store() -> (tempfile::TempDir, LocalStore) {
         let tmp = tempfile::tempdir().unwrap();
         let store = LocalStore::new(tmp.path()).unwrap();
+        (tmp, store)
+    }
+
+    /// A directory outside the store's root, holding a file `secret` that must stay out of reach.
+    fn outside() -> tempfile::TempDir {
+        let outside = tempfile::tempdir().unwrap();
+        fs::write(outside.path().join("secret"), "s3cret").unwrap();
+        outside
+    }
+
+    #[tokio::test]
+    async fn files_are_private_and_writes_atomic() {
+        let (tmp, store) = store();
         store
             .put(&p("/memories/a/b.md"), "hi", PutMode::Create)
             .await
@@ -616,10 +629,8 @@ mod tests {
 
     #[tokio::test]
     async fn links_that_leave_the_root_are_refused() {
-        let tmp = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        fs::write(outside.path().join("secret"), "s3cret").unwrap();
-        let store = LocalStore::new(tmp.path()).unwrap();
+        let (tmp, store) = store();
+        let outside = outside();
         std::os::unix::fs::symlink(outside.path(), tmp.path().join("memories/link")).unwrap();
         assert!(store.get(&p("/memories/link/secret")).await.is_err());
         assert!(
@@ -662,10 +673,8 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn links_inside_the_root_are_listed_and_read() {
-        let tmp = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        fs::write(outside.path().join("secret"), "s3cret").unwrap();
-        let store = LocalStore::new(tmp.path()).unwrap();
+        let (tmp, store) = store();
+        let outside = outside();
         store
             .put(&p("/memories/notes/real.md"), "real\n", PutMode::Create)
             .await
