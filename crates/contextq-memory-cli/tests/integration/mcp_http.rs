@@ -399,35 +399,14 @@ async fn a_session_belongs_to_the_key_that_opened_it(b: contextq_server::Backend
     let mut answers = Vec::new();
     for id in [session.as_str(), unknown.as_str()] {
         let view = json!({"name": "memory", "arguments": {"command": "view", "path": "/memories/a/secret.md"}});
-        let post = mcp_request(
-            &url,
-            reqwest::Method::POST,
-            &other.api_key,
-            Some(id),
-            Some(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": view})),
-            &[],
-        )
-        .await;
-        let get = mcp_request(
-            &url,
-            reqwest::Method::GET,
-            &other.api_key,
-            Some(id),
-            None,
-            &[("last-event-id", "0/0")],
-        )
-        .await;
-        let delete = mcp_request(
-            &url,
-            reqwest::Method::DELETE,
-            &other.api_key,
-            Some(id),
-            None,
-            &[],
-        )
-        .await;
+        let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": view});
         let mut seen = Vec::new();
-        for r in [post, get, delete] {
+        for (method, body, headers) in [
+            (reqwest::Method::POST, Some(call), &[][..]),
+            (reqwest::Method::GET, None, &[("last-event-id", "0/0")][..]),
+            (reqwest::Method::DELETE, None, &[][..]),
+        ] {
+            let r = mcp_request(&url, method, &other.api_key, Some(id), body, headers).await;
             let status = r.status().as_u16();
             let text = r.text().await.unwrap();
             assert!(!text.contains("hunter2"), "{text}");
