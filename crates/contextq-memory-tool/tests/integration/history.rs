@@ -18,6 +18,15 @@ fn actions(h: &[contextq_memory_tool::contextq::history::FileVersion]) -> Vec<(i
     h.iter().map(|v| (v.version, v.action)).collect()
 }
 
+/// The content of `path`'s version `n`.
+async fn content_of(
+    tool: &contextq_memory_tool::contextq::ContextQMemoryTool,
+    path: &str,
+    n: i64,
+) -> Option<String> {
+    tool.version(path, n).await.unwrap().content
+}
+
 async fn every_command_leaves_versions(b: Backend) {
     let server = Server::start(b).await;
     let (_, key) = server.tenant(Plan::Free, ALL, "ws").await;
@@ -42,11 +51,7 @@ async fn every_command_leaves_versions(b: Backend) {
     );
     assert!(h[0].content.is_none());
     assert_eq!(
-        tool.version("/memories/a.md", 2)
-            .await
-            .unwrap()
-            .content
-            .as_deref(),
+        content_of(&tool, "/memories/a.md", 2).await.as_deref(),
         Some("two\n")
     );
     // Rename: the old path ends with a delete, the new one starts with a create.
@@ -62,11 +67,7 @@ async fn every_command_leaves_versions(b: Backend) {
     let h = tool.history("/memories/b.md").await.unwrap();
     assert_eq!(actions(&h), [(1, Action::Create)]);
     assert_eq!(
-        tool.version("/memories/b.md", 1)
-            .await
-            .unwrap()
-            .content
-            .as_deref(),
+        content_of(&tool, "/memories/b.md", 1).await.as_deref(),
         Some("two\nthree\n")
     );
     // Directory rename and delete: every file beneath gets its versions.

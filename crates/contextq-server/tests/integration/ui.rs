@@ -190,14 +190,7 @@ async fn an_expired_key_is_refused(b: Backend) {
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     assert!(r.message().contains("expired"), "{}", r.message());
     // admin create-key --expires-in: a key that works now.
-    let key = contextq_server::admin::create_expiring_key(
-        &s.db,
-        &t.tenant_id,
-        ALL,
-        std::time::Duration::from_secs(3600),
-    )
-    .await
-    .unwrap();
+    let key = expiring_key(&s, &t, 3600).await;
     assert_eq!(
         t.client
             .with_key(&key.api_key)
@@ -207,6 +200,18 @@ async fn an_expired_key_is_refused(b: Backend) {
         StatusCode::OK
     );
     s.stop().await;
+}
+
+/// A new key of `t` with every scope that stops working `secs` from now.
+async fn expiring_key(
+    s: &TestServer,
+    t: &common::Tenant,
+    secs: u64,
+) -> contextq_server::admin::NewKey {
+    let lifetime = std::time::Duration::from_secs(secs);
+    contextq_server::admin::create_expiring_key(&s.db, &t.tenant_id, ALL, lifetime)
+        .await
+        .unwrap()
 }
 
 /// Redeems a sign-in token at `url`: the session key and its expiry.
@@ -249,14 +254,7 @@ async fn a_session_ends_with_its_key(b: Backend) {
     };
 
     // Expiry: an admin key that expires in 3 s gives a session that expires with it.
-    let parent = contextq_server::admin::create_expiring_key(
-        &s.db,
-        &t.tenant_id,
-        ALL,
-        std::time::Duration::from_secs(3),
-    )
-    .await
-    .unwrap();
+    let parent = expiring_key(&s, &t, 3).await;
     let (session, expires_at) = redeem(&s.url, &s.sign_in().issue(&parent.api_key)).await;
     assert!(
         expires_at <= chrono::Utc::now() + chrono::Duration::seconds(3),
