@@ -257,35 +257,24 @@ async fn suite(b: Backend, reach: Reach, pinned: bool) {
     }
 }
 
-async fn pinned_mode_conforms(b: Backend) {
-    suite(b, Reach::Http, true).await;
+/// One test of the suite per path mode (pinned to a workspace, or a workspace per first
+/// folder) and way of reaching the server (HTTP, HTTP with every extension hidden, in process).
+macro_rules! suites {
+    ($($name:ident: $reach:ident, $pinned:literal;)*) => {
+        $(
+            async fn $name(b: Backend) {
+                suite(b, Reach::$reach, $pinned).await;
+            }
+        )*
+        contextq_server::database_tests!($($name),*);
+    };
 }
 
-async fn pinned_mode_conforms_on_a_plain_contextq(b: Backend) {
-    suite(b, Reach::Plain, true).await;
+suites! {
+    pinned_mode_conforms_in_process: InProcess, true;
+    per_workspace_mode_conforms_in_process: InProcess, false;
+    pinned_mode_conforms: Http, true;
+    pinned_mode_conforms_on_a_plain_contextq: Plain, true;
+    per_workspace_mode_conforms: Http, false;
+    per_workspace_mode_conforms_on_a_plain_contextq: Plain, false;
 }
-
-async fn per_workspace_mode_conforms(b: Backend) {
-    suite(b, Reach::Http, false).await;
-}
-
-async fn per_workspace_mode_conforms_on_a_plain_contextq(b: Backend) {
-    suite(b, Reach::Plain, false).await;
-}
-
-async fn pinned_mode_conforms_in_process(b: Backend) {
-    suite(b, Reach::InProcess, true).await;
-}
-
-async fn per_workspace_mode_conforms_in_process(b: Backend) {
-    suite(b, Reach::InProcess, false).await;
-}
-
-contextq_server::database_tests!(
-    pinned_mode_conforms_in_process,
-    per_workspace_mode_conforms_in_process,
-    pinned_mode_conforms,
-    pinned_mode_conforms_on_a_plain_contextq,
-    per_workspace_mode_conforms,
-    per_workspace_mode_conforms_on_a_plain_contextq,
-);
