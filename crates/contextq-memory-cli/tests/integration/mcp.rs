@@ -49,17 +49,14 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
             == 6
     );
 
-    let call = |input: Value| {
-        let client = &client;
-        async move {
-            let r = client
-                .call_tool(CallToolRequestParams::new("memory").with_arguments(args(input)))
-                .await
-                .unwrap();
-            let text = r.content[0].as_text().expect("text").text.clone();
-            (text, r.is_error.unwrap_or(false))
-        }
+    // A tool's answer: its text, and whether it is an error.
+    let use_tool = async |tool: &'static str, input: Value| {
+        let call = CallToolRequestParams::new(tool).with_arguments(args(input));
+        let r = client.call_tool(call).await.unwrap();
+        let text = r.content[0].as_text().expect("text").text.clone();
+        (text, r.is_error.unwrap_or(false))
     };
+    let call = async |input| use_tool("memory", input).await;
     let cases = [
         (
             json!({"command": "create", "path": "/memories/notes.md", "file_text": "one\ntwo\n"}),
@@ -109,17 +106,7 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
     }
 
     // memory_search beside memory: lines numbered as view numbers them; a bad query an error.
-    let search = |input: Value| {
-        let client = &client;
-        async move {
-            let r = client
-                .call_tool(CallToolRequestParams::new("memory_search").with_arguments(args(input)))
-                .await
-                .unwrap();
-            let text = r.content[0].as_text().expect("text").text.clone();
-            (text, r.is_error.unwrap_or(false))
-        }
-    };
+    let search = async |input| use_tool("memory_search", input).await;
     assert_eq!(
         search(json!({"query": "one"})).await,
         (
