@@ -117,31 +117,18 @@ pub async fn create_workspace(
     slug: &str,
     name: &str,
 ) -> Result<Workspace> {
-    let actor = Actor {
-        tenant_id,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(tenant_id);
     workspaces::create(db, actor, slug, name).await
-}
-
-/// An operator acting on `tenant_id` (audit rows carry no key).
-fn operator(tenant_id: &str) -> Actor<'_> {
-    Actor {
-        tenant_id,
-        key_id: None,
-        keyed: None,
-    }
 }
 
 /// Archives a workspace of a tenant (read-only from then on; audited).
 pub async fn archive_workspace(db: &Db, tenant_id: &str, slug: &str) -> Result<Workspace> {
-    workspaces::archive(db, operator(tenant_id), &slug.to_lowercase()).await
+    workspaces::archive(db, Actor::operator(tenant_id), &slug.to_lowercase()).await
 }
 
 /// Deletes an empty workspace of a tenant (refused while it holds contexts; audited).
 pub async fn delete_workspace(db: &Db, tenant_id: &str, slug: &str) -> Result<()> {
-    workspaces::delete(db, operator(tenant_id), &slug.to_lowercase()).await
+    workspaces::delete(db, Actor::operator(tenant_id), &slug.to_lowercase()).await
 }
 
 /// A tenant's workspaces, by slug.

@@ -212,6 +212,16 @@ pub struct Actor<'a> {
 }
 
 impl<'a> Actor<'a> {
+    /// An operator of `tenant_id` (a command of the binary or of the library: no key, no
+    /// `Idempotency-Key`).
+    pub fn operator(tenant_id: &'a str) -> Actor<'a> {
+        Actor {
+            tenant_id,
+            key_id: None,
+            keyed: None,
+        }
+    }
+
     /// An audit record of `action` on an entity, by this actor.
     fn record(
         &self,

@@ -259,11 +259,7 @@ pub async fn create_key_with(db: &Db, spec: KeySpec<'_>) -> Result<NewKey> {
     let checked = check_key(&mut *db.reader().await?, &spec).await?;
     let key = generate_key();
     let id = new_id("key");
-    let actor = Actor {
-        tenant_id: spec.tenant_id,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(spec.tenant_id);
     let read = lock_head(spec.tenant_id);
     write(db, actor, &id, read, |mut head, _row| {
         let mut batch = Batch::default();
@@ -451,11 +447,7 @@ async fn change_key(
     action: &'static str,
     detail: serde_json::Value,
 ) -> Result<bool> {
-    let actor = Actor {
-        tenant_id,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(tenant_id);
     let written = write(db, actor, id, lock_head(tenant_id), |mut head, _row| {
         let mut batch = Batch::default();
         for (sql, expected) in statements {
@@ -769,11 +761,7 @@ pub async fn list_tenants(db: &Db) -> Result<Vec<TenantListing>> {
 /// plan). A lower cap than it holds refuses new contexts only: updates and deletes go on.
 pub async fn set_plan(db: &Db, tenant_id: &str, plan: Plan) -> Result<()> {
     require_tenant(&mut *db.reader().await?, tenant_id).await?;
-    let actor = Actor {
-        tenant_id,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(tenant_id);
     let read = (
         "SELECT h.seq AS head_seq, h.last_hash AS head_hash, h.keyed_from AS head_keyed_from, \
          h.mac AS head_mac, t.plan AS plan FROM audit_heads h JOIN tenants t ON t.id = h.tenant_id \

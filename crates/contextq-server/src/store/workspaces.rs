@@ -160,11 +160,7 @@ pub(crate) async fn create_first(
         db.audit_key(),
     )
     .map_err(Error::Corrupt)?;
-    let actor = Actor {
-        tenant_id,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(tenant_id);
     let mut batch = Batch::default();
     let ws = insert(actor, slug, slug, &mut head, &mut batch);
     head.write(&mut batch, db.backend());

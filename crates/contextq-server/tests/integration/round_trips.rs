@@ -40,11 +40,7 @@ async fn postgres_writes_take_two_round_trips() {
     admin::create_workspace(&db, &tenant, "ws", "ws")
         .await
         .unwrap();
-    let actor = Actor {
-        tenant_id: &tenant,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(&tenant);
     let many: Vec<ContextInput> = (0..100).map(|i| item(&format!("m{i}"), "x")).collect();
     contexts::bulk_upsert(&db, actor, &many[..50])
         .await
@@ -200,11 +196,7 @@ async fn postgres_writes_of_different_tenants_never_wait_for_each_other() {
     let write = |tenant: String, ext: &'static str| {
         let db = db.clone();
         tokio::spawn(async move {
-            let actor = Actor {
-                tenant_id: &tenant,
-                key_id: None,
-                keyed: None,
-            };
+            let actor = Actor::operator(&tenant);
             contexts::bulk_upsert(&db, actor, &[item(ext, "x")])
                 .await
                 .unwrap();
@@ -254,11 +246,7 @@ async fn one_connection(name: &str) -> (TestDatabase, Db, String) {
 )]
 async fn postgres_writes_survive_a_column_added_under_them() {
     let (database, db, tenant) = one_connection("schema").await;
-    let actor = Actor {
-        tenant_id: &tenant,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(&tenant);
     for round in 0..2 {
         contexts::bulk_upsert(&db, actor, &[item(&format!("a{round}"), "x")])
             .await
@@ -321,11 +309,7 @@ async fn postgres_writes_survive_a_column_added_under_them() {
 async fn postgres_keeps_a_bounded_number_of_prepared_statements() {
     use contextq_server::db::PREPARED_PER_CONNECTION;
     let (_database, db, tenant) = one_connection("shapes").await;
-    let actor = Actor {
-        tenant_id: &tenant,
-        key_id: None,
-        keyed: None,
-    };
+    let actor = Actor::operator(&tenant);
     for round in 0..2 {
         for size in 1..=contextq_api::limits::MAX_BULK_ITEMS {
             let items: Vec<ContextInput> = (0..size)
