@@ -27,6 +27,28 @@ async fn run(data: &Path, served: Option<&Served>, args: &[&str]) -> Output {
     cmd.args(args).output().await.unwrap()
 }
 
+/// `contextq-memory [--workspace W] exec` on the embedded store in `data`, with `input` as its
+/// stdin: what it printed.
+async fn exec_in(data: &Path, workspace: Option<&str>, input: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.env("CONTEXTQ_MEMORY_DATA_DIR", data)
+        .env_remove("CONTEXT_API_URL")
+        .env_remove("CONTEXT_API_KEY");
+    if let Some(w) = workspace {
+        cmd.args(["--workspace", w]);
+    }
+    cmd.arg("exec")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
@@ -176,28 +198,7 @@ async fn the_embedded_default_round_trips() {
 #[tokio::test]
 async fn every_workspace_is_exported_or_named() {
     let data = tempfile::tempdir().unwrap();
-    let exec = |workspace: Option<&'static str>, input: &'static str| {
-        let data = data.path().to_path_buf();
-        async move {
-            let mut cmd = tokio::process::Command::new(BIN);
-            cmd.env("CONTEXTQ_MEMORY_DATA_DIR", &data)
-                .env_remove("CONTEXT_API_URL")
-                .env_remove("CONTEXT_API_KEY");
-            if let Some(w) = workspace {
-                cmd.args(["--workspace", w]);
-            }
-            cmd.arg("exec")
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped());
-            let mut child = cmd.spawn().unwrap();
-            use tokio::io::AsyncWriteExt;
-            let mut stdin = child.stdin.take().unwrap();
-            stdin.write_all(input.as_bytes()).await.unwrap();
-            drop(stdin);
-            let out = child.wait_with_output().await.unwrap();
-            String::from_utf8_lossy(&out.stdout).to_string()
-        }
-    };
+    let exec = async |workspace, input| exec_in(data.path(), workspace, input).await;
     exec(
         Some("work"),
         r#"{"command": "create", "path": "/memories/a.md", "file_text": "in work"}"#,
@@ -264,26 +265,9 @@ async fn every_workspace_is_exported_or_named() {
         stdout(&o),
         "imported 2 files (17B), skipped 0, failed 0; left out 3 hidden (names starting with '.', node_modules: view hides them; --include-hidden imports them)"
     );
-    let data = fresh.path().to_path_buf();
-    let view = |workspace: &'static str, path: &'static str| {
-        let data = data.clone();
-        async move {
-            let mut cmd = tokio::process::Command::new(BIN);
-            cmd.env("CONTEXTQ_MEMORY_DATA_DIR", &data)
-                .env_remove("CONTEXT_API_URL")
-                .env_remove("CONTEXT_API_KEY")
-                .args(["--workspace", workspace, "exec"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped());
-            let mut child = cmd.spawn().unwrap();
-            use tokio::io::AsyncWriteExt;
-            let mut stdin = child.stdin.take().unwrap();
-            let line = format!(r#"{{"command": "view", "path": "{path}"}}"#);
-            stdin.write_all(line.as_bytes()).await.unwrap();
-            drop(stdin);
-            let out = child.wait_with_output().await.unwrap();
-            String::from_utf8_lossy(&out.stdout).to_string()
-        }
+    let view = async |workspace, path: &str| {
+        let line = format!(r#"{{"command": "view", "path": "{path}"}}"#);
+        exec_in(fresh.path(), Some(workspace), &line).await
     };
     assert!(view("work", "/memories/a.md").await.contains("in work"));
     assert!(
