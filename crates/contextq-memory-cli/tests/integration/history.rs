@@ -44,6 +44,12 @@ impl Cli {
         }
     }
 
+    /// Creates `path` with `text` through `exec`, which must succeed.
+    fn create(&self, path: &str, text: &str) {
+        let create = json!({"command": "create", "path": path, "file_text": text});
+        ok(&self.exec(&[], &[create]));
+    }
+
     /// `exec` with `inputs` (one JSON per line); the results.
     fn exec(&self, extra: &[&str], inputs: &[Value]) -> Vec<Value> {
         let mut args = vec!["exec"];
@@ -248,10 +254,7 @@ async fn a_directory_restored_to_a_point_in_time(b: Backend) {
 
 async fn read_only_and_secrets_through_exec(b: Backend) {
     let (server, cli, _) = cli(b).await;
-    ok(&cli.exec(
-        &[],
-        &[json!({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})],
-    ));
+    cli.create("/memories/a.md", "a\n");
     let writes = [
         json!({"command": "create", "path": "/memories/b.md", "file_text": "b"}),
         json!({"command": "str_replace", "path": "/memories/a.md", "old_str": "a", "new_str": "b"}),
@@ -300,10 +303,7 @@ async fn read_only_through_mcp(b: Backend) {
     use rmcp::model::CallToolRequestParams;
     use rmcp::transport::TokioChildProcess;
     let (server, cli, _) = cli(b).await;
-    ok(&cli.exec(
-        &[],
-        &[json!({"command": "create", "path": "/memories/a.md", "file_text": "a\n"})],
-    ));
+    cli.create("/memories/a.md", "a\n");
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.args(["--workspace", "ws", "mcp", "--read-only"])
         .env("CONTEXT_API_URL", &cli.url)
@@ -385,10 +385,7 @@ async fn read_only_through_mcp(b: Backend) {
 /// the future, and `restore FILE --at TIME` (the file as it was then).
 async fn history_and_restore_say_what_they_do(b: Backend) {
     let (server, cli, _) = cli(b).await;
-    ok(&cli.exec(
-        &[],
-        &[json!({"command": "create", "path": "/memories/d/a.md", "file_text": "one\n"})],
-    ));
+    cli.create("/memories/d/a.md", "one\n");
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let between = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
