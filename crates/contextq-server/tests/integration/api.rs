@@ -3,6 +3,8 @@
 
 use crate::common;
 
+use contextq_api::ErrorCode;
+
 use common::{ALL, RW, TestServer, seg};
 use contextq_server::Backend;
 use contextq_server::{Plan, Scope};
@@ -20,7 +22,7 @@ async fn workspaces(b: Backend) {
     assert_eq!(r.body["slug"], "notes");
     assert_eq!(r.body["archived"], false);
     let r = c.post("/api/workspaces", json!({"slug": "notes"})).await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    r.assert_error(ErrorCode::Conflict);
     for bad in ["Bad", "-x", "", "a b", &"a".repeat(64)] {
         let r = c.post("/api/workspaces", json!({"slug": bad})).await;
         assert_eq!(
@@ -30,10 +32,7 @@ async fn workspaces(b: Backend) {
         );
     }
     let r = c.post("/api/workspaces", json!({"name": "no slug"})).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "bad_request")
-    );
+    r.assert_error(ErrorCode::BadRequest);
     let r = c.get("/api/workspaces").await;
     let slugs = common::strings(&r.body["workspaces"], "slug");
     assert_eq!(slugs, vec!["notes", "ws"]);
@@ -44,7 +43,7 @@ async fn workspaces(b: Backend) {
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body["archived"], true);
     let r = c.upsert("new", "x", &[]).await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    r.assert_error(ErrorCode::Conflict);
     assert!(r.message().contains("archived"));
     let ctx = c
         .get(&format!("/api/contexts/by-external/{}", seg("keep")))
@@ -64,13 +63,13 @@ async fn workspaces(b: Backend) {
 
     // Delete: 409 while it holds contexts, 204 when empty, 404 after.
     let r = c.delete("/api/workspaces/ws", None).await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    r.assert_error(ErrorCode::Conflict);
     assert_eq!(
         c.delete("/api/workspaces/notes", None).await.status,
         StatusCode::NO_CONTENT
     );
     let r = c.delete("/api/workspaces/notes", None).await;
-    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    r.assert_error(ErrorCode::NotFound);
     assert_eq!(
         c.post("/api/workspaces/nope/archive", json!({}))
             .await
@@ -133,10 +132,7 @@ async fn contexts_crud_and_conditional_requests(b: Backend) {
     assert_eq!(r.body["version"], 3);
     assert_eq!(r.body["title"], "A", "title kept when absent");
     let r = c.put_content(&id, "stale", Some(2)).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PRECONDITION_FAILED, "precondition_failed")
-    );
+    r.assert_error(ErrorCode::PreconditionFailed);
     assert_eq!(
         c.get(&format!("/api/contexts/{id}")).await.body["content"],
         "v3"
@@ -181,7 +177,7 @@ async fn contexts_crud_and_conditional_requests(b: Backend) {
         format!("/api/contexts/by-external/{}", seg(ext)),
     ] {
         let r = c.get(&path).await;
-        assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+        r.assert_error(ErrorCode::NotFound);
     }
     assert_eq!(
         c.delete(&format!("/api/contexts/{id}"), None).await.status,
@@ -206,7 +202,7 @@ async fn contexts_crud_and_conditional_requests(b: Backend) {
         StatusCode::UNPROCESSABLE_ENTITY
     );
     let r = c.post("/api/contexts/bulk-upsert", json!({"contexts": [{"externalId": "x", "workspace": "nope", "type": "reference", "content": ""}]})).await;
-    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    r.assert_error(ErrorCode::NotFound);
     let r = c.post("/api/contexts/bulk-upsert", "not json".into()).await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     s.stop().await;
@@ -226,7 +222,7 @@ async fn if_absent_and_all_or_nothing(b: Backend) {
             ]}),
         )
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    r.assert_error(ErrorCode::Conflict);
     assert_eq!(
         c.get(&format!("/api/contexts/by-external/{}", seg("fresh")))
             .await
@@ -250,10 +246,7 @@ async fn if_absent_and_all_or_nothing(b: Backend) {
             ]}),
         )
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-    );
+    r.assert_error(ErrorCode::PayloadTooLarge);
     assert_eq!(
         c.get(&format!("/api/contexts/by-external/{}", seg("fresh")))
             .await
@@ -366,10 +359,7 @@ async fn body_limits_per_route(b: Backend) {
     let r = c.post("/api/contexts/bulk-upsert", items(3, "three")).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body["error"]);
     let r = c.post("/api/contexts/bulk-upsert", items(9, "nine")).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-    );
+    r.assert_error(ErrorCode::PayloadTooLarge);
     assert_eq!(
         c.get(&format!("/api/contexts/by-external/{}", seg("nine0")))
             .await
@@ -445,10 +435,7 @@ async fn request_body_limit_is_413(b: Backend) {
     .await;
     let t = s.tenant(Plan::Free, ALL).await;
     let r = t.client.upsert("x", &"y".repeat(100 * 1024), &[]).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
-    );
+    r.assert_error(ErrorCode::PayloadTooLarge);
     s.stop().await;
 }
 
@@ -647,10 +634,10 @@ async fn auth_and_scopes(b: Backend) {
     };
     assert_eq!(read_only.get("/api/contexts").await.status, StatusCode::OK);
     let r = read_only.upsert("x", "y", &[]).await;
-    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    r.assert_error(ErrorCode::Forbidden);
     assert!(r.message().contains("write"));
     let r = rw.post("/api/workspaces", json!({"slug": "n"})).await;
-    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    r.assert_error(ErrorCode::Forbidden);
     assert_eq!(rw.upsert("x", "y", &[]).await.status, StatusCode::OK);
     let id = rw.id_of("x").await;
     assert_eq!(
@@ -797,10 +784,7 @@ async fn quota_per_plan(b: Backend) {
         StatusCode::OK
     );
     let r = c.post("/api/contexts/bulk-upsert", batch(99, 2)).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PAYMENT_REQUIRED, "quota_exceeded")
-    );
+    r.assert_error(ErrorCode::QuotaExceeded);
     let m = r.message();
     assert!(
         m.contains("free") && m.contains("100") && m.contains("99"),
@@ -983,10 +967,7 @@ async fn text_edit_extension(b: Backend) {
     let mut greedy = sr("line 1\n", "first\n");
     greedy["snippetLines"] = json!(101);
     let r = c.edit(big, greedy, None, Some("k-greedy")).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "bad_request")
-    );
+    r.assert_error(ErrorCode::BadRequest);
     let r = c
         .get(&format!("/api/contexts/by-external/{}", seg(big)))
         .await;
@@ -1079,10 +1060,7 @@ async fn text_edit_extension(b: Backend) {
     assert_eq!(r.body["context"]["content"], "top\nx\ny\nx\n");
     assert!(r.body.get("changedLine").is_none(), "{:?}", r.body);
     let r = c.edit(ext, insert(0, "again"), Some(3), None).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PRECONDITION_FAILED, "precondition_failed")
-    );
+    r.assert_error(ErrorCode::PreconditionFailed);
 
     // Conditions: a tag the row lacks, another workspace, an unknown id: 404 alike.
     let mut other_tag = sr("top", "T");
@@ -1118,15 +1096,9 @@ async fn text_edit_extension(b: Backend) {
     let r = c
         .edit(ext, sr("top", "T"), None, Some(&"k".repeat(129)))
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "bad_request")
-    );
+    r.assert_error(ErrorCode::BadRequest);
     let r = c.edit(ext, sr("top", "T\u{0}"), None, None).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")
-    );
+    r.assert_error(ErrorCode::ValidationFailed);
     let now = c
         .get(&format!("/api/contexts/by-external/{}", seg(ext)))
         .await;

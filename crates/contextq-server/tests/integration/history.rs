@@ -5,6 +5,8 @@
 
 use crate::common;
 
+use contextq_api::ErrorCode;
+
 use common::{ALL, TestServer, seg};
 use contextq_server::{Backend, DbOptions, Plan, Scope, ServerConfig};
 use reqwest::StatusCode;
@@ -41,7 +43,7 @@ async fn every_change_keeps_a_version(b: Backend) {
     );
     // Nothing yet: 404 in the envelope.
     let r = c.get(&versions).await;
-    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    r.assert_error(ErrorCode::NotFound);
 
     let before_all = moment().await;
     let r = c.upsert(ext, "one\n", &["mem-tool"]).await;
@@ -132,10 +134,7 @@ async fn every_change_keeps_a_version(b: Backend) {
     assert_eq!(actions(&r.body), "1 create");
     assert!(r.body["nextCursor"].is_null());
     let r = c.get(&format!("{versions}?cursor=nope")).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "bad_request")
-    );
+    r.assert_error(ErrorCode::BadRequest);
 
     // Workspace filter: the versions were written in ws; another workspace has none.
     s.workspace(&t.tenant_id, "other").await;
@@ -176,15 +175,9 @@ async fn every_change_keeps_a_version(b: Backend) {
         ("deleted".to_string(), Some(4), 5)
     );
     let r = c.get("/api/history").await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "bad_request")
-    );
+    r.assert_error(ErrorCode::BadRequest);
     let r = c.get("/api/history?at=yesterday").await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "bad_request")
-    );
+    r.assert_error(ErrorCode::BadRequest);
     assert!(r.message().contains("RFC 3339"), "{}", r.message());
     s.stop().await;
 }
@@ -571,10 +564,7 @@ async fn the_audit_trail_is_the_tenants_paged_and_filtered(b: Backend) {
     assert_eq!(entries(&r), [("key.create".to_string(), "".to_string())]);
     assert!(r.body["nextCursor"].is_null());
     let r = c.get("/api/audit?cursor=x").await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "bad_request")
-    );
+    r.assert_error(ErrorCode::BadRequest);
     // Another tenant sees only its own; a key without read scope sees nothing.
     let r = other.client.get("/api/audit").await;
     assert_eq!(
@@ -589,7 +579,7 @@ async fn the_audit_trail_is_the_tenants_paged_and_filtered(b: Backend) {
         .await
         .unwrap();
     let r = c.with_key(&w.api_key).get("/api/audit").await;
-    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    r.assert_error(ErrorCode::Forbidden);
     s.stop().await;
 }
 

@@ -6,6 +6,8 @@
 
 use crate::common;
 
+use contextq_api::ErrorCode;
+
 use common::{ALL, RW, TestServer, seg};
 use contextq_server::{Backend, Plan, Scope};
 use reqwest::StatusCode;
@@ -199,7 +201,7 @@ async fn a_redacted_version_is_gone_everywhere(b: Backend) {
             seg(ext)
         ))
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"));
+    r.assert_error(ErrorCode::Conflict);
     assert!(r.message().contains("redacted"), "{}", r.message());
     let r = c
         .get(&format!(
@@ -352,7 +354,7 @@ async fn refusals_change_nothing(b: Backend) {
         .client
         .post("/api/redactions", json!({"externalId": ext, "version": 1}))
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
+    r.assert_error(ErrorCode::NotFound);
     let r = other
         .client
         .post("/api/redactions", json!({"matching": SECRET}))
@@ -368,7 +370,7 @@ async fn refusals_change_nothing(b: Backend) {
         .with_key(&rw.api_key)
         .post("/api/redactions", json!({"externalId": ext, "version": 1}))
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    r.assert_error(ErrorCode::Forbidden);
     let limited = s
         .limited_key(
             &t.tenant_id,
@@ -383,7 +385,7 @@ async fn refusals_change_nothing(b: Backend) {
             json!({"externalId": ext, "version": 1, "workspace": "ws"}),
         )
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "forbidden"));
+    r.assert_error(ErrorCode::Forbidden);
     // Nothing was redacted by any of them.
     let v1 = c
         .get(&format!(

@@ -2,6 +2,7 @@
 //! 127.0.0.1:0 over a fresh temp-file SQLite or PostgreSQL database), and a small HTTP client.
 #![allow(dead_code)]
 
+use contextq_api::ErrorCode;
 use contextq_server::testing;
 use contextq_server::{Backend, Db, Plan, Scope, ServerConfig};
 use reqwest::{Method, StatusCode};
@@ -120,6 +121,13 @@ impl Reply {
     }
     pub fn message(&self) -> &str {
         self.body["error"]["message"].as_str().unwrap_or("")
+    }
+
+    /// Asserts that the answer is the error `code`: its status and its code in the envelope.
+    #[track_caller]
+    pub fn assert_error(&self, code: ErrorCode) {
+        let got = (self.status.as_u16(), self.code());
+        assert_eq!(got, (code.status(), code.as_str()), "{:?}", self.body);
     }
 }
 
