@@ -68,7 +68,7 @@ impl Drop for AbortOnDrop {
 /// processes open a new database at once all but one find it busy: they try again, for as long
 /// as the busy timeout would have waited.
 async fn use_wal(pool: &sqlx::AnyPool) -> Result<()> {
-    let deadline = std::time::Instant::now() + SQLITE_BUSY_TIMEOUT;
+    let deadline = std::time::Instant::now() + super::direct::BUSY_TIMEOUT;
     loop {
         match sqlx::query("PRAGMA journal_mode = WAL").execute(pool).await {
             Ok(_) => return Ok(()),
@@ -87,12 +87,9 @@ fn is_busy(e: &sqlx::Error) -> bool {
         if d.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6)))
 }
 
-/// How long a SQLite statement waits for another connection's lock (`PRAGMA busy_timeout`).
-const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Set on every SQLite connection.
 const SQLITE_PRAGMAS: &[&str] = &[
-    // [`SQLITE_BUSY_TIMEOUT`].
+    // `direct::BUSY_TIMEOUT`.
     "PRAGMA busy_timeout = 30000",
     "PRAGMA foreign_keys = ON",
     // Freed content is overwritten with zeros, so that a file's old text, a pruned or a
@@ -918,7 +915,10 @@ mod tests {
 
     #[test]
     fn the_wal_switch_waits_as_long_as_the_busy_timeout() {
-        let pragma = format!("PRAGMA busy_timeout = {}", SQLITE_BUSY_TIMEOUT.as_millis());
+        let pragma = format!(
+            "PRAGMA busy_timeout = {}",
+            super::super::direct::BUSY_TIMEOUT.as_millis()
+        );
         assert!(
             SQLITE_PRAGMAS.contains(&pragma.as_str()),
             "{SQLITE_PRAGMAS:?}"
