@@ -28,6 +28,8 @@
 //! - [`row`]: [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
 //!   read them.
 //! - `direct`: SQLite's direct connection (crate-private).
+//! - [`search`]: searches' own connections, their per-tenant limit and time budget
+//!   ([`search::SearchLimits`]).
 //! - [`outage`]: which failures mean the database is unavailable (503), which leave a commit's
 //!   outcome unknown, and [`outage::Outage`], an outage logged once.
 
@@ -55,6 +57,7 @@ mod migrate;
 pub mod outage;
 pub mod pool;
 pub mod row;
+pub mod search;
 mod writers;
 
 pub use writers::{MAX_PREPARED_VALUES, PREPARED_PER_CONNECTION};

@@ -184,6 +184,23 @@ pub enum Error {
     /// A malformed request parameter (a cursor, a limit).
     #[error("{0}")]
     BadParameter(String),
+    /// The tenant has its limit of searches in flight (`db::search::SearchLimits`).
+    #[error("this tenant already has {limit} searches running; send this one again in a moment")]
+    SearchBusy {
+        /// The limit.
+        limit: u32,
+    },
+    /// A search ran out of its time budget and was stopped.
+    #[error(
+        "q: the search was stopped after {} ms, its time budget: the query is too broad. \
+         Narrow it: add a word, write words that belong together as a \"phrase\", use a longer \
+         prefix before a *, or search within a prefix, tag or workspace",
+        budget.as_millis()
+    )]
+    SearchTooBroad {
+        /// The budget.
+        budget: std::time::Duration,
+    },
     /// The database failed (the detail goes to the log, never to a client).
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

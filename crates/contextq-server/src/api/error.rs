@@ -93,7 +93,8 @@ fn code_of(e: &store::Error) -> Option<ErrorCode> {
         E::EditFailed(_) => ErrorCode::EditFailed,
         E::TooLarge { .. } | E::TooMany { .. } => ErrorCode::PayloadTooLarge,
         E::Invalid(_) => ErrorCode::ValidationFailed,
-        E::BadParameter(_) => ErrorCode::BadRequest,
+        E::BadParameter(_) | E::SearchTooBroad { .. } => ErrorCode::BadRequest,
+        E::SearchBusy { .. } => ErrorCode::RateLimited,
         E::Database(_) | E::Corrupt(_) | E::Replayed(_) => return None,
     })
 }
@@ -103,6 +104,9 @@ impl ApiError {
     pub fn of(e: &store::Error) -> Option<ApiError> {
         let code = code_of(e)?;
         let mut error = ApiError::new(code, e.to_string());
+        if let store::Error::SearchBusy { .. } = e {
+            error.retry_after = Some(1);
+        }
         if let store::Error::EditFailed(failure) = e {
             error.edit = Some(failure.clone());
         }

@@ -87,7 +87,7 @@ impl sqlx::error::DatabaseError for SqliteFailure {
 }
 
 /// `e` as an `sqlx::Error`: a database failure keeps SQLite's extended code and message.
-fn to_sqlx(e: rusqlite::Error) -> sqlx::Error {
+pub(super) fn to_sqlx(e: rusqlite::Error) -> sqlx::Error {
     match e {
         rusqlite::Error::SqliteFailure(f, message) => {
             sqlx::Error::Database(Box::new(SqliteFailure {
@@ -143,7 +143,12 @@ fn bind(stmt: &mut rusqlite::CachedStatement<'_>, binds: &[Bind]) -> rusqlite::R
 }
 
 /// The rows of `sql` (one statement) with `binds`; at most `limit`.
-fn query(conn: &Connection, sql: &str, binds: &[Bind], limit: usize) -> rusqlite::Result<Vec<Row>> {
+pub(super) fn query(
+    conn: &Connection,
+    sql: &str,
+    binds: &[Bind],
+    limit: usize,
+) -> rusqlite::Result<Vec<Row>> {
     let mut stmt = conn.prepare_cached(sql)?;
     bind(&mut stmt, binds)?;
     let names: Arc<[String]> = stmt

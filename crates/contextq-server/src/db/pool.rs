@@ -11,6 +11,7 @@ use super::backend::sqlite_url;
 use super::batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, inline, is_failed_check};
 use super::direct::{CommitError, DirectConnection, Slot};
 use super::row::Row;
+use super::search::{SearchConnection, SearchFailure, SearchLimits, Searchers};
 use super::writers::{Writer, Writers};
 use super::{Backend, redact_url};
 use crate::error::{Error, Result};
@@ -51,6 +52,8 @@ pub struct Db {
     /// PostgreSQL: the write connections, each with its prepared statements (module
     /// `writers`).
     writers: Option<std::sync::Arc<Writers>>,
+    /// Searches' own connections (module `search`).
+    searchers: std::sync::Arc<super::search::Searchers>,
 }
 
 /// Aborts its task when dropped.
@@ -263,6 +266,9 @@ pub struct DbOptions {
     /// checkpoint, run by the commit that takes the log past 1,000 pages. PostgreSQL: no
     /// effect.
     pub checkpoint_interval: Option<Duration>,
+    /// How searches are bounded: their own connections, searches in flight per tenant, and a
+    /// time budget per search (default [`SearchLimits::default`]: 4, 2, 2 s).
+    pub search: SearchLimits,
 }
 
 /// Default [`DbOptions::versions_kept`]: 100.
@@ -279,6 +285,7 @@ contextq_api::setters!(DbOptions {
     versions_kept: u32,
     sync_commits: bool,
     checkpoint_interval: Option<Duration>,
+    search: SearchLimits,
 });
 
 impl Default for DbOptions {
@@ -294,6 +301,7 @@ impl Default for DbOptions {
             versions_kept: DEFAULT_VERSIONS_KEPT,
             sync_commits: true,
             checkpoint_interval: Some(DEFAULT_CHECKPOINT_INTERVAL),
+            search: SearchLimits::default(),
         }
     }
 }
@@ -378,6 +386,21 @@ impl Db {
             .map_err(|e| Error::Connect(redact_url(&url), e))?;
             let _ = first.close().await;
         }
+        let searchers = std::sync::Arc::new(match backend {
+            Backend::Sqlite => {
+                use std::str::FromStr as _;
+                let file = sqlx::sqlite::SqliteConnectOptions::from_str(&url)
+                    .map_err(|e| Error::Connect(redact_url(&url), e))?
+                    .get_filename()
+                    .to_path_buf();
+                Searchers::sqlite(file, options.search, options.acquire_timeout)
+            }
+            Backend::Postgres => Searchers::postgres(
+                connect_options.clone(),
+                options.search,
+                options.acquire_timeout,
+            ),
+        });
         let writers = (backend == Backend::Postgres).then(|| {
             std::sync::Arc::new(Writers::new(
                 connect_options.clone(),
@@ -421,6 +444,7 @@ impl Db {
             direct: None,
             outage: std::sync::Arc::default(),
             writers,
+            searchers,
         };
         if backend == Backend::Sqlite {
             use_wal(&db.pool).await?;
@@ -633,7 +657,23 @@ impl Db {
         if let Some(writers) = &self.writers {
             writers.close().await;
         }
+        self.searchers.close().await;
         self.pool.close().await;
+    }
+
+    /// A search connection for one search of `tenant_id` (module `search`): refused when the
+    /// tenant has its limit of searches in flight; its statements stop at the search's budget
+    /// or when it is dropped.
+    pub(crate) async fn begin_search(
+        &self,
+        tenant_id: &str,
+    ) -> Result<SearchConnection, SearchFailure> {
+        self.searchers.begin(tenant_id).await
+    }
+
+    /// How searches are bounded ([`DbOptions::search`]).
+    pub fn search_limits(&self) -> SearchLimits {
+        self.searchers.limits()
     }
 
     /// The rows of one point read (`sql`, one statement, with `binds`; a lookup by key, not a

@@ -12,7 +12,7 @@
 //! so a search reads only its tenant's postings, never another tenant's rows.
 
 use contextq_api::search::{
-    FILLER, LineMatch, MAX_CONTENT_TERMS, MAX_PATH_TERMS, MAX_RANKED, Query, SearchHit, SearchPage,
+    FILLER, MAX_CONTENT_TERMS, MAX_PATH_TERMS, MAX_RANKED, Query, SearchHit, SearchPage,
     index_terms,
 };
 use sqlx::AnyConnection;
@@ -249,78 +249,74 @@ pub struct SearchQuery {
 }
 
 /// Characters of a hit's content read for its snippets (the index holds about the first
-/// 100 KB of a file's terms).
-const SNIPPET_SOURCE_CHARS: i64 = 200_000;
+/// 100 KB of a file's terms) ...
+const SNIPPET_SOURCE_CHARS: usize = 200_000;
+/// ... and of all the hits of one answer together: a page of 100 large files reads the first
+/// 20,000 characters of each, so that an answer's memory and time stay bounded.
+const SNIPPET_ANSWER_CHARS: usize = 2_000_000;
+
+/// Characters read of each of `hits` hits for their snippets.
+fn snippet_chars(hits: usize) -> usize {
+    SNIPPET_SOURCE_CHARS.min(SNIPPET_ANSWER_CHARS / hits.max(1))
+}
 
 /// `GET /api/contexts/search`: the best hits of `q` in the tenant's contexts, ranked, a page.
+///
+/// It runs on the search slice of the database (`db::search`): refused when the tenant has its
+/// limit of searches in flight, stopped at the search's time budget, and stopped when the
+/// future is dropped (its client went away). Candidates are found from the full-text index
+/// (never from the tenant's contexts: the plan is fixed, whatever the statistics), every scope
+/// applied to them, at most [`MAX_RANKED`] of them ranked; the content is read for the page's
+/// rows only, and their snippets are made on a blocking thread.
 pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchPage> {
-    let backend = db.backend();
     let workspace = workspace_id(db, tenant_id, q).await?;
-    let fts = match backend {
-        Backend::Sqlite => {
-            let mut m = format!(
-                "scope : \"{}\" AND {}",
-                scope_term(tenant_id),
-                q.query.fts5()
-            );
-            if let Some(anchor) = q.prefix.as_deref().and_then(path_anchor) {
-                m.push_str(" AND ");
-                m.push_str(&anchor);
-            }
-            m
-        }
-        Backend::Postgres => String::new(),
+    let (sql, binds) = ranking(db.backend(), tenant_id, q, workspace);
+    let mut conn = db.begin_search(tenant_id).await.map_err(search_error)?;
+    let rows = conn.fetch(sql, binds).await.map_err(search_error)?;
+    let matched = match rows.first() {
+        Some(row) => row.try_get::<i64, _>("matched")?,
+        None => 0,
     };
-    let mut conn = db.reader().await?;
-    // A query that matches at least MAX_RANKED documents is ranked among MAX_RANKED of them, so
-    // that its cost is bounded however many files hold a common word: on SQLite the newest (a
-    // rowid range FTS5 walks backwards), on PostgreSQL the first its index yields (a GIN scan
-    // has no cheap order; the heap is read until that many are found, in the ranking's query).
-    let cap = match backend {
-        Backend::Sqlite => sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT rowid AS n FROM context_fts WHERE context_fts MATCH $1 ORDER BY rowid DESC LIMIT 1 OFFSET {}",
-            MAX_RANKED - 1
-        )))
-        .bind(fts.clone())
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(fts_error)?
-        .map(|row| sqlx::Row::try_get::<i64, _>(&row, 0))
-        .transpose()?
-        .map(Cap::RowidFrom),
-        Backend::Postgres => Some(Cap::First),
-    };
-    let (mut page, mut capped) = ranked(
-        &mut conn,
-        backend,
-        tenant_id,
-        &fts,
-        q,
-        cap,
-        workspace.clone(),
-    )
-    .await?;
-    if capped && page.len() <= q.limit as usize {
-        // The scopes left fewer hits than a page among those ranked: rank them all instead.
-        (page, _) = ranked(&mut conn, backend, tenant_id, &fts, q, None, workspace).await?;
-        capped = false;
-    }
-    let rows = page;
     let more = rows.len() > q.limit as usize;
-    let mut hits = Vec::with_capacity(rows.len().min(q.limit as usize));
-    for row in rows.iter().take(q.limit as usize) {
-        let content: String = row.try_get("content")?;
-        let snippets: Vec<LineMatch> = q.query.snippets(&content);
-        hits.push(SearchHit {
-            id: row.try_get("id")?,
-            external_id: row.try_get("external_id")?,
-            workspace: row.try_get("workspace")?,
-            version: row.try_get("version")?,
-            size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
-            score: row.try_get::<f64, _>("score")?,
-            snippets,
-        });
+    let page: Vec<Row> = rows.into_iter().take(q.limit as usize).collect();
+    let chars = snippet_chars(page.len());
+    let mut contents: std::collections::HashMap<String, String> = Default::default();
+    if !page.is_empty() {
+        let mut binds = vec![Bind::Int(chars as i64)];
+        for row in &page {
+            binds.push(Bind::Text(row.try_get("id")?));
+        }
+        let list: Vec<String> = (2..=binds.len()).map(|k| format!("${k}")).collect();
+        let sql = format!(
+            "SELECT id, substr(content, 1, CAST($1 AS INTEGER)) AS content FROM contexts WHERE id IN ({})",
+            list.join(", ")
+        );
+        for row in conn.fetch(sql, binds).await.map_err(search_error)? {
+            contents.insert(row.try_get("id")?, row.try_get("content")?);
+        }
     }
+    let query = q.query.clone();
+    let hits = conn
+        .compute(move || -> Result<Vec<SearchHit>> {
+            let mut hits = Vec::with_capacity(page.len());
+            for row in &page {
+                let id: String = row.try_get("id")?;
+                // A row deleted between the two statements has no content: no snippets.
+                let content = contents.remove(&id).unwrap_or_default();
+                hits.push(SearchHit {
+                    snippets: query.snippets(&content),
+                    id,
+                    external_id: row.try_get("external_id")?,
+                    workspace: row.try_get("workspace")?,
+                    version: row.try_get("version")?,
+                    size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
+                    score: row.try_get::<f64, _>("score")?,
+                });
+            }
+            Ok(hits)
+        })
+        .await
+        .map_err(search_error)??;
     let next_cursor = if more {
         contextq_api::search::next_cursor(q.offset, q.limit)
     } else {
@@ -329,17 +325,18 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
     Ok(SearchPage {
         hits,
         next_cursor,
-        capped,
+        capped: matched >= MAX_RANKED as i64,
     })
 }
 
-/// How a query matching more than [`MAX_RANKED`] documents is bounded.
-#[derive(Debug, Clone, Copy)]
-enum Cap {
-    /// SQLite: the documents from this rowid on (the newest `MAX_RANKED`).
-    RowidFrom(i64),
-    /// PostgreSQL: the first `MAX_RANKED` the index yields (all of them when fewer match).
-    First,
+/// A refusal or failure of the search slice as the data layer's error.
+fn search_error(e: crate::db::search::SearchFailure) -> Error {
+    use crate::db::search::SearchFailure as F;
+    match e {
+        F::Busy { limit } => Error::SearchBusy { limit },
+        F::TooBroad { budget } => Error::SearchTooBroad { budget },
+        F::Db(e) => fts_error(e),
+    }
 }
 
 /// PostgreSQL: the query as a `tsquery` that only the tenant's documents can match.
@@ -366,8 +363,8 @@ fn fts_error(e: sqlx::Error) -> Error {
 }
 
 /// SQLite: the external-id prefix as a phrase that must start the `path` column (its last term
-/// a prefix when the prefix ends inside a segment), so that the candidates a capped ranking
-/// takes lie under it; `None` when it cannot be said exactly (no terms, Chinese or Japanese).
+/// a prefix when the prefix ends inside a segment), so that the index itself keeps to the
+/// prefix; `None` when it cannot be said exactly (no terms, Chinese or Japanese).
 fn path_anchor(prefix: &str) -> Option<String> {
     let terms = index_terms(prefix, MAX_PATH_TERMS);
     if terms.is_empty() || terms.len() > 64 || !prefix.is_ascii() {
@@ -383,124 +380,138 @@ fn path_anchor(prefix: &str) -> Option<String> {
     Some(format!("path : ^ {}", phrase.join(" + ")))
 }
 
-/// One ranked page (`limit + 1` rows, from `offset`), the content read only for its rows, and
-/// whether the ranking was capped (at least `MAX_RANKED` documents matched and only that many
-/// were ranked).
-async fn ranked(
-    conn: &mut AnyConnection,
+/// The ranking statement of a search: its rows are the page (`limit + 1` rows from `offset`) of
+/// the candidates ranked, each with `matched`, how many candidates there were (at most
+/// [`MAX_RANKED`]).
+///
+/// Candidates are the documents the full-text index yields for the query and the tenant, each
+/// joined to its context by key and kept when it passes every scope (workspace, the key's
+/// workspaces, prefix, tag), until [`MAX_RANKED`] are found: so `capped` and the page depend
+/// on what the caller may see only. The join order is fixed (SQLite `CROSS JOIN`; PostgreSQL a
+/// materialized match list and a lateral subquery the planner cannot flatten): the index
+/// drives, whatever the statistics say, and no plan reads the tenant's contexts first.
+/// SQLite takes the newest matches (FTS5 walks its rowids backwards, no sort), PostgreSQL the
+/// first its GIN index yields.
+fn ranking(
     backend: Backend,
     tenant_id: &str,
-    fts: &str,
     q: &SearchQuery,
-    cap: Option<Cap>,
     workspace_id: Option<String>,
-) -> Result<(Vec<Row>, bool)> {
+) -> (String, Vec<Bind>) {
     let mut binds: Vec<Bind> = Vec::new();
     let mut p = |b: Bind| {
         binds.push(b);
         format!("${}", binds.len())
     };
-    let (from, rank, matches) = match backend {
+    let (matches, rank, from) = match backend {
         Backend::Sqlite => {
-            let m = p(Bind::Text(fts.to_string()));
-            let mut matches = format!("context_fts MATCH {m}");
-            if let Some(Cap::RowidFrom(t)) = cap {
-                matches.push_str(&format!(" AND context_fts.rowid >= {}", p(Bind::Int(t))));
+            // The query's phrases first: `cq_rank` scores the first n (db::search::rank).
+            let mut m = format!(
+                "{} AND scope : \"{}\"",
+                q.query.fts5(),
+                scope_term(tenant_id)
+            );
+            if let Some(anchor) = q.prefix.as_deref().and_then(path_anchor) {
+                m.push_str(" AND ");
+                m.push_str(&anchor);
             }
             (
-                "context_fts JOIN search_docs s ON s.n = context_fts.rowid \
-                 JOIN contexts c ON c.id = s.context_id"
+                format!(
+                    "context_fts MATCH {} AND s.n = context_fts.rowid AND c.id = s.context_id",
+                    p(Bind::Text(m))
+                ),
+                format!("cq_rank(context_fts, {})", q.query.items().len()),
+                "context_fts CROSS JOIN search_docs s CROSS JOIN contexts c CROSS JOIN workspaces w"
                     .to_string(),
-                // FTS5's bm25 is lower for better matches; the path counts four times the content.
-                "-bm25(context_fts, 0.0, 4.0, 1.0)".to_string(),
-                matches,
             )
         }
         Backend::Postgres => {
-            let scoped = p(Bind::Text(pg_scoped(tenant_id, &q.query)));
             let user = p(Bind::Text(q.query.tsquery()));
-            // Capped: the CTE `m` below holds the first MAX_RANKED matches.
-            let docs = match cap {
-                Some(_) => "m",
-                None => "context_search",
-            };
             (
-                format!("{docs} s JOIN contexts c ON c.id = s.context_id"),
+                "c.id = m.context_id".to_string(),
                 format!(
-                    "ts_rank_cd('{{0.25, 0.25, 0.25, 1.0}}', s.doc, {user}::tsquery, 1)::float8"
+                    "ts_rank_cd('{{0.25, 0.25, 0.25, 1.0}}', m.doc, {user}::tsquery, 1)::float8"
                 ),
-                format!("s.doc @@ {scoped}::tsquery"),
+                "contexts c CROSS JOIN workspaces w".to_string(),
             )
         }
     };
     let tenant = p(Bind::Text(tenant_id.to_string()));
-    let mut sql = format!(
-        "SELECT c.id, c.external_id, w.slug AS workspace, c.version, c.size_bytes, {rank} AS score \
-         FROM {from} JOIN workspaces w ON w.id = c.workspace_id \
-         WHERE {matches} AND c.tenant_id = {tenant}"
-    );
+    let mut filter = format!("{matches} AND c.tenant_id = {tenant} AND w.id = c.workspace_id");
     if let Some(id) = workspace_id {
-        sql.push_str(&format!(" AND c.workspace_id = {}", p(Bind::Text(id))));
+        filter.push_str(&format!(" AND c.workspace_id = {}", p(Bind::Text(id))));
     }
     if let Some(slugs) = &q.within {
         let list: Vec<String> = slugs.iter().map(|s| p(Bind::Text(s.clone()))).collect();
-        sql.push_str(&super::slug_in(&list));
+        filter.push_str(&super::slug_in(&list));
     }
     for (op, bound) in super::external_id_range(q.prefix.as_deref(), None) {
-        sql.push_str(&format!(" AND c.external_id {op} {}", p(Bind::Text(bound))));
+        filter.push_str(&format!(" AND c.external_id {op} {}", p(Bind::Text(bound))));
     }
     if let Some(tag) = &q.tag {
-        sql.push_str(&format!(
+        filter.push_str(&format!(
             " AND EXISTS (SELECT 1 FROM context_tags t WHERE t.context_id = c.id AND t.tag = {})",
             p(Bind::Text(tag.clone()))
         ));
     }
-    sql.push_str(&format!(
-        " ORDER BY score DESC, c.external_id LIMIT {} OFFSET {}",
+    let columns = format!(
+        "c.id, c.external_id, w.slug AS workspace, c.version, c.size_bytes, {rank} AS score"
+    );
+    let candidates = match backend {
+        Backend::Sqlite => format!(
+            "SELECT {columns} FROM {from} WHERE {filter} \
+             ORDER BY context_fts.rowid DESC LIMIT {MAX_RANKED}"
+        ),
+        Backend::Postgres => {
+            let scoped = p(Bind::Text(pg_scoped(tenant_id, &q.query)));
+            // `OFFSET 0` keeps the lateral subquery whole: one lookup by key per match.
+            format!(
+                "WITH m AS MATERIALIZED (SELECT context_id, doc FROM context_search \
+                 WHERE doc @@ {scoped}::tsquery) \
+                 SELECT x.* FROM m CROSS JOIN LATERAL \
+                 (SELECT {columns} FROM {from} WHERE {filter} OFFSET 0) x LIMIT {MAX_RANKED}"
+            )
+        }
+    };
+    let sql = format!(
+        "WITH k AS MATERIALIZED ({candidates}) \
+         SELECT (SELECT COUNT(*) FROM k) AS matched, k.* FROM k \
+         ORDER BY k.score DESC, k.external_id LIMIT {} OFFSET {}",
         p(Bind::Int(i64::from(q.limit) + 1)),
         p(Bind::Int(i64::from(q.offset)))
-    ));
-    // The content of the page's rows only, after the ranking.
-    let chars = p(Bind::Int(SNIPPET_SOURCE_CHARS));
-    let columns = format!(
-        "x.id, x.external_id, x.workspace, x.version, x.size_bytes, x.score, \
-         substr(b.content, 1, CAST({chars} AS INTEGER)) AS content"
     );
-    let pg_capped = backend == Backend::Postgres && cap.is_some();
-    let sql = if pg_capped {
-        // One row at least (the count of candidates), the page's rows joined to it.
-        let scoped = p(Bind::Text(pg_scoped(tenant_id, &q.query)));
-        format!(
-            "WITH m AS MATERIALIZED (SELECT context_id, doc FROM context_search \
-             WHERE doc @@ {scoped}::tsquery LIMIT {MAX_RANKED}) \
-             SELECT k.matched, {columns} FROM (SELECT COUNT(*) AS matched FROM m) k \
-             LEFT JOIN (({sql}) x JOIN contexts b ON b.id = x.id) ON TRUE \
-             ORDER BY x.score DESC, x.external_id"
-        )
-    } else {
-        format!(
-            "SELECT {columns} FROM ({sql}) x JOIN contexts b ON b.id = x.id \
-             ORDER BY x.score DESC, x.external_id"
-        )
+    (sql, binds)
+}
+
+/// The plan of a search's ranking statement (`EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN` on
+/// PostgreSQL), one line a step, for the tests that hold the plan fixed and for an operator
+/// who wants to see it. Runs on the main pool, without the search's budget.
+pub async fn explain(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<Vec<String>> {
+    let workspace = workspace_id(db, tenant_id, q).await?;
+    let (sql, binds) = ranking(db.backend(), tenant_id, q, workspace);
+    let (sql, column) = match db.backend() {
+        // SQLite's plan needs the ranking function only to prepare: the main pool's
+        // connections do not have it, so the plan is of the same statement with bm25.
+        Backend::Sqlite => (
+            format!(
+                "EXPLAIN QUERY PLAN {}",
+                sql.replace(
+                    &format!("cq_rank(context_fts, {})", q.query.items().len()),
+                    "bm25(context_fts)"
+                )
+            ),
+            "detail",
+        ),
+        Backend::Postgres => (format!("EXPLAIN {sql}"), "QUERY PLAN"),
     };
     let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-        .fetch_all(&mut *conn)
+        .fetch_all(db.pool())
         .await
         .map_err(fts_error)?;
-    let mut rows = Row::from_any_rows(&rows)?;
-    let capped = match cap {
-        Some(Cap::RowidFrom(_)) => true,
-        Some(Cap::First) => {
-            let matched = match rows.first() {
-                Some(row) => row.try_get::<i64, _>("matched")?,
-                None => 0,
-            };
-            rows.retain(|row| matches!(row.try_get::<Option<String>, _>("id"), Ok(Some(_))));
-            matched >= MAX_RANKED as i64
-        }
-        None => false,
-    };
-    Ok((rows, capped))
+    let rows = Row::from_any_rows(&rows)?;
+    rows.iter()
+        .map(|r| Ok(r.try_get::<String, _>(column)?))
+        .collect()
 }
 
 #[cfg(test)]

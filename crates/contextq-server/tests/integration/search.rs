@@ -626,7 +626,9 @@ async fn ten_thousand_queries_leave_nothing_behind() {
             c.get(&format!("/api/contexts/search?q={q}")).await.status
         }
     });
-    let statuses: Vec<StatusCode> = futures::StreamExt::buffer_unordered(queries, 16)
+    // At the tenant's limit of searches in flight (more are answered 429: `fair_under_load`).
+    let in_flight = s.db.search_limits().per_tenant as usize;
+    let statuses: Vec<StatusCode> = futures::StreamExt::buffer_unordered(queries, in_flight)
         .collect()
         .await;
     assert_eq!(
