@@ -664,10 +664,7 @@ impl Db {
     /// A search connection for one search of `tenant_id` (module `search`): refused when the
     /// tenant has its limit of searches in flight; its statements stop at the search's budget
     /// or when it is dropped.
-    pub(crate) async fn begin_search(
-        &self,
-        tenant_id: &str,
-    ) -> Result<SearchConnection, SearchFailure> {
+    pub async fn begin_search(&self, tenant_id: &str) -> Result<SearchConnection, SearchFailure> {
         self.searchers.begin(tenant_id).await
     }
 

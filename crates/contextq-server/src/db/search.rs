@@ -222,7 +222,7 @@ impl Searchers {
 /// A search connection, held for one search: its statements run within the search's budget,
 /// and dropping it mid-statement stops that statement.
 #[derive(Debug)]
-pub(crate) struct SearchConnection {
+pub struct SearchConnection {
     held: Held,
     deadline: Instant,
     budget: Duration,
@@ -249,7 +249,7 @@ enum Held {
 
 impl SearchConnection {
     /// The rows of `sql` with `binds`, within the search's budget.
-    pub(crate) async fn fetch(
+    pub async fn fetch(
         &mut self,
         sql: String,
         binds: Vec<Bind>,
@@ -300,7 +300,7 @@ impl SearchConnection {
     }
 
     /// `work` on a blocking thread (CPU work of a search: snippets), abandoned with the search.
-    pub(crate) async fn compute<T: Send + 'static>(
+    pub async fn compute<T: Send + 'static>(
         &mut self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, SearchFailure> {

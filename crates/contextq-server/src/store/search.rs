@@ -427,12 +427,19 @@ fn ranking(
         }
         Backend::Postgres => {
             let user = p(Bind::Text(q.query.tsquery()));
+            // Each match's context and workspace by key: a lateral subquery with `OFFSET 0`
+            // is never flattened, and with only the key in it no other index can serve it (a
+            // tenant condition beside the key let the planner scan the tenant per match).
             (
-                "c.id = m.context_id".to_string(),
+                "TRUE".to_string(),
                 format!(
                     "ts_rank_cd('{{0.25, 0.25, 0.25, 1.0}}', m.doc, {user}::tsquery, 1)::float8"
                 ),
-                "contexts c CROSS JOIN workspaces w".to_string(),
+                "m CROSS JOIN LATERAL (SELECT id, tenant_id, workspace_id, external_id, version, \
+                 size_bytes FROM contexts WHERE id = m.context_id OFFSET 0) c \
+                 CROSS JOIN LATERAL (SELECT id, slug FROM workspaces WHERE id = c.workspace_id \
+                 OFFSET 0) w"
+                    .to_string(),
             )
         }
     };
@@ -464,12 +471,10 @@ fn ranking(
         ),
         Backend::Postgres => {
             let scoped = p(Bind::Text(pg_scoped(tenant_id, &q.query)));
-            // `OFFSET 0` keeps the lateral subquery whole: one lookup by key per match.
             format!(
                 "WITH m AS MATERIALIZED (SELECT context_id, doc FROM context_search \
                  WHERE doc @@ {scoped}::tsquery) \
-                 SELECT x.* FROM m CROSS JOIN LATERAL \
-                 (SELECT {columns} FROM {from} WHERE {filter} OFFSET 0) x LIMIT {MAX_RANKED}"
+                 SELECT {columns} FROM {from} WHERE {filter} LIMIT {MAX_RANKED}"
             )
         }
     };

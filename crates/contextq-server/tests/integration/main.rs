@@ -27,6 +27,7 @@ mod redaction;
 mod revocation;
 mod round_trips;
 mod search;
+mod search_holds;
 mod ui;
 mod upgrade;
 mod workspace_keys;
