@@ -641,22 +641,6 @@ async fn overhead(ops: usize) -> Result<()> {
     Ok(())
 }
 
-/// Lets a database at rest after a bulk load, so that what is measured next is the cost at
-/// that size, not the load's aftermath (PostgreSQL's autovacuum and checkpoints, SQLite's WAL).
-async fn settle(db: &str) -> Result<()> {
-    let pool = contextq_server::Db::connect(db, &contextq_server::DbOptions::default()).await?;
-    let statements: &[&str] = if db.starts_with("postgres") {
-        &["VACUUM ANALYZE", "CHECKPOINT"]
-    } else {
-        &["PRAGMA wal_checkpoint(TRUNCATE)", "ANALYZE"]
-    };
-    for s in statements {
-        sqlx::query(*s).execute(pool.pool()).await?;
-    }
-    pool.close().await;
-    Ok(())
-}
-
 async fn tenant_size(
     sizes: Vec<usize>,
     ops: usize,
@@ -708,7 +692,6 @@ async fn tenant_size(
             // Grow the tenant to n files (the commands' own files come on top).
             server.load(&http, "ws", "load", 1000, loaded..n).await?;
             loaded = loaded.max(n);
-            settle(&server.database.url).await?;
             let base = format!("/memories/r{round}");
             for i in 0..20 {
                 let r = tool.execute(json!({"command": "create", "path": format!("{base}/dir/f{i}.md"), "file_text": "x\n"})).await;

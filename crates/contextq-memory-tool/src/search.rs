@@ -131,7 +131,7 @@ pub fn answer(
         if n == 1 { "" } else { "s" },
         dir.raw()
     );
-    let mut shown = 0;
+    let (mut shown, mut chars) = (0, out.chars().count());
     for f in &searched.found {
         let mut block = format!("\n{}\n", f.path.raw());
         if f.lines.is_empty() {
@@ -141,9 +141,12 @@ pub fn answer(
             let cut = if l.cut { " (line cut)" } else { "" };
             block.push_str(&format!("{:>6}\t{}{cut}\n", l.line, l.text));
         }
-        if out.len() + block.len() > budget && shown > 0 {
+        let block_chars = block.chars().count();
+        // 0: no limit, as for every budget of [`crate::AnswerBudget`].
+        if !crate::AnswerBudget::within(budget, chars + block_chars) && shown > 0 {
             break;
         }
+        chars += block_chars;
         out.push_str(&block);
         shown += 1;
     }
@@ -216,6 +219,22 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("search a subdirectory to reach the others."));
+        // 0 is no limit (`--max-listing-chars 0`): every file, and no note of a cut.
+        let text = answer("x", &MemoryPath::root(), 10, &s, 0);
+        assert_eq!(text.matches("/memories/f").count(), 5, "{text}");
+        assert!(!text.contains("not shown"), "{text}");
+        // The budget counts characters, not bytes: 100 'é' fit where 200 bytes would not.
+        let mut wide = s.clone();
+        for f in &mut wide.found {
+            f.lines[0].text = "é".repeat(100);
+        }
+        let narrow = answer("x", &MemoryPath::root(), 10, &s, 300);
+        let text = answer("x", &MemoryPath::root(), 10, &wide, 300);
+        assert_eq!(
+            text.matches("/memories/f").count(),
+            narrow.matches("/memories/f").count(),
+            "{text}"
+        );
     }
 
     #[test]
