@@ -616,7 +616,8 @@ pub struct SearchHit {
     /// Its size in bytes.
     #[serde(default)]
     pub size_bytes: u64,
-    /// How well it matches: higher is better (BM25 on SQLite, `ts_rank_cd` on PostgreSQL;
+    /// How well it matches: higher is better (on contextq-server BM25's term-frequency and
+    /// length parts on SQLite, `ts_rank_cd` on PostgreSQL, each from the matched file alone;
     /// compare within one answer only).
     pub score: f64,
     /// Up to [`MAX_SNIPPETS`] matching lines; none when only the path matched.

@@ -144,6 +144,19 @@ enum Cmd {
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
     },
+    /// One tenant's flood of heavy searches against another tenant's reads (docs/search.md,
+    /// "Fair under load"): latencies, answers by status, the server's peak RSS.
+    SearchFlood {
+        /// Files the searching tenant holds.
+        #[arg(long, default_value_t = 100_000)]
+        files: usize,
+        /// Its searches at once.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        /// Also run on PostgreSQL.
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
     /// Writes the deterministic command trace (JSON lines).
     Trace {
         #[arg(long, default_value_t = 10_000)]
@@ -891,6 +904,11 @@ async fn main() -> Result<()> {
             queries,
             postgres_url,
         } => search::run(files, queries, postgres_url).await,
+        Cmd::SearchFlood {
+            files,
+            concurrency,
+            postgres_url,
+        } => search::flood(files, concurrency, postgres_url).await,
         Cmd::Scaleout {
             postgres_url,
             one_way_ms,

@@ -200,6 +200,187 @@ pub async fn run(sizes: Vec<usize>, queries: usize, postgres: Option<String>) ->
     Ok(())
 }
 
+/// What one tenant's flood of heavy searches does to another tenant: the other's plain `GET`
+/// of a small file, p50 / p99 and any answer but 200, at rest and while the flood runs; the
+/// flood's answers by status; the server's peak RSS. Then the same with snippets of large
+/// files (101 files of about 1 MB of Chinese text, `q=東京&limit=50`, 4 at once).
+pub async fn flood(files: usize, concurrency: usize, postgres: Option<String>) -> Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let http = reqwest::Client::new();
+    for backend in backends(postgres.as_deref()) {
+        let server = serve(backend, postgres.as_deref(), &[]).await?;
+        let pool = contextq_server::Db::connect(
+            &server.database.url,
+            &contextq_server::DbOptions::default(),
+        )
+        .await?;
+        let other = contextq_server::admin::bootstrap(
+            &pool,
+            "other",
+            contextq_server::Plan::Unlimited,
+            "ws",
+            &[contextq_server::Scope::Read, contextq_server::Scope::Write],
+        )
+        .await?
+        .key
+        .api_key;
+        pool.close().await;
+        load(&http, &server.url, &server.key, 0..files).await?;
+        load(&http, &server.url, &other, 0..1).await?;
+        let get = format!(
+            "{}/api/contexts/by-external/{}",
+            server.url,
+            encode("mem-tool:ws/notes/d000/n000000.md")
+        );
+        // The other tenant's reads, one at a time: latencies and answers that were not 200.
+        let reads = |n: usize| {
+            let (http, get, key) = (http.clone(), get.clone(), other.clone());
+            async move {
+                let mut lat = Vec::with_capacity(n);
+                let mut failed = 0;
+                let wall = Instant::now();
+                for _ in 0..n {
+                    let s = Instant::now();
+                    let r = http.get(&get).bearer_auth(&key).send().await?;
+                    failed += usize::from(r.status() != reqwest::StatusCode::OK);
+                    let _ = r.bytes().await?;
+                    lat.push(s.elapsed());
+                }
+                anyhow::Ok((stats(lat, wall.elapsed()), failed))
+            }
+        };
+        // `concurrency` loops of one tenant's searches until told to stop: answers by status.
+        let storm = |queries: Vec<String>, concurrency: usize| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let tasks: Vec<_> = (0..concurrency)
+                .map(|k| {
+                    let (http, url, key, stop) = (
+                        http.clone(),
+                        server.url.clone(),
+                        server.key.clone(),
+                        stop.clone(),
+                    );
+                    let queries = queries.clone();
+                    tokio::spawn(async move {
+                        let mut by_status = std::collections::BTreeMap::<u16, usize>::new();
+                        let mut i = k;
+                        while !stop.load(Ordering::Relaxed) {
+                            let q = &queries[i % queries.len()];
+                            i += 1;
+                            let r = http
+                                .get(format!("{url}/api/contexts/search?{q}"))
+                                .bearer_auth(&key)
+                                .send()
+                                .await;
+                            let status = match r {
+                                Ok(r) => {
+                                    let status = r.status().as_u16();
+                                    let _ = r.bytes().await;
+                                    status
+                                }
+                                Err(_) => 0,
+                            };
+                            *by_status.entry(status).or_default() += 1;
+                        }
+                        by_status
+                    })
+                })
+                .collect();
+            (stop, tasks)
+        };
+        let end = |stop: Arc<AtomicBool>, tasks: Vec<tokio::task::JoinHandle<_>>| async move {
+            stop.store(true, Ordering::Relaxed);
+            let mut all = std::collections::BTreeMap::<u16, usize>::new();
+            for t in tasks {
+                let by: std::collections::BTreeMap<u16, usize> = t.await?;
+                for (s, n) in by {
+                    *all.entry(s).or_default() += n;
+                }
+            }
+            anyhow::Ok(
+                all.iter()
+                    .map(|(s, n)| format!("{s}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )
+        };
+        let mut rng = fastrand::Rng::with_seed(11);
+        let heavy: Vec<String> = (0..64)
+            .map(|i| match i % 4 {
+                0 => format!("limit=100&q={}", encode(&word(rng.usize(0..5)))),
+                1 => format!("limit=100&q={}", encode(&(KINDS[5].1)(&mut rng, files))),
+                2 => format!("limit=100&q={}", encode(&(KINDS[6].1)(&mut rng, files))),
+                _ => {
+                    let w: Vec<String> = (0..16)
+                        .map(|_| format!("{}*", &word(rng.usize(0..50))[..2]))
+                        .collect();
+                    format!("limit=100&q={}", encode(&w.join(" ")))
+                }
+            })
+            .collect();
+        println!(
+            "\n{backend}: another tenant's GET of a 16-byte file (300 in a row) while one tenant of {files} files searches, {concurrency} at once\n"
+        );
+        println!(
+            "| while | GET p50 / p99 ms | GETs not 200 | the searching tenant's answers | server peak RSS MiB |"
+        );
+        println!("|---|---|---|---|---|");
+        let (rest, failed) = reads(300).await?;
+        println!(
+            "| nothing else | {} / {} | {failed} | - | {:.0} |",
+            ms(rest.p50),
+            ms(rest.p99),
+            server.peak_mib().unwrap_or(0.0)
+        );
+        let (stop, tasks) = storm(heavy, concurrency);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let (busy, failed) = reads(300).await?;
+        let answers = end(stop, tasks).await?;
+        println!(
+            "| heavy searches (common word, 2-letter prefix, 16-word phrase, 16 prefixes; limit=100) | {} / {} | {failed} | {answers} | {:.0} |",
+            ms(busy.p50),
+            ms(busy.p99),
+            server.peak_mib().unwrap_or(0.0)
+        );
+        // Large files whose snippets must be read.
+        let text: String = {
+            let chars: Vec<char> = "会議東京大阪記録予定資料確認".chars().collect();
+            let mut out = String::with_capacity(1_000_000);
+            let mut i = 0;
+            while out.len() < 990_000 {
+                out.push(chars[i % chars.len()]);
+                i += 1;
+                if i % 80 == 0 {
+                    out.push('\n');
+                }
+            }
+            out
+        };
+        for i in 0..101 {
+            let r = http
+                .post(format!("{}/api/contexts/bulk-upsert", server.url))
+                .bearer_auth(&server.key)
+                .json(&json!({"contexts": [{"externalId": format!("mem-tool:ws/big/b{i:03}.md"), "workspace": "ws", "type": "reference", "content": text, "tags": ["mem-tool"]}]}))
+                .send()
+                .await?;
+            anyhow::ensure!(r.status().is_success(), "large file: {}", r.status());
+        }
+        let (stop, tasks) = storm(vec![format!("limit=50&q={}", encode("東京"))], 4);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let (busy, failed) = reads(300).await?;
+        let answers = end(stop, tasks).await?;
+        println!(
+            "| snippets of large files (`q=東京&limit=50`, 4 at once) | {} / {} | {failed} | {answers} | {:.0} |",
+            ms(busy.p50),
+            ms(busy.p99),
+            server.peak_mib().unwrap_or(0.0)
+        );
+        std::io::stdout().flush()?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -81,6 +81,17 @@ enum Command {
         /// at most its plan's context cap times this many in all.
         #[arg(long, default_value_t = contextq_server::db::DEFAULT_VERSIONS_KEPT)]
         versions_kept: u32,
+        /// Milliseconds one search may run before it is stopped and answered 400 "too broad"
+        /// (extension `search`).
+        #[arg(long, default_value_t = 2000)]
+        search_budget_ms: u64,
+        /// Database connections only searches use (reads and writes never wait for them).
+        #[arg(long, default_value_t = 4)]
+        search_connections: u32,
+        /// Searches one tenant may have in flight; the next is answered 429 (at most
+        /// --search-connections).
+        #[arg(long, default_value_t = 2)]
+        searches_per_tenant: u32,
     },
     /// Operator commands, run directly on the database.
     Admin {
@@ -310,6 +321,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             shutdown_grace_secs,
             audit_key_file,
             versions_kept,
+            search_budget_ms,
+            search_connections,
+            searches_per_tenant,
         } => {
             let secs = std::time::Duration::from_secs;
             let connections = contextq_server::ConnectionLimits::default()
@@ -319,7 +333,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 .shutdown_grace(secs(shutdown_grace_secs))
                 .for_this_process();
             let database_url = contextq_server::db::database_url_for(database_url, &listen)?;
-            let options = db_options(audit_key_file.as_deref())?.versions_kept(versions_kept);
+            let options = db_options(audit_key_file.as_deref())?
+                .versions_kept(versions_kept)
+                .search(contextq_server::db::search::SearchLimits {
+                    connections: search_connections,
+                    per_tenant: searches_per_tenant,
+                    budget: std::time::Duration::from_millis(search_budget_ms),
+                });
             let db = Db::connect(&database_url, &options).await?;
             if db.audit_key().is_none() {
                 tracing::warn!(

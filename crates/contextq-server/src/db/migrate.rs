@@ -109,6 +109,11 @@ const MIGRATIONS: &[Migration] = &[
     migration!(11, "outcomes of keyed writes", common "0011_write_outcomes.sql"),
     migration!(12, "key names", common "0012_key_names.sql"),
     migration!(13, "full-text search", "0013_search.sql"),
+    migration!(
+        14,
+        "a bounded GIN pending list",
+        "0014_search_pending_list.sql"
+    ),
 ];
 
 /// The migration after whose SQL every existing context is indexed for search (in Rust: the

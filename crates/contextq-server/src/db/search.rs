@@ -132,6 +132,14 @@ impl Searchers {
                     )))
                     .execute(&mut *conn)
                     .await?;
+                    // The plan of a search is fixed by its text (store::search): with no
+                    // statistics the planner may still price a scan of the shared index table
+                    // below the GIN index; on these connections only, it takes the index.
+                    // A plan priced past `jit_above_cost` that way must not be compiled.
+                    sqlx::query("SET enable_seqscan = off")
+                        .execute(&mut *conn)
+                        .await?;
+                    sqlx::query("SET jit = off").execute(&mut *conn).await?;
                     // PostgreSQL 14 and later: a statement whose client has closed the
                     // connection stops within this interval (an abandoned search's).
                     let _ = sqlx::query("SET client_connection_check_interval = 100")

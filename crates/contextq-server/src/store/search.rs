@@ -489,31 +489,20 @@ fn ranking(
 }
 
 /// The plan of a search's ranking statement (`EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN` on
-/// PostgreSQL), one line a step, for the tests that hold the plan fixed and for an operator
-/// who wants to see it. Runs on the main pool, without the search's budget.
+/// PostgreSQL), one line a step, as a search connection plans it: for the tests that hold the
+/// plan fixed and for an operator who wants to see it.
 pub async fn explain(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<Vec<String>> {
     let workspace = workspace_id(db, tenant_id, q).await?;
     let (sql, binds) = ranking(db.backend(), tenant_id, q, workspace);
-    let (sql, column) = match db.backend() {
-        // SQLite's plan needs the ranking function only to prepare: the main pool's
-        // connections do not have it, so the plan is of the same statement with bm25.
-        Backend::Sqlite => (
-            format!(
-                "EXPLAIN QUERY PLAN {}",
-                sql.replace(
-                    &format!("cq_rank(context_fts, {})", q.query.items().len()),
-                    "bm25(context_fts)"
-                )
-            ),
-            "detail",
-        ),
-        Backend::Postgres => (format!("EXPLAIN {sql}"), "QUERY PLAN"),
+    let (prefix, column) = match db.backend() {
+        Backend::Sqlite => ("EXPLAIN QUERY PLAN", "detail"),
+        Backend::Postgres => ("EXPLAIN", "QUERY PLAN"),
     };
-    let rows = crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-        .fetch_all(db.pool())
+    let mut conn = db.begin_search(tenant_id).await.map_err(search_error)?;
+    let rows = conn
+        .fetch(format!("{prefix} {sql}"), binds)
         .await
-        .map_err(fts_error)?;
-    let rows = Row::from_any_rows(&rows)?;
+        .map_err(search_error)?;
     rows.iter()
         .map(|r| Ok(r.try_get::<String, _>(column)?))
         .collect()

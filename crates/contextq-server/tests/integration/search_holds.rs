@@ -93,7 +93,11 @@ fn assert_index_first(b: Backend, plan: &[String]) {
             );
         }
         Backend::Postgres => {
-            assert!(!text.contains("Seq Scan on contexts"), "{text}");
+            assert!(!text.contains("Seq Scan"), "{text}");
+            assert!(
+                text.contains("Bitmap Index Scan on context_search_doc"),
+                "{text}"
+            );
             assert!(text.contains("contexts_pkey"), "{text}");
             // The match list comes before the contexts: a nested loop over it.
             let m = text.find("context_search").unwrap();
