@@ -280,7 +280,7 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
     let more = rows.len() > q.limit as usize;
     let page: Vec<Row> = rows.into_iter().take(q.limit as usize).collect();
     let chars = snippet_chars(page.len());
-    let mut contents: std::collections::HashMap<String, String> = Default::default();
+    let mut contents: std::collections::HashMap<String, (String, String)> = Default::default();
     if !page.is_empty() {
         let mut binds = vec![Bind::Int(chars as i64)];
         for row in &page {
@@ -288,11 +288,15 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
         }
         let list: Vec<String> = (2..=binds.len()).map(|k| format!("${k}")).collect();
         let sql = format!(
-            "SELECT id, substr(content, 1, CAST($1 AS INTEGER)) AS content FROM contexts WHERE id IN ({})",
+            "SELECT c.id, w.slug AS workspace, substr(c.content, 1, CAST($1 AS INTEGER)) AS content \
+             FROM contexts c CROSS JOIN workspaces w WHERE w.id = c.workspace_id AND c.id IN ({})",
             list.join(", ")
         );
         for row in conn.fetch(sql, binds).await.map_err(search_error)? {
-            contents.insert(row.try_get("id")?, row.try_get("content")?);
+            contents.insert(
+                row.try_get("id")?,
+                (row.try_get("workspace")?, row.try_get("content")?),
+            );
         }
     }
     let query = q.query.clone();
@@ -301,13 +305,15 @@ pub async fn search(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<SearchP
             let mut hits = Vec::with_capacity(page.len());
             for row in &page {
                 let id: String = row.try_get("id")?;
-                // A row deleted between the two statements has no content: no snippets.
-                let content = contents.remove(&id).unwrap_or_default();
+                // A context deleted between the two statements is no hit.
+                let Some((workspace, content)) = contents.remove(&id) else {
+                    continue;
+                };
                 hits.push(SearchHit {
                     snippets: query.snippets(&content),
                     id,
                     external_id: row.try_get("external_id")?,
-                    workspace: row.try_get("workspace")?,
+                    workspace,
                     version: row.try_get("version")?,
                     size_bytes: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
                     score: row.try_get::<f64, _>("score")?,
@@ -421,8 +427,7 @@ fn ranking(
                     p(Bind::Text(m))
                 ),
                 format!("cq_rank(context_fts, {})", q.query.items().len()),
-                "context_fts CROSS JOIN search_docs s CROSS JOIN contexts c CROSS JOIN workspaces w"
-                    .to_string(),
+                "context_fts CROSS JOIN search_docs s CROSS JOIN contexts c".to_string(),
             )
         }
         Backend::Postgres => {
@@ -436,19 +441,28 @@ fn ranking(
                     "ts_rank_cd('{{0.25, 0.25, 0.25, 1.0}}', m.doc, {user}::tsquery, 1)::float8"
                 ),
                 "m CROSS JOIN LATERAL (SELECT id, tenant_id, workspace_id, external_id, version, \
-                 size_bytes FROM contexts WHERE id = m.context_id OFFSET 0) c \
-                 CROSS JOIN LATERAL (SELECT id, slug FROM workspaces WHERE id = c.workspace_id \
-                 OFFSET 0) w"
+                 size_bytes FROM contexts WHERE id = m.context_id OFFSET 0) c"
                     .to_string(),
             )
         }
     };
+    let mut from = from;
     let tenant = p(Bind::Text(tenant_id.to_string()));
-    let mut filter = format!("{matches} AND c.tenant_id = {tenant} AND w.id = c.workspace_id");
+    let mut filter = format!("{matches} AND c.tenant_id = {tenant}");
     if let Some(id) = workspace_id {
         filter.push_str(&format!(" AND c.workspace_id = {}", p(Bind::Text(id))));
     }
+    // Each candidate's workspace is looked up only to keep to a key's workspaces; the page's
+    // slugs come with its content.
     if let Some(slugs) = &q.within {
+        from.push_str(match backend {
+            Backend::Sqlite => " CROSS JOIN workspaces w",
+            Backend::Postgres => {
+                " CROSS JOIN LATERAL (SELECT id, slug FROM workspaces \
+                 WHERE id = c.workspace_id OFFSET 0) w"
+            }
+        });
+        filter.push_str(" AND w.id = c.workspace_id");
         let list: Vec<String> = slugs.iter().map(|s| p(Bind::Text(s.clone()))).collect();
         filter.push_str(&super::slug_in(&list));
     }
@@ -461,9 +475,7 @@ fn ranking(
             p(Bind::Text(tag.clone()))
         ));
     }
-    let columns = format!(
-        "c.id, c.external_id, w.slug AS workspace, c.version, c.size_bytes, {rank} AS score"
-    );
+    let columns = format!("c.id, c.external_id, c.version, c.size_bytes, {rank} AS score");
     let candidates = match backend {
         Backend::Sqlite => format!(
             "SELECT {columns} FROM {from} WHERE {filter} \
