@@ -107,7 +107,7 @@ fn encode(s: &str) -> String {
 
 /// The kinds of query, each made from a random file index and word draw.
 type Make = fn(&mut fastrand::Rng, usize) -> String;
-const KINDS: [(&str, Make); 7] = [
+const KINDS: [(&str, Make); 8] = [
     ("an identifier (1 hit)", |rng, n| {
         format!("TICKET-{}", rng.usize(0..n))
     }),
@@ -132,6 +132,12 @@ const KINDS: [(&str, Make); 7] = [
     ("16 common words as a phrase", |rng, _| {
         let w: Vec<String> = (0..16).map(|_| word(rng.usize(0..5))).collect();
         format!("\"{}\"", w.join(" "))
+    }),
+    ("16 two-letter prefixes*", |rng, _| {
+        let w: Vec<String> = (0..16)
+            .map(|_| format!("{}*", &word(rng.usize(0..50))[..2]))
+            .collect();
+        w.join(" ")
     }),
 ];
 
@@ -311,12 +317,7 @@ pub async fn flood(files: usize, concurrency: usize, postgres: Option<String>) -
                 0 => format!("limit=100&q={}", encode(&word(rng.usize(0..5)))),
                 1 => format!("limit=100&q={}", encode(&(KINDS[5].1)(&mut rng, files))),
                 2 => format!("limit=100&q={}", encode(&(KINDS[6].1)(&mut rng, files))),
-                _ => {
-                    let w: Vec<String> = (0..16)
-                        .map(|_| format!("{}*", &word(rng.usize(0..50))[..2]))
-                        .collect();
-                    format!("limit=100&q={}", encode(&w.join(" ")))
-                }
+                _ => format!("limit=100&q={}", encode(&(KINDS[7].1)(&mut rng, files))),
             })
             .collect();
         println!(

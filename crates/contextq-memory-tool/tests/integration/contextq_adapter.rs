@@ -1343,7 +1343,63 @@ async fn memory_search_through_contextq(b: Backend) {
     }
 }
 
+/// A search the server stops at its time budget is an error result that tells Claude how to
+/// narrow the query, and changes nothing; a search refused because the tenant has its limit of
+/// searches in flight (429) is retried after `Retry-After` and answered.
+async fn memory_search_when_the_server_bounds_it(b: Backend) {
+    use contextq_server::db::search::SearchLimits;
+    let server = Server::start_with_options(
+        b,
+        contextq_server::DbOptions::default().search(SearchLimits {
+            budget: Duration::from_millis(1),
+            ..SearchLimits::default()
+        }),
+    )
+    .await;
+    let (_, key) = server.tenant(Plan::Pro, ALL, "ws").await;
+    let tool = server.tool(&key);
+    let rows: Vec<Value> = (0..3_000)
+        .map(|i| json!({"externalId": format!("mem-tool:ws/n{i}.md"), "workspace": "ws", "type": "reference", "content": format!("common words {i}, common again\n"), "tags": ["mem-tool"]}))
+        .collect();
+    common::seed_rows(&server.url, &key, &rows).await;
+    let r = tool.execute_search(json!({"query": "common"})).await;
+    assert!(r.is_error, "{}", r.content);
+    assert!(r.content.contains("too broad"), "{}", r.content);
+    assert!(r.content.contains("Narrow it"), "{}", r.content);
+    assert!(!run(&tool, view("/memories/n1.md")).await.is_error);
+
+    let server = Server::start(b).await;
+    let (tenant, key) = server.tenant(Plan::Pro, ALL, "ws").await;
+    let tool = server.tool(&key);
+    assert!(
+        !run(&tool, create("/memories/a.md", "staging\n"))
+            .await
+            .is_error
+    );
+    let limit = server.db.search_limits().per_tenant;
+    let mut held = Vec::new();
+    for _ in 0..limit {
+        held.push(server.db.begin_search(&tenant).await.unwrap());
+    }
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(held);
+    });
+    let started = Instant::now();
+    let r = tool.execute_search(json!({"query": "staging"})).await;
+    assert!(!r.is_error, "{}", r.content);
+    assert!(r.content.contains("/memories/a.md"), "{}", r.content);
+    // It waited for the server's `Retry-After` (1 s), not a busy loop of retries.
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    release.await.unwrap();
+}
+
 contextq_server::database_tests!(
+    memory_search_when_the_server_bounds_it,
     memory_search_through_contextq,
     edits_answer_the_same_with_a_snippet,
     pages_start_after_a_path,

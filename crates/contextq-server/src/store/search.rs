@@ -409,7 +409,7 @@ fn ranking(
         binds.push(b);
         format!("${}", binds.len())
     };
-    let (matches, rank, from) = match backend {
+    let (matches, rank, mut from) = match backend {
         Backend::Sqlite => {
             // The query's phrases first: `cq_rank` scores the first n (db::search::rank).
             let mut m = format!(
@@ -432,9 +432,9 @@ fn ranking(
         }
         Backend::Postgres => {
             let user = p(Bind::Text(q.query.tsquery()));
-            // Each match's context and workspace by key: a lateral subquery with `OFFSET 0`
-            // is never flattened, and with only the key in it no other index can serve it (a
-            // tenant condition beside the key let the planner scan the tenant per match).
+            // Each match's context by key: a lateral subquery with `OFFSET 0` is never
+            // flattened, and with only the key in it no other index can serve it (a tenant
+            // condition beside the key let the planner scan the tenant per match).
             (
                 "TRUE".to_string(),
                 format!(
@@ -446,7 +446,6 @@ fn ranking(
             )
         }
     };
-    let mut from = from;
     let tenant = p(Bind::Text(tenant_id.to_string()));
     let mut filter = format!("{matches} AND c.tenant_id = {tenant}");
     if let Some(id) = workspace_id {

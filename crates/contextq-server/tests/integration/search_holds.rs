@@ -91,6 +91,15 @@ fn assert_index_first(b: Backend, plan: &[String]) {
                     .any(|l| l.starts_with("SEARCH c USING") && l.contains("(id=?)")),
                 "{text}"
             );
+            // One sort only, the page's by score over at most 2,000 candidates: the cap takes
+            // FTS5's rowids in order (a sort there would rank every match first).
+            assert_eq!(
+                plan.iter()
+                    .filter(|l| l.contains("USE TEMP B-TREE FOR ORDER BY"))
+                    .count(),
+                1,
+                "{text}"
+            );
         }
         Backend::Postgres => {
             assert!(!text.contains("Seq Scan"), "{text}");

@@ -18,7 +18,20 @@ pub struct Server {
 
 impl Server {
     pub async fn start(backend: Backend) -> Server {
-        let inner = testing::TestServer::start(backend).await;
+        Self::start_with_options(backend, contextq_server::DbOptions::default()).await
+    }
+
+    /// A server over a database opened with `options`.
+    pub async fn start_with_options(
+        backend: Backend,
+        options: contextq_server::DbOptions,
+    ) -> Server {
+        let inner = testing::TestServer::start_with_options(
+            backend,
+            contextq_server::ServerConfig::default(),
+            options,
+        )
+        .await;
         Server {
             url: inner.url().to_string(),
             db: inner.db.clone(),
