@@ -190,6 +190,9 @@ pub enum Error {
         /// The limit.
         limit: u32,
     },
+    /// Every search connection stayed in use for the acquire timeout.
+    #[error("every search connection of this server is in use; send this search again in a moment")]
+    SearchesSaturated,
     /// A search ran out of its time budget and was stopped.
     #[error(
         "q: the search was stopped after {} ms, its time budget: the query is too broad. \

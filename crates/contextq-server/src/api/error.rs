@@ -94,7 +94,7 @@ fn code_of(e: &store::Error) -> Option<ErrorCode> {
         E::TooLarge { .. } | E::TooMany { .. } => ErrorCode::PayloadTooLarge,
         E::Invalid(_) => ErrorCode::ValidationFailed,
         E::BadParameter(_) | E::SearchTooBroad { .. } => ErrorCode::BadRequest,
-        E::SearchBusy { .. } => ErrorCode::RateLimited,
+        E::SearchBusy { .. } | E::SearchesSaturated => ErrorCode::RateLimited,
         E::Database(_) | E::Corrupt(_) | E::Replayed(_) => return None,
     })
 }
@@ -104,7 +104,7 @@ impl ApiError {
     pub fn of(e: &store::Error) -> Option<ApiError> {
         let code = code_of(e)?;
         let mut error = ApiError::new(code, e.to_string());
-        if let store::Error::SearchBusy { .. } = e {
+        if let store::Error::SearchBusy { .. } | store::Error::SearchesSaturated = e {
             error.retry_after = Some(1);
         }
         if let store::Error::EditFailed(failure) = e {

@@ -63,6 +63,9 @@ pub enum SearchFailure {
         /// The limit.
         limit: u32,
     },
+    /// Every search connection stayed in use for the acquire timeout (other tenants'
+    /// searches): load, not an outage of the database.
+    Saturated,
     /// The search ran out of its budget and was stopped.
     TooBroad {
         /// The budget.
@@ -181,7 +184,7 @@ impl Searchers {
         let permit =
             tokio::time::timeout(self.acquire_timeout, self.permits.clone().acquire_owned())
                 .await
-                .map_err(|_| sqlx::Error::PoolTimedOut)?
+                .map_err(|_| SearchFailure::Saturated)?
                 .map_err(|_| sqlx::Error::PoolClosed)?;
         let held = match &self.engine {
             Engine::Sqlite { path, idle } => {

@@ -340,6 +340,7 @@ fn search_error(e: crate::db::search::SearchFailure) -> Error {
     use crate::db::search::SearchFailure as F;
     match e {
         F::Busy { limit } => Error::SearchBusy { limit },
+        F::Saturated => Error::SearchesSaturated,
         F::TooBroad { budget } => Error::SearchTooBroad { budget },
         F::Db(e) => fts_error(e),
     }

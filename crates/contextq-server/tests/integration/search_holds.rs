@@ -390,6 +390,39 @@ async fn one_tenants_searches_leave_others_alone(b: Backend) {
     s.stop().await;
 }
 
+async fn searches_all_in_use_are_load_not_an_outage(b: Backend) {
+    let options = DbOptions::default()
+        .acquire_timeout(Duration::from_millis(300))
+        .search(SearchLimits {
+            connections: 2,
+            per_tenant: 1,
+            ..SearchLimits::default()
+        });
+    let s = TestServer::start_with_options(b, ServerConfig::default(), options).await;
+    let c = s.tenant(Plan::Unlimited, RW).await;
+    c.client.upsert("mem:ws/c.md", "common", &[]).await;
+    // Two other tenants hold both search connections.
+    let held = [
+        s.db.begin_search("tenant-a").await.unwrap(),
+        s.db.begin_search("tenant-b").await.unwrap(),
+    ];
+    let r = c.client.get("/api/contexts/search?q=common").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{:?}", r.body);
+    assert_eq!(r.headers["retry-after"], "1");
+    assert!(r.message().contains("search connection"), "{}", r.message());
+    assert_eq!(
+        c.client.get("/api/contexts?limit=1").await.status,
+        StatusCode::OK
+    );
+    assert!(!s.db.outage().is_on(), "a busy search slice is no outage");
+    drop(held);
+    assert_eq!(
+        c.client.get("/api/contexts/search?q=common").await.status,
+        StatusCode::OK
+    );
+    s.stop().await;
+}
+
 async fn an_answers_snippets_read_a_bounded_part_of_each_file(b: Backend) {
     let s = TestServer::start(b).await;
     let t = s.tenant(Plan::Unlimited, RW).await;
@@ -440,4 +473,5 @@ contextq_server::database_tests!(
     an_abandoned_search_stops,
     one_tenants_searches_leave_others_alone,
     an_answers_snippets_read_a_bounded_part_of_each_file,
+    searches_all_in_use_are_load_not_an_outage,
 );
