@@ -13,16 +13,24 @@ queries=${2:-200}
 bin=target/release/contextq-memory
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 - "$work/tree" "$files" <<'EOF'
-import os, random, sys
-root, n = sys.argv[1], int(sys.argv[2])
-C = "b d f g k l m n p r s t v z".split(); V = "a e i o u".split()
+# The vocabulary, shared by the two programs below.
+cat > "$work/vocabulary.py" <<'EOF'
+C = "b d f g k l m n p r s t v z".split()
+V = "a e i o u".split()
+
+
 def word(k):
     out, k = "", k + 70
     while k > 0:
         out += C[k % len(C)]; k //= len(C)
         out += V[k % len(V)]; k //= len(V)
     return out
+EOF
+export PYTHONPATH="$work"
+python3 - "$work/tree" "$files" <<'EOF'
+import os, random, sys
+from vocabulary import word
+root, n = sys.argv[1], int(sys.argv[2])
 for i in range(n):
     rng = random.Random(i)
     words = [word(max(int(5000 ** rng.random()) - 1, 0)) for _ in range(40)]
@@ -53,13 +61,7 @@ def call(method, params, notify=False):
             return line
 call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
 call("notifications/initialized", {}, notify=True)
-C = "b d f g k l m n p r s t v z".split(); V = "a e i o u".split()
-def word(k):
-    out, k = "", k + 70
-    while k > 0:
-        out += C[k % len(C)]; k //= len(C)
-        out += V[k % len(V)]; k //= len(V)
-    return out
+from vocabulary import word
 rng = random.Random(7)
 kinds = [
     ("an identifier (1 hit)", lambda: f"TICKET-{rng.randrange(n)}"),
