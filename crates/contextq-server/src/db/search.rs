@@ -310,7 +310,9 @@ impl SearchConnection {
         }
     }
 
-    /// `work` on a blocking thread (CPU work of a search: snippets), abandoned with the search.
+    /// `work` on a blocking thread (CPU work of a search: snippets), never on a runtime worker.
+    /// A blocking task cannot be stopped: a dropped search drops only its result, so `work`
+    /// must be bounded (snippets read at most 2,000,000 characters an answer).
     pub async fn compute<T: Send + 'static>(
         &mut self,
         work: impl FnOnce() -> T + Send + 'static,
