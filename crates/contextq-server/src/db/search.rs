@@ -8,8 +8,9 @@
 //! blocking thread (never an async worker) under a progress handler that checks the budget and
 //! whether the search was abandoned; each carries the ranking function (module `rank`).
 //! PostgreSQL: a pool of its own whose connections have `statement_timeout` set to the budget
-//! and `client_connection_check_interval` to 100 ms; an abandoned search's connection is
-//! closed, not returned, so the server stops its statement at its next check of the socket.
+//! and `client_connection_check_interval` to 100 ms; a search past its deadline, or abandoned,
+//! has its connection closed, not returned, so the server stops its statement at its next
+//! check of the socket.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -294,9 +295,22 @@ impl SearchConnection {
             Held::Postgres { conn, running } => {
                 let c = conn.as_mut().ok_or(sqlx::Error::PoolClosed)?;
                 *running = true;
-                let rows = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
-                    .fetch_all(&mut **c)
-                    .await;
+                // The search's deadline covers all its statements, as on SQLite;
+                // `statement_timeout` (the budget, per statement) is the server's backstop.
+                let rows = tokio::time::timeout(
+                    deadline.saturating_duration_since(Instant::now()),
+                    bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds).fetch_all(&mut **c),
+                )
+                .await;
+                let Ok(rows) = rows else {
+                    // Closed under the statement, which the server then stops (as when the
+                    // search is dropped, below).
+                    if let Some(c) = conn.take() {
+                        drop(c.detach());
+                    }
+                    *running = false;
+                    return Err(SearchFailure::TooBroad { budget });
+                };
                 *running = false;
                 match rows {
                     Ok(rows) => Ok(Row::from_any_rows(&rows)?),
