@@ -13,9 +13,15 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 
 /// `GET /api/workspaces`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct WorkspaceList {
-    /// Every workspace of the tenant, archived ones included, by slug.
+    /// Every workspace of the tenant the key reaches, archived ones included, by slug.
     pub workspaces: Vec<Workspace>,
+    /// The workspaces (slugs) the calling key is limited to (extension `workspace-keys`);
+    /// absent for a key of the whole tenant, and from a server without the extension, whose
+    /// keys all are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_to: Option<Vec<String>>,
 }
 
 /// `POST /api/workspaces`.

@@ -11,6 +11,7 @@ mod e2e;
 mod embedded;
 mod exec;
 mod history;
+mod keys;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod out;
@@ -284,6 +285,12 @@ enum Command {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// The keys of the embedded data directory: one per teammate or agent of a `serve`
+    /// (create, list, revoke, expire).
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
     /// Print a new one-time sign-in link to the inspector of a running `serve` (the one it
     /// printed at start is valid 10 minutes).
     SignInLink {
@@ -458,6 +465,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         answer_budget,
         durability: cli.durability,
         every_workspace: false,
+        key_decides_path_model: false,
     };
     // The history commands that only read: the default policy, nothing to confirm.
     let read_history =
@@ -573,7 +581,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         #[cfg(feature = "mcp")]
         Command::Mcp { store, policy, .. } => {
-            stores::with_opened(&store, &settings(policy), mcp::run).await?;
+            let settings = Settings {
+                key_decides_path_model: true,
+                ..settings(policy)
+            };
+            stores::with_opened(&store, &settings, mcp::run).await?;
         }
         Command::Export {
             store,
@@ -688,6 +700,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             )
             .await;
         }
+        Command::Keys { command } => keys::run(&data_dir, command).await?,
         Command::SignInLink { url } => {
             let link = embedded::sign_in_link(&data_dir, url.as_deref()).await?;
             outln!("{link}");

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use contextq_memory_tool::contextq::{ContextQMemoryTool, ContextQMemoryToolOptions};
+use contextq_memory_tool::contextq::{
+    ContextQMemoryTool, ContextQMemoryToolOptions, KeyReach, path_model,
+};
 use contextq_memory_tool::{LocalStore, MemoryStore, MemoryTool, Store};
 
 use crate::embedded::Embedded;
@@ -56,6 +58,10 @@ pub struct Settings {
     /// Every workspace the key reaches, each as the first folder under `/memories`, instead of
     /// one pinned workspace (`export`/`import --all-workspaces`); missing ones are created.
     pub every_workspace: bool,
+    /// The key decides the path model ([`contextq_memory_tool::contextq::path_model`]): a
+    /// key of one workspace sees it as `/memories` whatever `workspace` says (the MCP
+    /// transports). The other commands take `workspace` as it is.
+    pub key_decides_path_model: bool,
 }
 
 /// Where ContextQ is, for messages.
@@ -201,6 +207,13 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
         if settings.every_workspace {
             options.workspace = None;
             options.create_workspaces = true;
+        } else if settings.key_decides_path_model {
+            // One request: what the key reaches (which also checks that ContextQ takes it).
+            let reach = options.client()?.key_reach().await.context(
+                "cannot ask ContextQ which workspaces CONTEXT_API_KEY reaches (it decides the path model)",
+            )?;
+            let model = path_model(&reach, settings.workspace.as_deref());
+            options.workspace = model.pinned().map(str::to_string);
         }
         let info = ContextQInfo {
             url: options
@@ -208,7 +221,7 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
                 .clone()
                 .unwrap_or_else(|| contextq_memory_tool::contextq::DEFAULT_BASE_URL.to_string()),
             api_key: options.api_key.clone().unwrap_or_default(),
-            workspace: settings.workspace.clone(),
+            workspace: options.workspace.clone(),
             embedded: false,
         };
         return Ok(opened(
@@ -232,10 +245,13 @@ async fn open_contextq(settings: &Settings) -> Result<Opened> {
         options.create_workspaces = true;
         None
     } else {
-        let workspace = settings
+        // The local key reaches the whole tenant: the model is the pinned workspace's.
+        let pin = settings
             .workspace
             .clone()
             .unwrap_or_else(|| embedded.credentials.workspace.clone());
+        let model = path_model(&KeyReach::Tenant, Some(&pin));
+        let workspace = model.pinned().unwrap_or(&pin).to_string();
         embedded.ensure_workspace(&workspace).await?;
         options = options.workspace(workspace.clone());
         Some(workspace)

@@ -20,6 +20,8 @@
 //! - [`options`]: [`ContextQMemoryToolOptions`] (defaults, `from_env`), [`contextq_memory_tool`].
 //! - [`client`]: the typed client of every endpoint, [`Client`], [`ApiKey`].
 //! - [`local`]: [`local::LocalService`], a server in this process called without a socket.
+//! - [`path_model`]: which path model a key gets ([`path_model::path_model`]), the one rule of
+//!   every transport.
 //! - [`store`]: [`ContextQStore`], the path model and the adapter's rules.
 //! - [`history`]: versions, diffs and restores on a ContextQ that keeps them.
 //! - [`redaction`]: a version's content, or every version holding a text, removed for good.
@@ -30,6 +32,7 @@ pub mod error;
 pub mod history;
 pub mod local;
 pub mod options;
+pub mod path_model;
 pub mod redaction;
 pub mod store;
 
@@ -40,4 +43,5 @@ pub use options::{
     ContextQMemoryTool, ContextQMemoryToolOptions, DEFAULT_BASE_URL, DEFAULT_CONTEXT_TYPE,
     DEFAULT_TAG, DEFAULT_TIMEOUT, contextq_memory_tool,
 };
+pub use path_model::{KeyReach, PathModel, path_model};
 pub use store::ContextQStore;

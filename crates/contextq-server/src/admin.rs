@@ -5,6 +5,8 @@
 //! ([`crate::store`], whose error type they return), so that no caller writes SQL of its own. Creating tenants, users and
 //! keys is not an audited change in the contract; workspace changes are, as through the API.
 
+pub mod text;
+
 use contextq_api::{Plan, Scope, Workspace, valid_key_format, valid_slug};
 use serde::Serialize;
 
@@ -108,6 +110,11 @@ pub async fn revoke_key(db: &Db, id_or_key: &str) -> Result<bool> {
         tenants::revoke_key(db, Some(id_or_key), None).await?
     };
     Ok(revoked)
+}
+
+/// The active key `key` (the key itself), if any: its id, tenant, scopes and workspaces.
+pub async fn active_key(db: &Db, key: &str) -> Result<Option<crate::auth::KeyRecord>> {
+    tenants::key_by_hash(db, &hash_key(key)).await
 }
 
 /// Creates a workspace for a tenant (audited, without a key).

@@ -147,7 +147,7 @@ enum Admin {
         scopes: String,
         /// The key stops working this long after its creation (e.g. 90m, 8h, 30d; a number
         /// and s, m, h or d). Checked on every request. Default: never expires.
-        #[arg(long, value_parser = parse_duration)]
+        #[arg(long, value_parser = admin::text::parse_duration)]
         expires_in: Option<std::time::Duration>,
         /// Comma-separated workspace slugs: the key reads and writes only these (the server
         /// answers 404 for reads and 403 for writes elsewhere; the audit trail is refused).
@@ -194,7 +194,7 @@ enum Admin {
         /// The key's id (keyId) or the key itself (sk_live_...).
         key: String,
         /// How long from now (a number and s, m, h or d; 0s: now).
-        #[arg(long = "in", value_parser = parse_duration_or_zero)]
+        #[arg(long = "in", value_parser = admin::text::parse_duration_or_zero)]
         expires_in: std::time::Duration,
     },
     /// Archive a workspace: read-only from now on (audited).
@@ -462,34 +462,7 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
         }
         Admin::ListKeys { tenant_id, json } => {
             let keys = admin::list_keys(db, &tenant_id).await?;
-            let header = [
-                "KEY",
-                "NAME",
-                "LAST4",
-                "SCOPES",
-                "WORKSPACES",
-                "KIND",
-                "EXPIRES",
-                "LAST USED",
-                "STATE",
-            ];
-            print_listing(json, &keys, &header, |k| {
-                vec![
-                    k.key_id.clone(),
-                    k.name.clone().unwrap_or_default(),
-                    format!("…{}", k.last4),
-                    k.scopes.clone(),
-                    k.workspaces
-                        .as_ref()
-                        .map_or_else(|| "(all)".to_string(), |w| w.join(",")),
-                    k.kind.clone(),
-                    k.expires_at.clone().unwrap_or_else(|| "-".into()),
-                    k.last_used_at.clone().unwrap_or_else(|| "-".into()),
-                    k.revoked_at
-                        .as_ref()
-                        .map_or_else(|| "active".to_string(), |at| format!("revoked {at}")),
-                ]
-            })?;
+            print_listing(json, &keys, &admin::text::KEY_HEADER, admin::text::key_row)?;
         }
         Admin::ListTenants { json } => {
             let tenants = admin::list_tenants(db).await?;
@@ -646,75 +619,13 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
-/// A listing: `items` as one JSON object per line with `json`, else their `row`s as an aligned
-/// table under `header`.
+/// A listing printed: [`admin::text::listing`].
 fn print_listing<T: serde::Serialize>(
     json: bool,
     items: &[T],
     header: &[&str],
     row: impl Fn(&T) -> Vec<String>,
 ) -> Result<()> {
-    if json {
-        for item in items {
-            println!("{}", serde_json::to_string(item)?);
-        }
-        return Ok(());
-    }
-    let rows: Vec<Vec<String>> = items.iter().map(row).collect();
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
-    for row in rows {
-        println!("{}", line(row));
-    }
+    print!("{}", admin::text::listing(json, items, header, row)?);
     Ok(())
-}
-
-/// `expire-key --in`: as [`parse_duration`], and `0s` (now).
-fn parse_duration_or_zero(text: &str) -> Result<std::time::Duration, String> {
-    if text.trim() == "0s" || text.trim() == "0" {
-        return Ok(std::time::Duration::ZERO);
-    }
-    parse_duration(text)
-}
-
-/// `--expires-in`: a positive whole number followed by `s`, `m`, `h` or `d`.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let text = text.trim();
-    let split = text.len().saturating_sub(1);
-    let (n, unit) = text.split_at(split);
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => {
-            return Err(format!(
-                "{text:?}: use a number and s, m, h or d (e.g. 8h, 30d)"
-            ));
-        }
-    };
-    match n.parse::<u64>() {
-        Ok(n) if n > 0 => n
-            .checked_mul(seconds)
-            .map(std::time::Duration::from_secs)
-            .ok_or_else(|| format!("{text:?} is too long")),
-        _ => Err(format!(
-            "{text:?}: use a positive whole number and s, m, h or d (e.g. 8h, 30d)"
-        )),
-    }
 }

@@ -11,6 +11,9 @@
 //!    past the caps is 429 with `Retry-After`;
 //! 3. `Host` against the allowed hosts and a present `Origin` against the allowed origins (DNS
 //!    rebinding: a browser page cannot reach it), by rmcp.
+//!
+//! The key's first answer also decides its path model ([`path_model`]): a key of one workspace
+//! sees it as `/memories`, whatever this process pins.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +27,9 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use contextq_memory_tool::contextq::local::LocalService;
-use contextq_memory_tool::contextq::{Client, ContextQMemoryToolOptions, ErrorCode};
+use contextq_memory_tool::contextq::{
+    Client, ContextQMemoryToolOptions, ErrorCode, KeyReach, PathModel, path_model,
+};
 use contextq_memory_tool::{MemoryTool, Store};
 use futures::StreamExt;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -99,14 +104,19 @@ enum Refusal {
     Unreachable(String),
 }
 
+fn refused_config(e: contextq_memory_tool::Error) -> Refusal {
+    Refusal::Unauthorized(e.tool_message())
+}
+
 fn owner_of(key: &str) -> Owner {
     sha2::Sha256::digest(key.as_bytes()).into()
 }
 
-/// Whether ContextQ accepts the key `client` carries now: one request with it.
-async fn check(client: &Client) -> Result<(), Refusal> {
-    match client.list_workspaces().await {
-        Ok(_) => Ok(()),
+/// Whether ContextQ accepts the key `client` carries now, and what it reaches: one request
+/// with it.
+async fn check(client: &Client) -> Result<KeyReach, Refusal> {
+    match client.key_reach().await {
+        Ok(reach) => Ok(reach),
         Err(e) => Err(match e.contextq_code() {
             Some(ErrorCode::Unauthorized) => {
                 // ContextQ's reason (expired, revoked, unknown) says what to change.
@@ -128,15 +138,23 @@ impl Keys {
             .get(&owner)
             .map(|k| (k.memory.clone(), k.client.clone()));
         let (memory, client) = match known {
-            Some(known) => known,
-            None => self.build(key)?,
+            Some((memory, client)) => {
+                if let Err(refusal) = check(&client).await {
+                    self.forget(&owner);
+                    return Err(refusal);
+                }
+                (memory, client)
+            }
+            None => {
+                // The key's answer decides its path model (built once: a key's workspaces
+                // never change).
+                let client = self.options(key, None).client().map_err(refused_config)?;
+                let reach = check(&client).await?;
+                let model = path_model(&reach, self.settings.workspace.as_deref());
+                self.build(key, &model)?
+            }
         };
-        let checked = check(&client).await;
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(refusal) = checked {
-            seen.remove(&owner);
-            return Err(refusal);
-        }
         let now = Instant::now();
         make_room(&mut seen, &owner, KEYS_KEPT, |k| k.used);
         seen.insert(
@@ -151,23 +169,33 @@ impl Keys {
         Ok((owner, memory))
     }
 
-    fn build(&self, key: &str) -> Result<(Memory, Client), Refusal> {
+    fn forget(&self, owner: &Owner) {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(owner);
+    }
+
+    /// The options of `key`'s memory, pinned to `workspace` when given.
+    fn options(&self, key: &str, workspace: Option<&str>) -> ContextQMemoryToolOptions {
         let options = ContextQMemoryToolOptions::new(key)
             .base_url(&self.url)
             .read_only(self.settings.read_only)
             .secret_guard(self.settings.secret_guard)
             .answer_budget(self.settings.answer_budget);
-        let options = match &self.settings.workspace {
+        let options = match workspace {
             Some(ws) => options.workspace(ws),
             None => options,
         };
-        let options = match &self.local {
+        match &self.local {
             Some(local) => options.local_service(local.clone()),
             None => options,
-        };
-        let store = options
-            .store()
-            .map_err(|e| Refusal::Unauthorized(e.tool_message()))?;
+        }
+    }
+
+    fn build(&self, key: &str, model: &PathModel) -> Result<(Memory, Client), Refusal> {
+        let options = self.options(key, model.pinned());
+        let store = options.store().map_err(refused_config)?;
         let client = store.client().clone();
         let store: Arc<dyn Store> = Arc::new(store);
         let tool = MemoryTool::new(store.clone())
@@ -198,7 +226,7 @@ impl Keys {
                 }
             };
             match check(&client).await {
-                Ok(()) => {
+                Ok(_) => {
                     if let Some(k) = self
                         .seen
                         .lock()

@@ -15,5 +15,7 @@ mod mcp;
 mod mcp_http;
 #[cfg(feature = "mcp")]
 mod mcp_official_clients;
+#[cfg(feature = "mcp")]
+mod path_model;
 mod redact;
 mod transfer;

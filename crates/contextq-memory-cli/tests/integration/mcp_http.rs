@@ -2,7 +2,7 @@
 //! with its own key. Without a key, or with one ContextQ refuses: 401 before any MCP. A browser
 //! Origin not allowed: refused. The official Python (`mcp`) and TypeScript
 //! (`@modelcontextprotocol/sdk`) clients, with keys of two tenants (and of different scopes),
-//! each limited to a workspace `team`, run the six commands, list and read the resources, see
+//! each limited to workspaces `team` and `shared`, run the six commands, list and read the resources, see
 //! only their own tenant's files and are refused in another workspace (the server's
 //! enforcement); a read-only key of the first tenant sees its files and cannot write.
 //!
@@ -96,9 +96,11 @@ fn check(client: &str, out: std::process::Output, ws: &str, p: &str, resources: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_mcp_with_each_clients_key() {
     let server = TestServer::start(Backend::Sqlite).await;
-    // Two tenants, each with a workspace `team` and one `private`; each agent a key of its own
-    // tenant limited to `team` (the second with the admin scope too), and a read-only key of
-    // the first tenant. A server that used one client's key for another fails every check.
+    // Two tenants, each with workspaces `team`, `shared` and `private`; each agent a key of its
+    // own tenant limited to `team` and `shared` (so one folder per workspace; the second with
+    // the admin scope too), and a read-only key of the first tenant. A server that used one
+    // client's key for another fails every check.
+    let reach = ["team".to_string(), "shared".to_string()];
     let mut keys = Vec::new();
     let mut tenants = Vec::new();
     for scopes in [
@@ -107,12 +109,13 @@ async fn remote_mcp_with_each_clients_key() {
     ] {
         let tenant = server.tenant(Plan::Free, scopes, "team").await;
         server.workspace(&tenant.tenant_id, "private").await;
+        server.workspace(&tenant.tenant_id, "shared").await;
         let key = admin::create_key_limited(
             &server.db,
             &tenant.tenant_id,
             scopes,
             None,
-            Some(&["team".to_string()]),
+            Some(&reach),
         )
         .await
         .unwrap();
@@ -124,7 +127,7 @@ async fn remote_mcp_with_each_clients_key() {
         &tenants[0],
         &[Scope::Read],
         None,
-        Some(&["team".to_string()]),
+        Some(&reach),
     )
     .await
     .unwrap()

@@ -554,6 +554,21 @@ impl Client {
         Ok(self.decode::<WorkspaceList>(path, &a.body)?.workspaces)
     }
 
+    /// `GET /api/workspaces`, for what it says of the key: the workspaces it is limited to
+    /// (extension `workspace-keys`), or the whole tenant (every key of a ContextQ without the
+    /// extension). One request, which also checks that ContextQ accepts the key now.
+    pub async fn key_reach(&self) -> Result<super::path_model::KeyReach> {
+        let path = "/api/workspaces";
+        let a = self
+            .request(Method::GET, path, None, None, Idempotency::Read)
+            .await?;
+        let list = self.decode::<WorkspaceList>(path, &a.body)?;
+        Ok(match list.limited_to {
+            Some(slugs) => super::path_model::KeyReach::Workspaces(slugs),
+            None => super::path_model::KeyReach::Tenant,
+        })
+    }
+
     /// `POST /api/workspaces`
     pub async fn create_workspace(&self, slug: &str, name: &str) -> Result<Workspace> {
         let path = "/api/workspaces";

@@ -19,7 +19,10 @@ pub(super) async fn list_workspaces(
     caller.require(Scope::Read)?;
     let mut list = workspaces::list(&s.db, &caller.tenant_id).await?;
     list.retain(|w| caller.reaches(&w.slug));
-    Ok(Json(WorkspaceList { workspaces: list }))
+    Ok(Json(WorkspaceList {
+        workspaces: list,
+        limited_to: caller.workspaces.clone(),
+    }))
 }
 
 pub(super) async fn create_workspace(
