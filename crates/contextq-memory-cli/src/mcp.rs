@@ -5,6 +5,10 @@
 //! library's strings (`is_error` on failures), and `memory_search` beside it (full-text search,
 //! `contextq_memory_tool::search`); and every memory file as a resource
 //! (`memory:///memories/...`, list in pages of [`RESOURCES_PAGE`] with `nextCursor`, and read). Logs go to stderr; stdout carries only the protocol.
+//!
+//! Claude is told the memory is there: the initialize result's `instructions` and the
+//! [`PROMPT_NAME`] prompt carry the memory protocol
+//! ([`contextq_memory_tool::protocol::MEMORY_GUIDANCE`]).
 
 use std::sync::Arc;
 
@@ -13,10 +17,11 @@ use contextq_memory_tool::protocol::{TOOL_DESCRIPTION, TOOL_NAME, input_schema};
 use contextq_memory_tool::store::Page;
 use contextq_memory_tool::{MemoryPath, MemoryToolHandlers, Store, ToolResult, render};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    InitializeResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, InitializeResult, ListPromptsResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, PromptMessage,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceContents, ServerCapabilities, ServerConfig, Tool,
+    ResourceContents, Role, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
@@ -28,6 +33,9 @@ pub mod sessions;
 
 /// URI scheme of memory files: `memory:///memories/notes.md`.
 pub const URI_PREFIX: &str = "memory://";
+
+/// The prompt that tells Claude to use its memory, for clients that load prompts.
+pub const PROMPT_NAME: &str = "memory";
 
 /// Resources per `resources/list` page; `nextCursor` leads to the next.
 pub const RESOURCES_PAGE: usize = 1_000;
@@ -118,12 +126,48 @@ fn search_tool() -> Tool {
 
 impl ServerHandler for MemoryMcp {
     fn get_info(&self) -> ServerConfig {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("contextq-memory", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "Use the memory tool to keep notes under /memories that persist across conversations, and memory_search to find what you noted ({}).",
+                "{}\n(The memory tool is `memory`; its store: {}.)",
+                contextq_memory_tool::protocol::MEMORY_GUIDANCE,
                 self.describe
             ))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let prompt = Prompt::new(
+            PROMPT_NAME,
+            Some("Use the persistent memory directory: look before starting, record as you go"),
+            None,
+        );
+        Ok(ListPromptsResult::with_all_items(vec![prompt]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != PROMPT_NAME {
+            return Err(McpError::invalid_params(
+                format!("no prompt {:?}: this server has {PROMPT_NAME:?}", request.name),
+                None,
+            ));
+        }
+        let text = contextq_memory_tool::protocol::MEMORY_GUIDANCE;
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description("The memory protocol")
+            .into())
     }
 
     async fn list_tools(

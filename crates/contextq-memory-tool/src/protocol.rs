@@ -200,6 +200,21 @@ create (a new file; never overwrites), str_replace (replace one unique occurrenc
 insert (insert_text after line insert_line; 0 = at the top), delete (a file or a directory), \
 rename (old_path to new_path).";
 
+/// What Claude is told when the memory is offered: the memory tool's protocol (look first,
+/// record as you go, assume interruption) and `memory_search` before walking the tree. Sent as
+/// MCP's `instructions` and its `memory` prompt, and added to the system prompt by
+/// `anthropic::ToolRunner` (and so `contextq-memory chat`) when it offers the memory tool.
+pub const MEMORY_GUIDANCE: &str = "You have a persistent memory directory, /memories, that \
+survives across conversations and context resets.
+1. Before starting a task, view /memories (the memory tool's view command) and read what is \
+relevant: earlier progress, decisions and facts about the user or the project.
+2. As you work, record progress, decisions and what you learnt in files there (create, \
+str_replace, insert), so that work can resume if your context is reset at any moment.
+3. To find something, use memory_search with a few distinctive words before walking \
+directories file by file.
+Keep the directory tidy: one topic per file, short descriptive names, outdated notes updated \
+or deleted.";
+
 /// JSON Schema of the command union, as one object discriminated by `command` (the Claude
 /// API refuses `oneOf` at the top level of a tool's input schema, and MCP hosts pass schemas on).
 pub fn input_schema() -> Value {

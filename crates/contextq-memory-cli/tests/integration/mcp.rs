@@ -28,6 +28,30 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
 
     let info = client.peer_info().expect("initialized");
     assert_eq!(info.server_info.as_ref().unwrap().name, "contextq-memory");
+    // Claude is told the memory is there: the protocol in `instructions` and the `memory` prompt.
+    let guidance = contextq_memory_tool::protocol::MEMORY_GUIDANCE;
+    assert!(
+        info.instructions.as_deref().unwrap().starts_with(guidance),
+        "{:?}",
+        info.instructions
+    );
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(prompts[0].name, "memory");
+    let prompt = client
+        .get_prompt(rmcp::model::GetPromptRequestParams::new("memory"))
+        .await
+        .unwrap();
+    assert_eq!(
+        prompt.messages[0].content.as_text().map(|t| t.text.as_str()),
+        Some(guidance)
+    );
+    assert!(
+        client
+            .get_prompt(rmcp::model::GetPromptRequestParams::new("other"))
+            .await
+            .is_err()
+    );
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 2);
     assert_eq!(tools[0].name, "memory");

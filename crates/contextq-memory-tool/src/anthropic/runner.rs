@@ -43,6 +43,11 @@ pub trait RunnableTool: Send + Sync {
     fn betas(&self) -> Vec<String> {
         Vec::new()
     }
+    /// What the system prompt should tell Claude about this tool, added once by the runner
+    /// unless [`ToolRunner::without_guidance`] (default: nothing).
+    fn system_guidance(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The memory tool as a runnable tool (the TypeScript SDK's `betaMemoryTool(handlers)`).
@@ -95,6 +100,10 @@ fn paths_of(input: &Value) -> Option<Vec<MemoryPath>> {
 
 #[async_trait]
 impl RunnableTool for MemoryRunnableTool {
+    /// The memory protocol ([`crate::protocol::MEMORY_GUIDANCE`]).
+    fn system_guidance(&self) -> Option<&'static str> {
+        Some(crate::protocol::MEMORY_GUIDANCE)
+    }
     fn name(&self) -> &str {
         TOOL_NAME
     }
@@ -176,6 +185,7 @@ pub struct ToolRunner {
     done: bool,
     hit_limit: bool,
     observer: Option<Observer>,
+    guidance: bool,
 }
 
 impl std::fmt::Debug for ToolRunner {
@@ -211,7 +221,30 @@ impl ToolRunner {
             done: false,
             hit_limit: false,
             observer: None,
+            guidance: true,
         }
+    }
+
+    /// Leaves the system prompt as given: no tool's [`RunnableTool::system_guidance`] is added
+    /// (by default each is appended once, after the caller's own system prompt).
+    pub fn without_guidance(mut self) -> Self {
+        self.guidance = false;
+        self
+    }
+
+    /// The caller's system prompt with each tool's guidance appended once (not twice when the
+    /// conversation is continued with a request that already carries it).
+    fn guided_system(&self) -> Option<String> {
+        let mut system = self.request.system.clone().unwrap_or_default();
+        for guidance in self.tools.iter().filter_map(|t| t.system_guidance()) {
+            if !system.contains(guidance) {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(guidance);
+            }
+        }
+        (!system.is_empty()).then_some(system)
     }
 
     /// Adds a tool (its definition goes into `tools`, its betas into the request).
@@ -260,6 +293,9 @@ impl ToolRunner {
             self.done = true;
             self.hit_limit = true;
             return None;
+        }
+        if self.iterations == 0 && self.guidance {
+            self.request.system = self.guided_system();
         }
         self.iterations += 1;
         let message = match self.client.create(&self.request).await {

@@ -73,6 +73,11 @@ async fn remembers_and_recalls_through_the_tool_loop() {
         Some("context-management-2025-06-27")
     );
     assert_eq!(first.header("x-api-key"), Some("sk-ant-…0000"));
+    // Claude is told the memory is there: the protocol once, in every request of the run.
+    let guidance = contextq_memory_tool::protocol::MEMORY_GUIDANCE;
+    for r in &reqs {
+        assert_eq!(r.body["system"], guidance, "{}", r.body);
+    }
     assert_eq!(
         first.body["context_management"]["edits"][0]["exclude_tools"],
         json!(["memory"])
@@ -373,4 +378,40 @@ async fn max_iterations_bounds_the_loop() {
     assert_eq!(last.stop_reason, Some(StopReason::ToolUse));
     assert!(runner.hit_iteration_limit());
     assert_eq!(claude.requests().len(), 1);
+}
+
+/// The memory protocol goes after the caller's own system prompt, once, also when a
+/// conversation continues with a request that carries it; `without_guidance` leaves it out.
+#[tokio::test]
+async fn the_system_prompt_carries_the_memory_protocol_once() {
+    let guidance = contextq_memory_tool::protocol::MEMORY_GUIDANCE;
+    let claude = ScriptedClaude::start().await.unwrap();
+    let tool = Arc::new(MemoryTool::new(MemoryStore::new()));
+    let mut first = request("Remember under /memories/acme/ that FACT: tea");
+    first.system = Some("You are terse.".into());
+    let mut runner = ToolRunner::new(client(&claude.url), first).tool(memory_tool(tool.clone()));
+    runner.run().await.unwrap();
+    let messages = runner.into_messages();
+    let mut again = request("and?");
+    again.system = Some(format!("You are terse.\n\n{guidance}"));
+    again.messages = messages;
+    again.messages.push(MessageParam::user("and?"));
+    let _ = ToolRunner::new(client(&claude.url), again)
+        .tool(memory_tool(tool.clone()))
+        .max_iterations(1)
+        .run()
+        .await;
+    let _ = ToolRunner::new(client(&claude.url), request("hello"))
+        .tool(memory_tool(tool))
+        .without_guidance()
+        .max_iterations(1)
+        .run()
+        .await;
+    let reqs = claude.requests();
+    let want = format!("You are terse.\n\n{guidance}");
+    assert!(reqs.len() >= 3, "{}", reqs.len());
+    for r in &reqs[..reqs.len() - 1] {
+        assert_eq!(r.body["system"], want.as_str());
+    }
+    assert!(reqs.last().unwrap().body.get("system").is_none_or(|s| s.is_null()));
 }
