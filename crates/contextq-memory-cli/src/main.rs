@@ -429,13 +429,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            contextq_server::logs::fatal(&format!("{e:#}"));
             let hint = e
                 .chain()
                 .find_map(|c| c.downcast_ref::<contextq_memory_tool::Error>())
                 .and_then(stores::hint);
             if let Some(hint) = hint {
-                eprintln!("hint: {hint}");
+                contextq_server::logs::notice(&format!("hint: {hint}"));
             }
             ExitCode::FAILURE
         }
@@ -727,21 +727,21 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             // Recorded before it is printed: whoever read the URL finds it recorded.
             embedded::record_url(&settings.data_dir, &server.url);
             outln!("{}", server.url);
-            eprintln!(
+            contextq_server::logs::notice(&format!(
                 "inspector: open {} (a one-time sign-in link, valid 10 minutes; `contextq-memory sign-in-link` prints a new one)",
                 server.inspector_link()
-            );
-            eprintln!(
-                "serving {} ; use CONTEXT_API_URL={} and the apiKey in {}",
+            ));
+            contextq_server::logs::notice(&format!(
+                "serving {} ; use CONTEXT_API_URL={} and the apiKey in {} (or a key of `contextq-memory keys create` per teammate)",
                 settings.data_dir.join("contextq.db").display(),
                 server.url,
                 settings.data_dir.join("embedded.json").display()
-            );
+            ));
             #[cfg(feature = "mcp")]
-            eprintln!(
+            contextq_server::logs::notice(&format!(
                 "MCP over HTTP: {}/mcp (each client sends Authorization: Bearer <its key>)",
                 server.url
-            );
+            ));
             server
                 .serve_until(contextq_server::listen::stop_signal())
                 .await?;

@@ -132,7 +132,10 @@ impl ServerHandler for MemoryMcp {
             .enable_prompts()
             .build();
         InitializeResult::new(capabilities)
-            .with_server_info(Implementation::new("contextq-memory", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "contextq-memory",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions(format!(
                 "{}\n(The memory tool is `memory`; its store: {}.)",
                 contextq_memory_tool::protocol::MEMORY_GUIDANCE,
@@ -160,14 +163,19 @@ impl ServerHandler for MemoryMcp {
     ) -> Result<GetPromptResponse, McpError> {
         if request.name != PROMPT_NAME {
             return Err(McpError::invalid_params(
-                format!("no prompt {:?}: this server has {PROMPT_NAME:?}", request.name),
+                format!(
+                    "no prompt {:?}: this server has {PROMPT_NAME:?}",
+                    request.name
+                ),
                 None,
             ));
         }
         let text = contextq_memory_tool::protocol::MEMORY_GUIDANCE;
-        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-            .with_description("The memory protocol")
-            .into())
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description("The memory protocol")
+                .into(),
+        )
     }
 
     async fn list_tools(
@@ -293,7 +301,7 @@ impl ServerHandler for MemoryMcp {
 
 /// Serves MCP on stdin/stdout until the client disconnects.
 pub async fn run(opened: &Opened) -> Result<()> {
-    eprintln!("contextq-memory mcp: {}", opened.describe());
+    contextq_server::logs::notice(&format!("contextq-memory mcp: {}", opened.describe()));
     let service = MemoryMcp::new(opened)
         .serve(rmcp::transport::stdio())
         .await?;

@@ -21,7 +21,7 @@
 //! - Here: the routes, the middleware every answer goes through, `/health`, `/ready`, `/metrics`.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -34,6 +34,7 @@ pub mod error;
 pub mod extract;
 mod history;
 mod keyed;
+pub mod ready;
 mod state;
 mod workspaces;
 
@@ -118,6 +119,7 @@ pub(crate) async fn note_outage(
     let api = req.uri().path().starts_with("/api/");
     let response = next.run(req).await;
     if let Some(why) = response.extensions().get::<error::Unavailable>() {
+        state.metrics.database_unavailable();
         state.db.outage().refused(&why.0);
     } else if api && response.status().as_u16() < 500 {
         state.db.outage().answered();
@@ -206,49 +208,10 @@ async fn health() -> Json<serde_json::Value> {
 /// path.
 async fn metrics(State(state): State<AppState>) -> Response {
     let (open, idle) = state.db.connections();
-    crate::metrics::answer(&state.metrics, open, idle)
+    let up = !state.db.outage().is_on() && state.readiness.database_answered();
+    crate::metrics::answer(&state.metrics, open, idle, up)
 }
 
-/// `GET /ready`: 200 only when this server can serve: the database answers, its migrations are
-/// this server's, and its audit log's key is the one loaded. 503 with the reasons otherwise (a
-/// load balancer takes the replica out; `/health` is liveness only).
 async fn ready(State(state): State<AppState>) -> Response {
-    let mut reasons = Vec::new();
-    let latest = crate::db::latest_schema_version();
-    match state.db.schema_version().await {
-        Ok(v) if v == latest => {}
-        Ok(v) => reasons.push(format!(
-            "the database is at schema version {v}, this server at {latest}"
-        )),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness: the database does not answer");
-            reasons.push("the database does not answer".to_string());
-        }
-    }
-    if reasons.is_empty() {
-        match crate::audit::key_matches(&state.db).await {
-            Ok(true) => {}
-            Ok(false) => reasons.push(
-                "the audit log's key is not the one this server loaded (see docs/schema.md)"
-                    .to_string(),
-            ),
-            Err(e) => {
-                tracing::warn!(error = %e, "readiness: cannot read the audit keying");
-                reasons.push("cannot read the audit log's keying".to_string());
-            }
-        }
-    }
-    // The database in use, its password masked: a replica started against the wrong one (an
-    // empty SQLite file in its working directory) is told apart at a glance.
-    let database = crate::db::redact_url(state.db.url());
-    if reasons.is_empty() {
-        Json(serde_json::json!({"status": "ready", "schemaVersion": latest, "database": database}))
-            .into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(serde_json::json!({"status": "not ready", "reasons": reasons, "database": database})),
-        )
-            .into_response()
-    }
+    ready::ready(state).await
 }

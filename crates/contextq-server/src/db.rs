@@ -87,3 +87,22 @@ pub fn new_id(prefix: &str) -> String {
         fastrand::u32(..)
     )
 }
+
+/// What a database failure says, for a message: the database's own message without where in
+/// its source it was raised (PostgreSQL's errors print ` at line N` of its C source, which
+/// tells an operator nothing), else the failure as sqlx puts it.
+pub fn describe(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(d) => d.message().to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// [`describe`], for `#[error(...)]` attributes.
+pub(crate) struct Described<'a>(pub &'a sqlx::Error);
+
+impl std::fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&describe(self.0))
+    }
+}

@@ -14,13 +14,13 @@ pub enum Error {
     Config(String),
     /// Could not connect to the database (the URL is shown redacted). The cause is part of the
     /// message, not a separate source, so that a report of the chain says it once.
-    #[error("cannot connect to the database at {0} (is it running and reachable?): {1}")]
+    #[error("cannot connect to the database at {0} (is it running and reachable?): {described}", described = crate::db::Described(.1))]
     Connect(String, sqlx::Error),
     /// A migration failed.
-    #[error("migration {0} failed: {1}")]
+    #[error("migration {0} failed: {described}", described = crate::db::Described(.1))]
     Migration(i64, #[source] sqlx::Error),
     /// A query failed.
-    #[error("database error: {0}")]
+    #[error("database error: {}", crate::db::Described(.0))]
     Database(#[from] sqlx::Error),
     /// Network or file I/O.
     #[error("{0}")]

@@ -293,11 +293,11 @@ enum Admin {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    contextq_server::logs::init("info,sqlx=warn", cli.logs.log_format);
+    contextq_server::logs::init("warn,contextq=info", cli.logs.log_format);
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            contextq_server::logs::fatal(&format!("{e:#}"));
             ExitCode::FAILURE
         }
     }

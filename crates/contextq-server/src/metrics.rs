@@ -50,6 +50,9 @@ pub struct Metrics {
     durations: Family<RouteLabels, Histogram>,
     refused: Family<ReasonLabels, Counter>,
     pool: Family<PoolLabels, Gauge>,
+    db_up: Gauge,
+    unavailable: Counter,
+    unauthorized: Family<ReasonLabels, Counter>,
 }
 
 /// The route of a request that matched none (its path is never a label).
@@ -85,12 +88,33 @@ impl Default for Metrics {
             "Database connections (the pool and, on PostgreSQL, the write connections), by state (in_use, idle)",
             pool.clone(),
         );
+        let db_up = Gauge::default();
+        registry.register(
+            "contextq_db_up",
+            "1 while the database answers; 0 during an outage (a request refused 503 since the last one answered) or when /ready's last probe found no answer",
+            db_up.clone(),
+        );
+        let unavailable = Counter::default();
+        registry.register(
+            "contextq_db_unavailable_requests",
+            "Requests answered 503 because the database could not be reached",
+            unavailable.clone(),
+        );
+        let unauthorized = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "contextq_auth_refused",
+            "Requests answered 401, by reason (missing, malformed, unknown, revoked, expired, session_revoked)",
+            unauthorized.clone(),
+        );
         Metrics {
             registry,
             requests,
             durations,
             refused,
             pool,
+            db_up,
+            unavailable,
+            unauthorized,
         }
     }
 }
@@ -140,8 +164,23 @@ impl Metrics {
         }
     }
 
-    /// The text a scrape gets, with the pool's state as of now.
-    pub fn render(&self, pool_size: u32, pool_idle: usize) -> String {
+    /// A request answered 503 because the database could not be reached.
+    pub fn database_unavailable(&self) {
+        self.unavailable.inc();
+    }
+
+    /// A request answered 401, for `reason` (one of a closed set: [`crate::auth::Refused`]).
+    pub fn unauthorized(&self, reason: &'static str) {
+        self.unauthorized
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// The text a scrape gets, with the pool's state as of now and whether the database is up.
+    pub fn render(&self, pool_size: u32, pool_idle: usize, db_up: bool) -> String {
+        self.db_up.set(i64::from(db_up));
         let idle = i64::try_from(pool_idle).unwrap_or(i64::MAX);
         self.pool
             .get_or_create(&PoolLabels { state: "idle" })
@@ -207,8 +246,8 @@ pub(crate) fn route_of(response: &Response) -> &str {
 }
 
 /// The answer to `GET /metrics` ([`crate::api`]'s route): Prometheus text, the pool as of now.
-pub(crate) fn answer(metrics: &Metrics, pool_size: u32, pool_idle: usize) -> Response {
-    let text = metrics.render(pool_size, pool_idle);
+pub(crate) fn answer(metrics: &Metrics, pool_size: u32, pool_idle: usize, db_up: bool) -> Response {
+    let text = metrics.render(pool_size, pool_idle, db_up);
     (
         [(
             header::CONTENT_TYPE,

@@ -47,6 +47,11 @@ pub fn app(state: AppState) -> Router {
                 })
                 .on_response(
                     tower_http::trace::DefaultOnResponse::new().level(tracing::Level::DEBUG),
+                )
+                // Every answer has its line in the request log; a 5xx is not also an ERROR
+                // (a database outage would log one per refused request).
+                .on_failure(
+                    tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG),
                 ),
         )
         .layer(axum::middleware::from_fn(log_request))
@@ -62,7 +67,8 @@ pub const REQUEST_LOG: &str = "contextq::request";
 
 /// One line per answered request, refusals (401, 403) included: its method (one of HTTP's nine,
 /// else `other`), route template, status, latency and the id of the key it used (`-` when no
-/// key was found). Never a key, a path's value or a body.
+/// key was found; a revoked or expired key by its id, with `refused` saying why). Never a key,
+/// a path's value or a body.
 async fn log_request(
     mut request: Request,
     next: axum::middleware::Next,
@@ -70,17 +76,34 @@ async fn log_request(
     let started = std::time::Instant::now();
     let method = crate::metrics::method_label(request.method());
     let key = crate::api::extract::KeyIdSlot::default();
+    let refusal = crate::api::extract::RefusalSlot::default();
     request.extensions_mut().insert(key.clone());
+    request.extensions_mut().insert(refusal.clone());
     let response = next.run(request).await;
-    tracing::info!(
-        target: REQUEST_LOG,
-        method,
-        route = crate::metrics::route_of(&response),
-        status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-        key_id = key.0.get().map_or("-", String::as_str),
-        "request"
-    );
+    let key_id = key.0.get().map_or("-", String::as_str);
+    match refusal.0.get() {
+        // A known key refused: which one, and why (revoked, expired), so that an operator can
+        // tell which agent still uses it.
+        Some(refused) => tracing::info!(
+            target: REQUEST_LOG,
+            method,
+            route = crate::metrics::route_of(&response),
+            status = response.status().as_u16(),
+            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            key_id,
+            refused,
+            "request"
+        ),
+        None => tracing::info!(
+            target: REQUEST_LOG,
+            method,
+            route = crate::metrics::route_of(&response),
+            status = response.status().as_u16(),
+            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+            key_id,
+            "request"
+        ),
+    }
     response
 }
 

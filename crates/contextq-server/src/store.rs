@@ -205,7 +205,7 @@ pub enum Error {
         budget: std::time::Duration,
     },
     /// The database failed (the detail goes to the log, never to a client).
-    #[error("database error: {0}")]
+    #[error("database error: {}", crate::db::Described(.0))]
     Database(#[from] sqlx::Error),
     /// A repeat of a keyed write: the outcome its first run recorded, to be answered as it is
     /// (extension `idempotency`; nothing was applied again).

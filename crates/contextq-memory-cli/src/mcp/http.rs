@@ -349,11 +349,13 @@ async fn guard(State(front): State<Arc<Front>>, mut request: Request, next: Next
             request.headers_mut().insert(SESSION_HEADER, internal_value);
             let deleting = request.method() == Method::DELETE;
             let mut response = next.run(request).await;
-            if deleting
-                && response.status().is_success()
-                && let Some(id) = front.gate.end(&external, &owner)
-            {
-                front.gate.close(vec![id]).await;
+            if deleting && response.status().is_success() {
+                if let Some(id) = front.gate.end(&external, &owner) {
+                    front.gate.close(vec![id]).await;
+                }
+                // The session is gone: 204, which clients take as a clean end (rmcp answers
+                // 202, which the official Python client logs as a failed termination).
+                return StatusCode::NO_CONTENT.into_response();
             }
             // rmcp's id never leaves this process.
             if response.headers().contains_key(&SESSION_HEADER)
@@ -447,12 +449,14 @@ pub fn router(
         .layer(axum::middleware::from_fn_with_state(front, guard))
 }
 
-/// `/health` (liveness: this process answers) and `/ready` (the ContextQ behind it answers),
-/// without a key, as contextq-server's own: what a load balancer or Kubernetes probes.
+/// `/health` (liveness: this process answers) and `/ready` (the ContextQ behind it is ready:
+/// its own `/ready`, relayed with its reasons, within a second), without a key, as
+/// contextq-server's own: what a load balancer or Kubernetes probes. A ContextQ without
+/// `/ready` (the seed's) is ready when it answers `/health`.
 fn probes(contextq_url: &str) -> axum::Router {
-    let health_url = format!("{}/health", contextq_url.trim_end_matches('/'));
+    let base = contextq_url.trim_end_matches('/').to_string();
     let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
+        .timeout(UPSTREAM_PROBE)
         .build()
         .unwrap_or_default();
     axum::Router::new()
@@ -463,25 +467,77 @@ fn probes(contextq_url: &str) -> axum::Router {
         .route(
             "/ready",
             axum::routing::get(move || {
-                let (http, url) = (http.clone(), health_url.clone());
-                async move {
-                    // Any answer is a ContextQ that can be asked; no answer is not ready.
-                    match http.get(&url).send().await {
-                        Ok(_) => (
-                            StatusCode::OK,
-                            axum::Json(serde_json::json!({"status": "ready"})),
-                        ),
-                        Err(_) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            axum::Json(serde_json::json!({
-                                "status": "not ready",
-                                "reasons": ["the ContextQ behind this server does not answer"],
-                            })),
-                        ),
-                    }
-                }
+                let (http, base) = (http.clone(), base.clone());
+                async move { upstream_ready(&http, &base).await }
             }),
         )
+}
+
+/// Longest `/ready` waits for the ContextQ behind it.
+const UPSTREAM_PROBE: Duration = Duration::from_millis(900);
+
+async fn upstream_ready(http: &reqwest::Client, base: &str) -> Response {
+    let not_ready = |reasons: Vec<String>| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(
+                serde_json::json!({"status": "not ready", "upstream": base, "reasons": reasons}),
+            ),
+        )
+            .into_response()
+    };
+    let answer = match http.get(format!("{base}/ready")).send().await {
+        Ok(a) => a,
+        Err(e) => {
+            let why = if e.is_timeout() {
+                format!(
+                    "the ContextQ behind this server did not answer /ready within {} ms",
+                    UPSTREAM_PROBE.as_millis()
+                )
+            } else {
+                "the ContextQ behind this server does not answer".to_string()
+            };
+            return not_ready(vec![why]);
+        }
+    };
+    let status = answer.status();
+    if status.is_success() {
+        return (
+            StatusCode::OK,
+            axum::Json(serde_json::json!({"status": "ready", "upstream": base})),
+        )
+            .into_response();
+    }
+    if status == StatusCode::NOT_FOUND {
+        // The seed's ContextQ has no /ready: its /health answering is what can be known.
+        return match http.get(format!("{base}/health")).send().await {
+            Ok(h) if h.status().is_success() => (
+                StatusCode::OK,
+                axum::Json(serde_json::json!({"status": "ready", "upstream": base})),
+            )
+                .into_response(),
+            _ => not_ready(vec![
+                "the ContextQ behind this server is not healthy".into(),
+            ]),
+        };
+    }
+    let body: serde_json::Value = answer.json().await.unwrap_or_default();
+    let mut reasons: Vec<String> = body["reasons"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|x| x.as_str())
+                .map(|x| format!("the ContextQ behind this server: {x}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if reasons.is_empty() {
+        reasons.push(format!(
+            "the ContextQ behind this server answered /ready {}",
+            status.as_u16()
+        ));
+    }
+    not_ready(reasons)
 }
 
 /// Serves MCP at `/mcp` until SIGTERM or Ctrl-C, within the server's connection limits, in
@@ -499,10 +555,10 @@ pub async fn run(
     println!("http://{addr}/mcp");
     use std::io::Write;
     std::io::stdout().flush()?;
-    eprintln!(
+    contextq_server::logs::notice(&format!(
         "contextq-memory mcp: MCP over HTTP at http://{addr}/mcp, in front of {}",
         options.contextq_url
-    );
+    ));
     contextq_server::listen::serve_connections(
         listener,
         app,

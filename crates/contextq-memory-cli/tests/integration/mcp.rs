@@ -43,7 +43,10 @@ async fn mcp_client_runs_every_command_and_reads_resources() {
         .await
         .unwrap();
     assert_eq!(
-        prompt.messages[0].content.as_text().map(|t| t.text.as_str()),
+        prompt.messages[0]
+            .content
+            .as_text()
+            .map(|t| t.text.as_str()),
         Some(guidance)
     );
     assert!(

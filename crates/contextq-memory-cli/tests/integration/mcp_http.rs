@@ -110,28 +110,18 @@ async fn remote_mcp_with_each_clients_key() {
         let tenant = server.tenant(Plan::Free, scopes, "team").await;
         server.workspace(&tenant.tenant_id, "private").await;
         server.workspace(&tenant.tenant_id, "shared").await;
-        let key = admin::create_key_limited(
-            &server.db,
-            &tenant.tenant_id,
-            scopes,
-            None,
-            Some(&reach),
-        )
-        .await
-        .unwrap();
+        let key =
+            admin::create_key_limited(&server.db, &tenant.tenant_id, scopes, None, Some(&reach))
+                .await
+                .unwrap();
         keys.push(key.api_key);
         tenants.push(tenant.tenant_id);
     }
-    let read_only = admin::create_key_limited(
-        &server.db,
-        &tenants[0],
-        &[Scope::Read],
-        None,
-        Some(&reach),
-    )
-    .await
-    .unwrap()
-    .api_key;
+    let read_only =
+        admin::create_key_limited(&server.db, &tenants[0], &[Scope::Read], None, Some(&reach))
+            .await
+            .unwrap()
+            .api_key;
     let (child, url) = spawn_serving(
         Command::new(BIN)
             .args(["mcp", "--http", "127.0.0.1:0"])
@@ -593,7 +583,11 @@ async fn sessions_are_capped_per_key_and_in_all() {
     refused_session(&url, &c).await;
     // A ends one of its own: room again.
     let r = mcp_request(&url, reqwest::Method::DELETE, &a, Some(&mine[1]), None, &[]).await;
-    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(
+        r.status(),
+        204,
+        "a session's end is 204, which clients take as clean"
+    );
     assert!(!alive(&url, &a, &mine[1]).await);
     let _again = open_session(&url, &a).await;
     assert!(alive(&url, &b, &b1).await && alive(&url, &c, &c1).await);
@@ -753,7 +747,7 @@ async fn open_and_list(url: &str, key: &str) -> std::time::Duration {
     assert!(answer["result"]["resources"].is_array(), "{answer}");
     let took = started.elapsed();
     let r = mcp_request(url, reqwest::Method::DELETE, key, Some(&session), None, &[]).await;
-    assert!(r.status().is_success(), "{}", r.status());
+    assert_eq!(r.status(), 204);
     took
 }
 
@@ -875,4 +869,43 @@ async fn every_transport_shows_the_same_paths() {
         listed(format!("{url}/mcp")).await,
         ["memory:///memories/user.md"]
     );
+}
+
+/// `mcp --http`'s `/ready` is its upstream's: 200 while the ContextQ behind it is ready, 503
+/// with a reason within a second once it stops answering (not a timeout, not 200).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_ready_reports_its_upstream() {
+    let server = TestServer::start(Backend::Sqlite).await;
+    // A port that answers nothing: a listener that never accepts (held, never read).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    for (upstream, want) in [(server.url().to_string(), 200), (silent_url, 503)] {
+        let (child, url) = spawn_serving(
+            Command::new(BIN)
+                .args(["mcp", "--http", "127.0.0.1:0"])
+                .env("CONTEXT_API_URL", &upstream)
+                .env_remove("CONTEXT_API_KEY"),
+        );
+        let _child = Killed(child);
+        let ready = format!("{}/ready", url.trim_end_matches("/mcp"));
+        let r = client
+            .get(&ready)
+            .send()
+            .await
+            .expect("answered within 1.5 s");
+        assert_eq!(r.status(), want, "{upstream}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["upstream"], upstream.as_str(), "{body}");
+        if want == 503 {
+            assert!(
+                body["reasons"][0].as_str().unwrap().contains("within"),
+                "{body}"
+            );
+        }
+    }
+    drop(silent);
 }

@@ -24,7 +24,11 @@ impl Drop for Killed {
 }
 
 fn keys(data: &std::path::Path, args: &[&str]) -> std::process::Output {
-    common::embedded(data).arg("keys").args(args).output().unwrap()
+    common::embedded(data)
+        .arg("keys")
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn new_key(data: &std::path::Path, args: &[&str]) -> (String, String) {
@@ -57,9 +61,18 @@ async fn listed_http(url: &str, key: &str) -> Vec<String> {
     let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
     let _ = r.text().await;
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let _ = post(note, Some(session.clone())).await.unwrap().text().await;
+    let _ = post(note, Some(session.clone()))
+        .await
+        .unwrap()
+        .text()
+        .await;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/list", "params": {}});
-    let text = post(list, Some(session)).await.unwrap().text().await.unwrap();
+    let text = post(list, Some(session))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     let data = text
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
@@ -96,7 +109,10 @@ async fn listed_stdio(url: &str, key: &str) -> Vec<String> {
 }
 
 fn memories(paths: &[&str]) -> Vec<String> {
-    paths.iter().map(|p| format!("memory:///memories/{p}")).collect()
+    paths
+        .iter()
+        .map(|p| format!("memory:///memories/{p}"))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,7 +129,10 @@ async fn the_key_decides_the_path_model_on_every_transport() {
         );
         assert!(out.status.success(), "{out:?}");
     }
-    let (_, one) = new_key(data.path(), &["--name", "agent-acme", "--workspaces", "acme"]);
+    let (_, one) = new_key(
+        data.path(),
+        &["--name", "agent-acme", "--workspaces", "acme"],
+    );
     let (two_id, two) = new_key(
         data.path(),
         &["--name", "agent-two", "--workspaces", "acme,billing"],
@@ -134,13 +153,21 @@ async fn the_key_decides_the_path_model_on_every_transport() {
         spawn_serving(common::embedded(data.path()).args(["serve", "--listen", "127.0.0.1:0"]));
     let _serve = Killed(child);
     for (key, want) in &pinned_default {
-        assert_eq!(&listed_http(&format!("{url}/mcp"), key).await, want, "serve");
+        assert_eq!(
+            &listed_http(&format!("{url}/mcp"), key).await,
+            want,
+            "serve"
+        );
     }
     let (child, mcp_url) =
         spawn_serving(common::embedded(data.path()).args(["mcp", "--http", "127.0.0.1:0"]));
     let mcp_embedded = Killed(child);
     for (key, want) in &pinned_default {
-        assert_eq!(&listed_http(&mcp_url, key).await, want, "mcp --http (embedded)");
+        assert_eq!(
+            &listed_http(&mcp_url, key).await,
+            want,
+            "mcp --http (embedded)"
+        );
     }
     drop(mcp_embedded);
 
@@ -149,7 +176,10 @@ async fn the_key_decides_the_path_model_on_every_transport() {
         (&one, memories(&["a.md"])),
         (&two, memories(&["acme/a.md", "billing/b.md"])),
         (&pinned_two, memories(&["acme/a.md", "default/d.md"])),
-        (&tenant, memories(&["acme/a.md", "billing/b.md", "default/d.md"])),
+        (
+            &tenant,
+            memories(&["acme/a.md", "billing/b.md", "default/d.md"]),
+        ),
     ];
     let (child, remote) = spawn_serving(
         std::process::Command::new(common::BIN)
@@ -159,7 +189,11 @@ async fn the_key_decides_the_path_model_on_every_transport() {
     );
     let _remote = Killed(child);
     for (key, want) in &unpinned {
-        assert_eq!(&listed_http(&remote, key).await, want, "mcp --http (remote)");
+        assert_eq!(
+            &listed_http(&remote, key).await,
+            want,
+            "mcp --http (remote)"
+        );
         assert_eq!(&listed_stdio(&url, key).await, want, "stdio mcp");
     }
 
@@ -182,12 +216,24 @@ async fn the_key_decides_the_path_model_on_every_transport() {
     // refused, and a revoked key is refused at /mcp at once.
     let out = keys(data.path(), &["list"]);
     let listing = String::from_utf8_lossy(&out.stdout);
-    assert!(listing.contains("agent-acme") && listing.contains("acme,billing"), "{listing}");
-    assert!(!listing.contains(&one) && !listing.contains(&tenant), "{listing}");
+    assert!(
+        listing.contains("agent-acme") && listing.contains("acme,billing"),
+        "{listing}"
+    );
+    assert!(
+        !listing.contains(&one) && !listing.contains(&tenant),
+        "{listing}"
+    );
     let out = keys(data.path(), &["revoke", &tenant]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("data directory's own key"), "{err}");
-    assert!(!err.contains(&tenant[8..]), "the key is never echoed: {err}");
+    assert!(
+        !out.status.success() && err.contains("data directory's own key"),
+        "{err}"
+    );
+    assert!(
+        !err.contains(&tenant[8..]),
+        "the key is never echoed: {err}"
+    );
     let out = keys(data.path(), &["revoke", "key_not_here"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("keys list"));

@@ -413,5 +413,11 @@ async fn the_system_prompt_carries_the_memory_protocol_once() {
     for r in &reqs[..reqs.len() - 1] {
         assert_eq!(r.body["system"], want.as_str());
     }
-    assert!(reqs.last().unwrap().body.get("system").is_none_or(|s| s.is_null()));
+    assert!(
+        reqs.last()
+            .unwrap()
+            .body
+            .get("system")
+            .is_none_or(|s| s.is_null())
+    );
 }

@@ -110,6 +110,10 @@ impl Caller {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyIdSlot(pub(crate) std::sync::Arc<std::sync::OnceLock<String>>);
 
+/// Where the request log finds why a known key was refused (`revoked`, `expired`, ...).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RefusalSlot(pub(crate) std::sync::Arc<std::sync::OnceLock<&'static str>>);
+
 fn unauthorized(message: &str) -> ApiError {
     ApiError::new(ErrorCode::Unauthorized, message)
 }
@@ -118,17 +122,22 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let refuse = |reason: &'static str, message: &str| {
+            state.metrics.unauthorized(reason);
+            unauthorized(message)
+        };
         let header = parts
             .headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| unauthorized("missing Authorization: Bearer <key>"))?;
+            .ok_or_else(|| refuse("missing", "missing Authorization: Bearer <key>"))?;
         let key = header
             .strip_prefix("Bearer ")
             .map(str::trim)
-            .ok_or_else(|| unauthorized("use Authorization: Bearer <key>"))?;
+            .ok_or_else(|| refuse("malformed", "use Authorization: Bearer <key>"))?;
         if !valid_key_format(key) {
-            return Err(unauthorized(
+            return Err(refuse(
+                "malformed",
                 "malformed API key: expected sk_live_ followed by 40 lowercase hex characters",
             ));
         }
@@ -137,9 +146,24 @@ impl FromRequestParts<AppState> for Caller {
             Some(record) => record,
             None => {
                 let ticket = state.key_cache.ticket();
-                let record = crate::store::tenants::key_by_hash(&state.db, &hash)
-                    .await?
-                    .ok_or_else(|| unauthorized("unknown or revoked API key"))?;
+                let Some(record) = crate::store::tenants::key_by_hash(&state.db, &hash).await?
+                else {
+                    // The same answer whatever the reason; the log and the metric say which
+                    // (a known key by its id, so an operator sees which agent still uses it).
+                    let reason = match crate::store::tenants::refused_key(&state.db, &hash).await {
+                        Ok(Some((key_id, reason))) => {
+                            if let Some(slot) = parts.extensions.get::<KeyIdSlot>() {
+                                let _ = slot.0.set(key_id);
+                            }
+                            reason
+                        }
+                        _ => "unknown",
+                    };
+                    if let Some(slot) = parts.extensions.get::<RefusalSlot>() {
+                        let _ = slot.0.set(reason);
+                    }
+                    return Err(refuse(reason, "unknown or revoked API key"));
+                };
                 state.key_cache.put(hash, record.clone(), ticket);
                 // Last use, to within the cache's lifetime: best effort, in the background (the
                 // request never waits for a write); a read-only server changes nothing.
@@ -161,7 +185,10 @@ impl FromRequestParts<AppState> for Caller {
         }
         // Checked on every request, cached or not.
         if record.expired(&crate::db::now()) {
-            return Err(unauthorized("expired API key"));
+            if let Some(slot) = parts.extensions.get::<RefusalSlot>() {
+                let _ = slot.0.set("expired");
+            }
+            return Err(refuse("expired", "expired API key"));
         }
         // The body extractor, which runs after, reserves its room in this tenant's share.
         parts.extensions.insert(BodyOwner(record.tenant_id.clone()));

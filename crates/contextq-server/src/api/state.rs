@@ -97,6 +97,8 @@ pub struct AppState {
     pub sign_in: Arc<crate::auth::SignInTokens>,
     /// What `/metrics` reports ([`crate::metrics`]).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// `/ready`'s last probe ([`super::ready`]).
+    pub readiness: Arc<super::ready::Readiness>,
 }
 
 impl AppState {
@@ -116,6 +118,7 @@ impl AppState {
             config: Arc::new(config),
             sign_in: Arc::default(),
             metrics: Arc::default(),
+            readiness: Arc::default(),
         }
     }
 }

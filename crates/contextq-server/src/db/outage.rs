@@ -72,7 +72,7 @@ const LOG_AGAIN_AFTER: Duration = Duration::from_secs(30);
 
 /// One database's outages, for logging: the first refused request of an outage logs it at
 /// `warn`, later ones at most every 30 s with a count, and the first answered request after it
-/// logs its end with how long it lasted.
+/// logs its end at `info` with how long it lasted and how many requests were refused.
 #[derive(Debug, Default)]
 pub struct Outage {
     state: Mutex<Option<State>>,
@@ -129,7 +129,7 @@ impl Outage {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         self.on.store(false, Ordering::Release);
         if let Some(s) = state.take() {
-            tracing::warn!(
+            tracing::info!(
                 refused = s.refused,
                 millis = s.since.elapsed().as_millis() as u64,
                 "the database answers again after an outage"

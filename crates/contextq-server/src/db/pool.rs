@@ -809,31 +809,45 @@ impl Db {
             .writers
             .as_ref()
             .expect("PostgreSQL has write connections");
-        let mut writer = writers.acquire().await?;
-        let row = async {
-            let read = writer.statement(read, &binds).await?;
-            let query = format!(
-                "{}BEGIN; {}; {read}",
-                writer.take_evicted(),
-                inline(lock, &binds, Backend::Postgres),
-            );
-            let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-                .fetch_all(writer.connection())
-                .await?;
-            rows.first().map(Row::from_any).transpose()
-        }
-        .await;
-        let mut write = Write {
-            conn: WriteConn::Postgres(writer),
-            open: true,
-            commits: self.commits.clone(),
-        };
-        match row {
-            Ok(row) => Ok((write, row)),
-            Err(e) => {
-                write.rollback().await;
-                write.keep_only_if_available(&e);
-                Err(e)
+        let mut retried = false;
+        loop {
+            let mut writer = writers.acquire().await?;
+            let was_idle = writer.was_idle();
+            let row = async {
+                let read = writer.statement(read, &binds).await?;
+                let query = format!(
+                    "{}BEGIN; {}; {read}",
+                    writer.take_evicted(),
+                    inline(lock, &binds, Backend::Postgres),
+                );
+                let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(query))
+                    .fetch_all(writer.connection())
+                    .await?;
+                rows.first().map(Row::from_any).transpose()
+            }
+            .await;
+            let mut write = Write {
+                conn: WriteConn::Postgres(writer),
+                open: true,
+                commits: self.commits.clone(),
+            };
+            match row {
+                Ok(row) => return Ok((write, row)),
+                Err(e) if super::outage::is_unavailable(&e) => {
+                    write.dead();
+                    // A connection that died while idle (the database restarted or failed
+                    // over since): nothing was sent that commits, so the write starts again
+                    // once on a new connection instead of answering 503.
+                    if was_idle && !retried && matches!(e, sqlx::Error::Io(_)) {
+                        retried = true;
+                        continue;
+                    }
+                    return Err(e);
+                }
+                Err(e) => {
+                    write.rollback().await;
+                    return Err(e);
+                }
             }
         }
     }
@@ -896,8 +910,11 @@ impl Write {
                 Ok(())
             }
             Err((sent, e)) => {
-                self.rollback().await;
-                self.keep_only_if_available(&e);
+                if super::outage::is_unavailable(&e) {
+                    self.dead();
+                } else {
+                    self.rollback().await;
+                }
                 if is_failed_check(&e) {
                     Err(BatchError::Mismatch(BatchMismatch { expected: expects }))
                 } else if sent {
@@ -910,14 +927,14 @@ impl Write {
         }
     }
 
-    /// PostgreSQL: after `e`, the connection is closed instead of reused when `e` says the
-    /// database is unavailable (a standby after a failover still answers a `ROLLBACK`).
-    fn keep_only_if_available(&mut self, e: &sqlx::Error) {
-        if let WriteConn::Postgres(writer) = &mut self.conn
-            && super::outage::is_unavailable(e)
-        {
-            writer.set_reusable(false);
+    /// PostgreSQL, after a failure that says the database is unavailable: the connection is
+    /// closed with every idle one (no `ROLLBACK` is sent to a connection that is gone; a
+    /// standby after a failover ends the transaction when the connection closes).
+    fn dead(&mut self) {
+        if let WriteConn::Postgres(writer) = &mut self.conn {
+            writer.dead();
         }
+        self.open = false;
     }
 
     /// Ends the transaction without changing anything (a refused write).

@@ -100,6 +100,7 @@ impl Writers {
                 other => break other,
             }
         };
+        let was_idle = reused.is_some();
         let conn = match reused {
             Some(c) => c,
             None => {
@@ -121,9 +122,20 @@ impl Writers {
         Ok(Writer {
             conn: Some(conn),
             reusable: false,
+            was_idle,
             writers: self.clone(),
             _permit: permit,
         })
+    }
+
+    /// Closes every idle connection: one of them was found dead (the database went away, or
+    /// failed over), so the others, opened to the same server, most likely are too, and each
+    /// would fail the next write that took it.
+    pub(crate) fn discard_idle(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock().expect("not poisoned"));
+        for c in idle {
+            close(c.conn);
+        }
     }
 
     /// Connections open (held by a write or idle) and idle.
@@ -165,6 +177,8 @@ fn close(conn: AnyConnection) {
 pub(crate) struct Writer {
     conn: Option<Conn>,
     reusable: bool,
+    /// It had served an earlier write (taken from the idle ones, not opened for this one).
+    was_idle: bool,
     writers: Arc<Writers>,
     _permit: OwnedSemaphorePermit,
 }
@@ -207,6 +221,18 @@ impl Writer {
     /// Marks the connection as fit for the next write (its transaction ended cleanly) or not.
     pub(crate) fn set_reusable(&mut self, reusable: bool) {
         self.reusable = reusable;
+    }
+
+    /// The connection is dead: it is closed, and so is every idle one
+    /// ([`Writers::discard_idle`]).
+    pub(crate) fn dead(&mut self) {
+        self.reusable = false;
+        self.writers.discard_idle();
+    }
+
+    /// Whether it served an earlier write (so it may have died while idle).
+    pub(crate) fn was_idle(&self) -> bool {
+        self.was_idle
     }
 
     /// The text that runs `sql` with `binds` inside a simple-protocol query: `EXECUTE` of the

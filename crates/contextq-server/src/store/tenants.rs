@@ -628,6 +628,26 @@ pub async fn key_by_hash(db: &Db, key_hash: &str) -> Result<Option<KeyRecord>> {
     }))
 }
 
+/// Why a key that [`key_by_hash`] refused was refused, when it is a key this database knows: its
+/// id and `revoked` (revoked) or `session_revoked` (an inspector session whose key is gone or
+/// revoked). `None`: no key has this hash. Asked only after a refusal, for the request log.
+pub async fn refused_key(db: &Db, key_hash: &str) -> Result<Option<(String, &'static str)>> {
+    let row = sqlx::query("SELECT id, revoked_at FROM api_keys WHERE key_hash = $1")
+        .bind(key_hash.to_string())
+        .fetch_optional(&mut *db.reader().await?)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let revoked: Option<String> = row.try_get("revoked_at")?;
+    let reason = if revoked.is_some() {
+        "revoked"
+    } else {
+        "session_revoked"
+    };
+    Ok(Some((row.try_get("id")?, reason)))
+}
+
 /// The earlier of two expiry times (RFC 3339 UTC as stored, which sort as text); `None` is never.
 fn earliest(a: Option<String>, b: Option<String>) -> Option<String> {
     match (a, b) {

@@ -417,6 +417,32 @@ fn admin_commands_do_not_create_a_missing_database() {
     );
 }
 
+/// A PostgreSQL database that does not exist: the message names it, without PostgreSQL's own
+/// source line number (`... at line 948`), and creates nothing.
+#[test]
+#[cfg_attr(
+    not(contextq_postgres),
+    ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+)]
+fn a_missing_postgres_database_is_named_without_line_numbers() {
+    let admin_url = std::env::var("CONTEXTQ_TEST_DATABASE_URL").unwrap();
+    let base = admin_url.rsplit_once('/').unwrap().0;
+    let url = format!("{base}/cqtest_never_created_{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("audit.key");
+    let key = key.to_str().unwrap();
+    for args in [
+        &["--audit-key-file", key, "init-audit-key"][..],
+        &["list-tenants"][..],
+    ] {
+        let out = admin(&url, args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("does not exist"), "{args:?}: {err}");
+        assert!(!err.contains(" at line "), "{args:?}: {err}");
+    }
+}
+
 /// `init-audit-key` while a server without the key runs: the server's next write is refused
 /// (nothing written) instead of breaking the chain for good; restarted with the key, it writes
 /// again. A chain broken that way by an older server (a row and head without MACs after the

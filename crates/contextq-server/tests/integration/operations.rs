@@ -92,7 +92,10 @@ async fn ready_and_metrics(b: Backend) {
             "audit log's key",
         ),
     ] {
+        // `/ready` answers its last probe for a second: a change is seen after that.
+        let fresh = contextq_server::api::ready::FRESH_FOR;
         common::sql(&s.db, broken, &[]).await;
+        tokio::time::sleep(fresh).await;
         let r = get("/ready").await;
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
         let body: serde_json::Value = r.json().await.unwrap();
@@ -102,6 +105,7 @@ async fn ready_and_metrics(b: Backend) {
         );
         assert_eq!(get("/health").await.status(), StatusCode::OK);
         common::sql(&s.db, mended, &[]).await;
+        tokio::time::sleep(fresh).await;
         assert_eq!(get("/ready").await.status(), StatusCode::OK, "{mended}");
     }
     // `/ready` names the database in use, its password masked.
@@ -117,6 +121,7 @@ async fn ready_and_metrics(b: Backend) {
     // The database gone: not ready, and liveness untouched (a liveness probe must not restart
     // every replica during a database outage).
     s.db.close().await;
+    tokio::time::sleep(contextq_server::api::ready::FRESH_FOR).await;
     let r = get("/ready").await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     let r = get("/health").await;
@@ -435,4 +440,114 @@ async fn json_logs_have_one_line_per_request_by_default() {
     }
     // The start line names the database.
     assert!(logs.contains("cq.db"), "{logs}");
+}
+
+/// A known key refused (revoked, expired) is logged by its id with why, so an operator can tell
+/// which agent still uses it; an unknown key stays `-`. Each 401 is counted by reason in
+/// `/metrics`. The client's answer is the same for unknown and revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_keys_are_logged_by_id_and_counted_by_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, url, _key) = serve_logging(dir.path(), &[], None);
+    let db = format!("sqlite:{}", dir.path().join("cq.db").display());
+    let tenant = {
+        let out = Command::new(BIN)
+            .args(["admin", "--database-url", &db, "list-tenants", "--json"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(out.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        v["tenantId"].as_str().unwrap().to_string()
+    };
+    let create = |extra: &[&str]| {
+        let out = Command::new(BIN)
+            .args([
+                "admin",
+                "--database-url",
+                &db,
+                "create-key",
+                "--tenant-id",
+                &tenant,
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (
+            v["keyId"].as_str().unwrap().to_string(),
+            v["apiKey"].as_str().unwrap().to_string(),
+        )
+    };
+    let (revoked_id, revoked) = create(&["--name", "old-laptop"]);
+    let (expired_id, expired) = create(&["--expires-in", "1s"]);
+    let out = Command::new(BIN)
+        .args(["admin", "--database-url", &db, "revoke-key", &revoked_id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(1100));
+    let http = reqwest::Client::new();
+    let unknown = format!("sk_live_{}", "0".repeat(40));
+    let mut bodies = Vec::new();
+    for key in [&revoked, &expired, &unknown] {
+        let r = http
+            .get(format!("{url}/api/contexts"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+        bodies.push(r.text().await.unwrap());
+    }
+    assert_eq!(bodies[0], bodies[2], "revoked and unknown answer alike");
+    let r = http
+        .get(format!("{url}/api/contexts"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let metrics = http
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for reason in ["revoked", "expired", "unknown", "missing"] {
+        assert!(
+            metrics.contains(&format!(
+                "contextq_auth_refused_total{{reason=\"{reason}\"}} 1"
+            )),
+            "{reason}: {metrics}"
+        );
+    }
+    terminate(&child);
+    wait_exit(&mut child, Duration::from_secs(20));
+    let logs = logs_of(&mut child);
+    let refusals: Vec<serde_json::Value> = logs
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["target"] == "contextq::request" && l["fields"]["status"] == 401)
+        .map(|l| l["fields"].clone())
+        .collect();
+    assert_eq!(refusals.len(), 4, "{logs}");
+    assert_eq!(
+        (&refusals[0]["key_id"], &refusals[0]["refused"]),
+        (&json!(revoked_id), &json!("revoked"))
+    );
+    assert_eq!(
+        (&refusals[1]["key_id"], &refusals[1]["refused"]),
+        (&json!(expired_id), &json!("expired"))
+    );
+    assert_eq!(refusals[2]["key_id"], "-");
+    assert!(
+        refusals[2].get("refused").is_none_or(|r| r == "unknown"),
+        "{:?}",
+        refusals[2]
+    );
+    for leak in [revoked.as_str(), expired.as_str()] {
+        assert!(!logs.contains(leak), "a key reached the log");
+    }
 }

@@ -93,10 +93,40 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
         assert_unavailable(&stranger.get("/api/contexts").await, "an unknown key");
     }
     assert!(db.outage().is_on());
-    let ready = reqwest::get(format!("{}/ready", server.url()))
+    // /ready answers within its bound (a probe with a 1.5 s timeout sees a 503, not a timeout:
+    // the pool would wait 3 s here), twice (the second from the cached probe, with its age).
+    let probe = reqwest::Client::builder()
+        .timeout(Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let ready = probe
+            .get(format!("{}/ready", server.url()))
+            .send()
+            .await
+            .expect("/ready answers within 1.5 s during an outage");
+        assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body: serde_json::Value = ready.json().await.unwrap();
+        assert!(body["probeAgeMs"].is_u64(), "{body}");
+        assert!(
+            body["reasons"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("the database does not answer"),
+            "{body}"
+        );
+    }
+    let metrics = reqwest::get(format!("{}/metrics", server.url()))
+        .await
+        .unwrap()
+        .text()
         .await
         .unwrap();
-    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(metrics.contains("\ncontextq_db_up 0\n"), "{metrics}");
+    assert!(
+        metrics.contains("\ncontextq_db_unavailable_requests_total 12\n"),
+        "the 12 refused requests: {metrics}"
+    );
     let health = reqwest::get(format!("{}/health", server.url()))
         .await
         .unwrap();
@@ -119,17 +149,40 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
         StatusCode::NOT_FOUND
     );
     assert!(!db.outage().is_on(), "an answered request ends the outage");
+    // The probe cached during the outage is at most a second old.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let ready = reqwest::get(format!("{}/ready", server.url()))
         .await
         .unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
-    // Writes serve again too. A write connection left idle through the outage answers the
-    // first write after it 503 (nothing was done; issue 51 asks for it to be checked), so the
-    // cut below must not meet one: it would be a 503, not the COMMIT this test cuts.
+    // Writes serve again at once: the first write after the outage meets a write connection
+    // left idle through it, finds it dead before anything was sent that commits, and starts
+    // again on a new one (never a 503 once the database answers).
+    let reply = api
+        .post("/api/contexts/bulk-upsert", upsert("w.md", "back"))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    let metrics = reqwest::get(format!("{}/metrics", server.url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("\ncontextq_db_up 1\n"), "{metrics}");
+    // An outage that only reads met: the write connections idle through it are all cut, and
+    // still the first write after it is served.
+    proxy.set(Mode::Down);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_unavailable(&api.get("/api/contexts/by-external/a.md").await, "a read");
+    proxy.set(Mode::Up);
     let reply = once_back(Duration::from_secs(10), || {
-        api.post("/api/contexts/bulk-upsert", upsert("w.md", "back"))
+        api.get("/api/contexts/by-external/a.md")
     })
     .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+    let reply = api
+        .post("/api/contexts/bulk-upsert", upsert("w2.md", "back"))
+        .await;
     assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
 
     // A write whose COMMIT never reached the database: the server cannot know that, so the
@@ -214,4 +267,125 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
         refused.body
     );
     server.stop().await;
+}
+
+/// What an operator pages on, from the binary's JSON log (no `RUST_LOG`): an outage is one
+/// `WARN` when it starts and one `INFO` when it ends (with the count of refused requests),
+/// never an `ERROR` per refused request, and every line of the log is JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(contextq_postgres),
+    ignore = "built without CONTEXTQ_TEST_DATABASE_URL (a PostgreSQL admin URL)"
+)]
+async fn an_outage_is_one_warning_and_one_all_clear_in_the_log() {
+    use std::io::Read as _;
+    const BIN: &str = env!("CARGO_BIN_EXE_contextq-server");
+    let database =
+        contextq_server::testing::TestDatabase::fresh(contextq_server::Backend::Postgres).await;
+    let out = std::process::Command::new(BIN)
+        .args([
+            "admin",
+            "--database-url",
+            &database.url,
+            "bootstrap",
+            "--tenant",
+            "t",
+            "--workspace",
+            "ws",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let key = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["apiKey"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let proxy = contextq_server::testing::OutageProxy::in_front_of(&database.url).await;
+    let (mut child, url) = contextq_server::testing::spawn_serving_logged(
+        std::process::Command::new(BIN)
+            .args([
+                "--log-format",
+                "json",
+                "serve",
+                "--database-url",
+                proxy.url(),
+            ])
+            .args(["--listen", "127.0.0.1:0"])
+            .env_remove("RUST_LOG"),
+        std::process::Stdio::piped(),
+    );
+    let api = Api::new(&url, &key);
+    assert_eq!(
+        api.post("/api/contexts/bulk-upsert", upsert("a.md", "one"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    proxy.set(Mode::Down);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for _ in 0..6 {
+        assert_unavailable(&api.get("/api/contexts/by-external/a.md").await, "a read");
+        assert_unavailable(
+            &api.post("/api/contexts/bulk-upsert", upsert("b.md", "two"))
+                .await,
+            "a write",
+        );
+    }
+    proxy.set(Mode::Up);
+    let reply = once_back(Duration::from_secs(10), || {
+        api.get("/api/contexts/by-external/a.md")
+    })
+    .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(
+        api.post("/api/contexts/bulk-upsert", upsert("c.md", "three"))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let of = |level: &str, text: &str| {
+        lines
+            .iter()
+            .filter(|l| {
+                l["level"] == level
+                    && l["fields"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(text))
+            })
+            .count()
+    };
+    assert_eq!(of("WARN", "the database is unavailable"), 1, "{log}");
+    assert_eq!(of("INFO", "the database answers again"), 1, "{log}");
+    assert!(lines.iter().all(|l| l["level"] != "ERROR"), "{log}");
+    let ended = lines
+        .iter()
+        .find(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the database answers again"))
+        })
+        .unwrap();
+    assert!(
+        ended["fields"]["refused"].as_u64().is_some_and(|n| n >= 12),
+        "{ended}"
+    );
+    assert!(
+        !log.contains(" at line "),
+        "a database's source line numbers stay out of messages: {log}"
+    );
 }
