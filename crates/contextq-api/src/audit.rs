@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 pub struct AuditEntry {
     /// The row's number in the server's log (orders rows; the page cursor).
     pub seq: i64,
-    /// What happened: `context.create`, `context.update`, `context.delete`, `workspace.create`,
-    /// `workspace.archive`, `workspace.delete`.
+    /// What happened: `context.create`, `context.update`, `context.restore`, `context.delete`,
+    /// `workspace.create`, `workspace.archive`, `workspace.delete`, ...
     pub action: String,
     /// `context` or `workspace`.
     pub entity_type: String,
@@ -26,6 +26,12 @@ pub struct AuditEntry {
     pub key_id: Option<String>,
     /// The last four characters of that key (`sk_live_…abcd`).
     pub key_last4: Option<String>,
+    /// That key's name (`create-key --name`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_name: Option<String>,
+    /// For `context.restore` (extension `restore-marks`): the version whose content it put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<i64>,
     /// When (RFC 3339, UTC, milliseconds).
     pub created_at: String,
 }

@@ -66,9 +66,16 @@ pub struct Extensions {
     /// `GET /api/contexts/search?q=`: ranked full-text search over the current content and
     /// external ids, within the listing's scopes and the key's workspaces (token `search`).
     pub search: bool,
+    /// A write sent with `ContextQ-Restored-From: N` ([`RESTORED_FROM_HEADER`]) is recorded as
+    /// a restore of version N: its version's action is `restore` with `restoredFrom`, its audit
+    /// row `context.restore` (token `restore-marks`).
+    pub restore_marks: bool,
 }
 
-const TOKENS: [&str; 19] = [
+/// The header that marks a write as the restore of a version (extension `restore-marks`).
+pub const RESTORED_FROM_HEADER: &str = "contextq-restored-from";
+
+const TOKENS: [&str; 20] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -88,6 +95,7 @@ const TOKENS: [&str; 19] = [
     "tree-file",
     "idempotency",
     "search",
+    "restore-marks",
 ];
 
 impl Extensions {
@@ -112,9 +120,10 @@ impl Extensions {
         tree_file: true,
         idempotency: true,
         search: true,
+        restore_marks: true,
     };
 
-    fn flags(&self) -> [bool; 19] {
+    fn flags(&self) -> [bool; 20] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -135,6 +144,7 @@ impl Extensions {
             self.tree_file,
             self.idempotency,
             self.search,
+            self.restore_marks,
         ]
     }
 
@@ -161,6 +171,7 @@ impl Extensions {
             tree_file: has(TOKENS[16]),
             idempotency: has(TOKENS[17]),
             search: has(TOKENS[18]),
+            restore_marks: has(TOKENS[19]),
         }
     }
 
@@ -185,7 +196,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency, search"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency, search, restore-marks"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

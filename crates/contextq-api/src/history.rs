@@ -14,16 +14,25 @@ pub enum Action {
     Update,
     /// It was deleted; the version has no content.
     Delete,
+    /// A restore put back the content of an earlier version (`restoredFrom`; extension
+    /// `restore-marks`), creating the context again or updating it.
+    Restore,
 }
 
 impl Action {
-    /// `create`, `update` or `delete`, as stored and sent.
+    /// `create`, `update`, `delete` or `restore`, as sent.
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Create => "create",
             Action::Update => "update",
             Action::Delete => "delete",
+            Action::Restore => "restore",
         }
+    }
+
+    /// Whether the version holds content (every action but a delete).
+    pub fn has_content(self) -> bool {
+        self != Action::Delete
     }
 }
 
@@ -31,10 +40,15 @@ impl std::str::FromStr for Action {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        [Action::Create, Action::Update, Action::Delete]
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| format!("unknown action {s:?}"))
+        [
+            Action::Create,
+            Action::Update,
+            Action::Delete,
+            Action::Restore,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == s)
+        .ok_or_else(|| format!("unknown action {s:?}"))
     }
 }
 
@@ -82,8 +96,15 @@ pub struct VersionSummary {
     pub key_id: Option<String>,
     /// The last four characters of that key, to show it masked (`sk_live_…abcd`).
     pub key_last4: Option<String>,
+    /// That key's name (`create-key --name`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_name: Option<String>,
     /// When (RFC 3339, UTC, milliseconds).
     pub created_at: String,
+    /// For a `restore` (extension `restore-marks`): the number of the version whose content it
+    /// put back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<i64>,
     /// For a `create` by a rename (extension `rename`): the external id it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renamed_from: Option<String>,
@@ -187,7 +208,9 @@ mod tests {
                 content_sha256: None,
                 key_id: Some("key_1".into()),
                 key_last4: Some("abcd".into()),
+                key_name: None,
                 created_at: "2026-12-03T10:00:00.000Z".into(),
+                restored_from: None,
                 renamed_from: None,
                 redacted_at: None,
             },
@@ -202,6 +225,8 @@ mod tests {
         let back: Version = serde_json::from_value(json).unwrap();
         assert_eq!(back, v);
         assert_eq!("update".parse::<Action>().unwrap(), Action::Update);
+        assert_eq!("restore".parse::<Action>().unwrap(), Action::Restore);
+        assert!(Action::Restore.has_content() && !Action::Delete.has_content());
         assert!("rename".parse::<Action>().is_err());
     }
 }

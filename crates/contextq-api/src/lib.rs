@@ -40,7 +40,7 @@ pub mod tenancy;
 
 pub use edit::{EditFailure, Snippet, TextEdit};
 pub use error::{Error, ErrorBody, ErrorCode, ErrorEnvelope};
-pub use extensions::{EXTENSIONS_HEADER, Extensions};
+pub use extensions::{EXTENSIONS_HEADER, Extensions, RESTORED_FROM_HEADER};
 pub use key::{ApiKey, KEY_PREFIX, mask_secret, valid_key_format};
 pub use resources::{Context, ContextInput, ContextSummary, UpsertResult, Workspace};
 pub use slug::valid_slug;

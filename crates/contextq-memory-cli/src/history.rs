@@ -240,6 +240,8 @@ async fn run(tool: &ContextQMemoryTool, command: Command, yes: bool) -> Result<E
                         "at": v.at,
                         "sizeBytes": v.size,
                         "key": v.key,
+                        "keyName": v.key_name,
+                        "restoredFrom": v.restored_from,
                         "sha256": v.sha256,
                         "redactedAt": v.redacted_at,
                     });
@@ -513,7 +515,10 @@ pub fn history_table(versions: &[FileVersion]) -> String {
         rows.push([
             v.version.to_string(),
             v.at.clone(),
-            v.action.to_string(),
+            match v.restored_from {
+                Some(n) => format!("restore of {n}"),
+                None => v.action.to_string(),
+            },
             if v.action == Action::Delete {
                 "-".to_string()
             } else if v.redacted_at.is_some() {
@@ -521,7 +526,11 @@ pub fn history_table(versions: &[FileVersion]) -> String {
             } else {
                 v.size.to_string()
             },
-            v.key.clone().unwrap_or_else(|| "(operator)".into()),
+            match (&v.key, &v.key_name) {
+                (Some(key), Some(name)) => format!("{name} ({key})"),
+                (Some(key), None) => key.clone(),
+                (None, _) => "(operator)".into(),
+            },
         ]);
     }
     let widths: Vec<usize> = (0..5)
@@ -668,6 +677,8 @@ mod tests {
             at: format!("2026-12-03T10:00:0{n}.000Z"),
             size: content.map_or(0, |c| c.len() as u64),
             key: Some("sk_live_…abcd".into()),
+            key_name: None,
+            restored_from: None,
             content: content.map(str::to_string),
             redacted_at: None,
             sha256: None,

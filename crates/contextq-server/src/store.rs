@@ -229,6 +229,9 @@ pub struct Actor<'a> {
     /// The request's `Idempotency-Key`, when it sent one: the write records its outcome, and
     /// a repeat gets that outcome ([`outcome`]).
     pub keyed: Option<&'a outcome::Keyed<'a>>,
+    /// The write restores this version (`ContextQ-Restored-From`, extension `restore-marks`):
+    /// the context it creates or updates is recorded as a `restore` naming it.
+    pub restored_from: Option<i64>,
 }
 
 impl<'a> Actor<'a> {
@@ -239,6 +242,7 @@ impl<'a> Actor<'a> {
             tenant_id,
             key_id: None,
             keyed: None,
+            restored_from: None,
         }
     }
 

@@ -275,6 +275,7 @@ async function history(workspace, externalId, page) {
   const first = page
     ? el("button", { type: "button", id: "history-newest", onclick: () => run(() => history(workspace, externalId)) }, "Newest")
     : null;
+  const confirmOut = el("div", { id: "confirm" });
   const pick = (name, value, checked) => {
     const input = el("input", { type: "radio", name, value: String(value), "aria-label": `${name} ${value}` });
     input.checked = checked;
@@ -286,14 +287,15 @@ async function history(workspace, externalId, page) {
       el("td", {}, pick("a", v.version, i === 1 || (versions.length === 1 && i === 0))),
       el("td", {}, pick("b", v.version, i === 0)),
       el("td", {}, v.createdAt),
-      el("td", {}, v.action),
+      el("td", {}, actionText(v)),
       el("td", { class: "num" }, v.action === "delete" ? "-" : v.redactedAt ? "redacted" : size(v.sizeBytes)),
-      el("td", {}, v.keyLast4 ? `sk_live_…${v.keyLast4}` : "(operator)"),
+      el("td", {}, keyText(v)),
       el("td", {}, v.version === newest ? "" : v.redactedAt
         ? el("span", { class: "muted redacted", title: `redacted ${v.redactedAt}` }, "redacted")
         : el("button", {
         type: "button", class: "restore", "data-version": String(v.version),
-        onclick: () => run(() => restore(workspace, externalId, v.version, newest)),
+        onclick: () => ask(confirmOut, `Restore ${path} to version ${v.version}? Its current content stays in the history as a version of its own.`,
+          `Restore ${v.version}`, () => restore(workspace, externalId, v.version, newest)),
       }, `Restore ${v.version}`))));
   const diffOut = el("div", { id: "diff" });
   const showDiff = el("button", {
@@ -309,6 +311,7 @@ async function history(workspace, externalId, page) {
     el("div", { class: "toolbar" },
       el("button", { type: "button", onclick: () => run(() => file(workspace, externalId)) }, "Back to the file"),
       showDiff, el("span", { class: "muted" }, "A: older, B: newer"), first, older),
+    confirmOut,
     el("table", { id: "versions" },
       el("thead", {}, el("tr", {}, ...["version", "A", "B", "time", "action", "size", "key", ""].map((h) => el("th", {}, h)))),
       el("tbody", {}, rows)),
@@ -328,6 +331,32 @@ async function diff(externalId, workspace, a, b) {
   return el("div", {},
     el("h2", {}, `Version ${a} → version ${b}`),
     el("pre", { class: "diff", tabindex: "0" }, body.lines.map((l) => el("span", { class: l.op }, sign[l.op] + l.text))));
+}
+
+/** The header that marks a write as the restore of a version (extension `restore-marks`). */
+const RESTORED_FROM = "contextq-restored-from";
+
+/** A version's or audit row's action: a restore names the version it put back. */
+function actionText(v) {
+  return v.restoredFrom ? `restore of ${v.restoredFrom}` : v.action;
+}
+
+/** Who made a change: the key's name when it has one, and the key masked. */
+function keyText(v) {
+  if (!v.keyLast4) return "(operator)";
+  const masked = `sk_live_…${v.keyLast4}`;
+  return v.keyName ? `${v.keyName} (${masked})` : masked;
+}
+
+/** Asks before an action that changes the memory: `question` in `into`, with a button `yes`
+ * that runs `action` and one that cancels (nothing is changed until `yes` is pressed). */
+function ask(into, question, yes, action) {
+  const done = () => into.replaceChildren();
+  into.replaceChildren(el("div", { class: "confirm", role: "alertdialog", "aria-label": question },
+    el("p", {}, question),
+    el("button", { type: "button", id: "confirm-yes", onclick: () => { done(); run(action); } }, yes),
+    el("button", { type: "button", id: "confirm-no", onclick: () => { done(); status("Nothing was changed."); } }, "Cancel")));
+  into.querySelector("#confirm-no").focus();
 }
 
 /** Puts the file back to version `n`, by the library's rules (docs/history.md): the file is read
@@ -365,11 +394,12 @@ async function restore(workspace, externalId, n, seen) {
       if (current) await api(`/api/contexts/${seg(current.id)}`, { method: "DELETE", headers: { "if-match": `"${current.version}"` } });
     } else if (current) {
       await api(`/api/contexts/${seg(current.id)}`, {
-        method: "PUT", headers: { "if-match": `"${current.version}"` }, body: JSON.stringify({ content: target.content }),
+        method: "PUT", headers: { "if-match": `"${current.version}"`, [RESTORED_FROM]: String(n) }, body: JSON.stringify({ content: target.content }),
       });
     } else {
       await api("/api/contexts/bulk-upsert", {
         method: "POST",
+        headers: { [RESTORED_FROM]: String(n) },
         body: JSON.stringify({ contexts: [{
           externalId, workspace, type: target.type, title: target.title, content: target.content, tags: target.tags, ifAbsent: true,
         }] }),
@@ -427,10 +457,10 @@ async function audit(before) {
     el("tr", {},
       el("td", { class: "num" }, e.seq),
       el("td", {}, e.createdAt),
-      el("td", {}, e.action),
+      el("td", {}, e.restoredFrom ? `${e.action} (of version ${e.restoredFrom})` : e.action),
       el("td", {}, e.externalId ? readablePath(e.externalId) : (e.slug || e.entityId)),
       el("td", { class: "num" }, e.version === null || e.version === undefined ? "" : e.version),
-      el("td", {}, e.keyLast4 ? `sk_live_…${e.keyLast4}` : "(operator)"),
+      el("td", {}, keyText(e)),
       el("td", { class: "muted" }, e.keyId || "")));
   const more = body.nextCursor
     ? el("button", { type: "button", onclick: () => run(() => audit({ params: params.toString(), cursor: body.nextCursor })) }, "Older")

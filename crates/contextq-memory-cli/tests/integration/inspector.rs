@@ -302,8 +302,17 @@ async fn the_inspector_in_a_real_browser() {
     assert!(diff.contains("+ Timezone: America/New_York"), "{diff}");
     shot(&c, "4-history-diff").await;
 
-    // Restore version 1 (conditional): the file shows it, and history gained a version.
+    // Restore asks first: cancelled, nothing changes; confirmed, version 1 comes back
+    // (conditional), marked in the history as a restore of it.
     click(&c, Locator::Css("button.restore[data-version='1']")).await;
+    until_text(&c, "#confirm", "Restore /memories/user.md to version 1?").await;
+    click(&c, Locator::Id("confirm-no")).await;
+    until_text(&c, "#status", "Nothing was changed").await;
+    let versions = until_text(&c, "#versions", "create").await;
+    assert!(!versions.contains("restore of"), "{versions}");
+    click(&c, Locator::Css("button.restore[data-version='1']")).await;
+    until_text(&c, "#confirm", "Restore /memories/user.md to version 1?").await;
+    click(&c, Locator::Id("confirm-yes")).await;
     until_text(&c, "#status", "Restored /memories/user.md to version 1").await;
     let content = until_text(&c, "#content", "Europe/London").await;
     assert!(!content.contains("America/New_York"), "{content}");
@@ -318,6 +327,7 @@ async fn the_inspector_in_a_real_browser() {
     assert!(out.status.success(), "{out:?}");
     click(&c, Locator::Id("open-history")).await;
     let versions = until_text(&c, "#versions", "redacted").await;
+    assert!(versions.contains("restore of 1"), "{versions}");
     assert!(!versions.contains("America/New_York"), "{versions}");
     assert!(
         c.find_all(Locator::Css("button.restore[data-version='2']"))
@@ -372,7 +382,7 @@ async fn the_inspector_in_a_real_browser() {
 
     // The audit trail, filtered by path.
     click(&c, Locator::Id("nav-audit")).await;
-    until_text(&c, "#audit", "context.update").await;
+    until_text(&c, "#audit", "context.restore (of version 1)").await;
     let path = c.find(Locator::Id("audit-path")).await.unwrap();
     // Typed as people name it: /memories/<workspace>/... (the store's external id is its own).
     path.send_keys("/memories/default/user.md").await.unwrap();

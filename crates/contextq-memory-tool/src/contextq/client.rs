@@ -100,6 +100,17 @@ fn may_have_applied(e: &Error) -> bool {
     e.contextq().is_some_and(ContextQError::may_have_applied)
 }
 
+tokio::task_local! {
+    static RESTORING: i64;
+}
+
+/// Runs `f` with its writes marked as the restore of `version` (`ContextQ-Restored-From`), on
+/// a server with the `restore-marks` extension: the version they write shows as `restore` of
+/// it in the history, and the audit row as `context.restore`.
+pub async fn restoring<F: std::future::Future>(version: i64, f: F) -> F::Output {
+    RESTORING.scope(version, f).await
+}
+
 /// The typed ContextQ client.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -444,6 +455,9 @@ impl Client {
         if let Some(k) = idempotency_key {
             req = req.header(IDEMPOTENCY_KEY_HEADER, k);
         }
+        if let Some(n) = self.restored_from(method) {
+            req = req.header(contextq_api::RESTORED_FROM_HEADER, n.to_string());
+        }
         retry::exchange(req, url, self.key.expose(), |t| {
             Error::from(ContextQError::Transport(t))
         })
@@ -489,7 +503,22 @@ impl Client {
         if let Some(v) = idempotency_key.and_then(|k| HeaderValue::from_str(k).ok()) {
             headers.insert(IDEMPOTENCY_KEY_HEADER, v);
         }
+        if let Some(n) = self.restored_from(method) {
+            headers.insert(contextq_api::RESTORED_FROM_HEADER, HeaderValue::from(n));
+        }
         request
+    }
+
+    /// The version a write within [`restoring`] restores, when the server marks restores
+    /// (extension `restore-marks`; a server without it gets a plain write).
+    fn restored_from(&self, method: &Method) -> Option<i64> {
+        if *method != Method::PUT && *method != Method::POST {
+            return None;
+        }
+        let n = RESTORING.try_with(|n| *n).ok()?;
+        self.known_extensions()
+            .is_some_and(|e| e.restore_marks)
+            .then_some(n)
     }
 
     /// One attempt through a [`LocalService`], bounded by the client's timeout; no answer in

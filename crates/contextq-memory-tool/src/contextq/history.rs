@@ -20,6 +20,7 @@
 
 use contextq_api::history::{Action, PastState, VersionSummary};
 
+use super::client::restoring;
 use super::error::ContextQError;
 use super::store::ContextQStore;
 use crate::error::{Error, Result};
@@ -40,6 +41,10 @@ pub struct FileVersion {
     pub size: u64,
     /// The key that made the change, masked (`sk_live_…abcd`); `None` for an operator command.
     pub key: Option<String>,
+    /// That key's name, when it has one (`keys create --name`).
+    pub key_name: Option<String>,
+    /// For a [`Action::Restore`]: the version whose content it put back.
+    pub restored_from: Option<i64>,
     /// The content after the change (only from [`MemoryTool::version`]; `None` for a delete
     /// and for a redacted version).
     pub content: Option<String>,
@@ -61,6 +66,8 @@ impl FileVersion {
                 .key_last4
                 .as_ref()
                 .map(|l| format!("{}…{l}", contextq_api::KEY_PREFIX)),
+            key_name: v.key_name.clone(),
+            restored_from: v.restored_from,
             content,
             redacted_at: v.redacted_at.clone(),
             sha256: v.content_sha256.clone(),
@@ -348,19 +355,18 @@ impl MemoryTool<ContextQStore> {
                 .await
                 .map(|()| Restored::Deleted),
             (Some(content), Some(now)) if now.content == content => Ok(Restored::Unchanged),
-            (Some(content), Some(now)) => self
-                .put(
-                    "restore",
-                    &path,
-                    &content,
-                    PutMode::Update(now.version.ok_or_else(changed)?),
-                )
-                .await
-                .map(|_| Restored::Rewrote),
-            (Some(content), None) => self
-                .put("restore", &path, &content, PutMode::Create)
-                .await
-                .map(|_| Restored::Recreated),
+            (Some(content), Some(now)) => {
+                let mode = PutMode::Update(now.version.ok_or_else(changed)?);
+                restoring(version, self.put("restore", &path, &content, mode))
+                    .await
+                    .map(|_| Restored::Rewrote)
+            }
+            (Some(content), None) => restoring(
+                version,
+                self.put("restore", &path, &content, PutMode::Create),
+            )
+            .await
+            .map(|_| Restored::Recreated),
         };
         result.map_err(|e| match e {
             Error::AlreadyExists { .. } | Error::NotFound { .. } => changed(),
@@ -505,13 +511,14 @@ impl MemoryTool<ContextQStore> {
         match step.action {
             StepAction::Revert => {
                 let text = content().await?;
-                self.put("restore", &step.path, &text, PutMode::Update(current()?))
-                    .await?;
+                let put = self.put("restore", &step.path, &text, PutMode::Update(current()?));
+                // `content` found the step's version: it has one.
+                restoring(step.target.unwrap_or(1), put).await?;
             }
             StepAction::Recreate => {
                 let text = content().await?;
-                self.put("restore", &step.path, &text, PutMode::Create)
-                    .await?;
+                let put = self.put("restore", &step.path, &text, PutMode::Create);
+                restoring(step.target.unwrap_or(1), put).await?;
             }
             StepAction::Remove => self.delete("restore", &step.path, Some(current()?)).await?,
             StepAction::Unchanged | StepAction::Unknown | StepAction::Redacted => {}

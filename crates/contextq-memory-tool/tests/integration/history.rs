@@ -140,8 +140,10 @@ async fn restore_a_file(b: Backend) {
         server.stored(&key, "mem-tool:ws/f.md").await.as_deref(),
         Some("right\n")
     );
+    // Marked as what it was: a restore of version 1 (extension `restore-marks`).
     let h = tool.history("/memories/f.md").await.unwrap();
-    assert_eq!(actions(&h)[0], (4, Action::Update));
+    assert_eq!(actions(&h)[0], (4, Action::Restore));
+    assert_eq!(h[0].restored_from, Some(1));
     assert_eq!(
         tool.restore("/memories/f.md", 4, None).await.unwrap(),
         Restored::Unchanged
@@ -160,11 +162,29 @@ async fn restore_a_file(b: Backend) {
         server.stored(&key, "mem-tool:ws/f.md").await.as_deref(),
         Some("wrong\n")
     );
+    let h = tool.history("/memories/f.md").await.unwrap();
+    assert_eq!(
+        (actions(&h)[0], h[0].restored_from),
+        ((6, Action::Restore), Some(2))
+    );
     assert_eq!(
         tool.restore("/memories/f.md", 5, None).await.unwrap(),
         Restored::Deleted
     );
     assert_eq!(content(&server.url, &key, "mem-tool:ws/f.md").await, None);
+    // A server that does not mark restores (the extension hidden): the adapter sends no mark,
+    // and the restore is the plain update it always was.
+    let proxy = Proxy::hiding(&server.url, &["restore-marks"]).await;
+    let unmarked = contextq_memory_tool(options(&proxy.url, &key).workspace("ws")).unwrap();
+    assert_eq!(
+        unmarked.restore("/memories/f.md", 2, None).await.unwrap(),
+        Restored::Recreated
+    );
+    let h = unmarked.history("/memories/f.md").await.unwrap();
+    assert_eq!(
+        (actions(&h)[0], h[0].restored_from),
+        ((8, Action::Create), None)
+    );
 }
 
 async fn restore_a_tree_to_a_point_in_time(b: Backend) {
@@ -231,11 +251,11 @@ async fn restore_a_tree_to_a_point_in_time(b: Backend) {
     assert_eq!(get("mem-tool:ws/p/deep/d.md").await, None);
     // Outside the directory: untouched.
     assert_eq!(get("mem-tool:ws/q/out.md").await.as_deref(), Some("O\n"));
-    // History was added to, never rewritten.
+    // History was added to, never rewritten; the recreation is marked as a restore.
     assert_eq!(
         actions(&tool.history("/memories/p/b.md").await.unwrap()),
         [
-            (3, Action::Create),
+            (3, Action::Restore),
             (2, Action::Delete),
             (1, Action::Create)
         ]

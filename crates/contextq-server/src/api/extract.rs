@@ -22,6 +22,8 @@ pub struct Caller {
     pub ui_session: bool,
     /// The workspaces (slugs) the key reaches; `None`: every workspace of its tenant.
     pub workspaces: Option<Vec<String>>,
+    /// `ContextQ-Restored-From: N`: the write restores version N (extension `restore-marks`).
+    pub restored_from: Option<i64>,
 }
 
 impl Caller {
@@ -90,6 +92,7 @@ impl Caller {
             tenant_id: &self.tenant_id,
             key_id: Some(&self.key_id),
             keyed: None,
+            restored_from: self.restored_from,
         }
     }
 
@@ -190,6 +193,21 @@ impl FromRequestParts<AppState> for Caller {
             }
             return Err(refuse("expired", "expired API key"));
         }
+        let restored_from = match parts.headers.get(contextq_api::RESTORED_FROM_HEADER) {
+            None => None,
+            Some(v) => Some(
+                v.to_str()
+                    .ok()
+                    .and_then(|v| v.trim().parse::<i64>().ok())
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::BadRequest,
+                            "ContextQ-Restored-From must be the number of the version restored (1 or more)",
+                        )
+                    })?,
+            ),
+        };
         // The body extractor, which runs after, reserves its room in this tenant's share.
         parts.extensions.insert(BodyOwner(record.tenant_id.clone()));
         Ok(Caller {
@@ -198,6 +216,7 @@ impl FromRequestParts<AppState> for Caller {
             scopes: record.scopes,
             ui_session: record.ui_session,
             workspaces: record.workspaces,
+            restored_from,
         })
     }
 }

@@ -114,6 +114,7 @@ const MIGRATIONS: &[Migration] = &[
         "a bounded GIN pending list",
         "0014_search_pending_list.sql"
     ),
+    migration!(15, "restores marked in versions", common "0015_restore_marks.sql"),
 ];
 
 /// The migration after whose SQL every existing context is indexed for search (in Rust: the

@@ -94,6 +94,8 @@ pub async fn list(db: &Db, tenant_id: &str, q: &AuditQuery) -> Result<AuditPage>
             version: detail["version"].as_i64(),
             key_id: row.try_get("api_key_id")?,
             key_last4: row.try_get("key_last4")?,
+            key_name: row.try_get("key_name")?,
+            restored_from: detail["restoredFrom"].as_i64(),
             created_at: row.try_get("created_at")?,
         });
     }
@@ -135,8 +137,8 @@ async fn page(
     };
     let mut binds = vec![Bind::Text(tenant_id.to_string())];
     let mut sql = String::from(
-        "SELECT a.seq, a.tenant_seq, a.action, a.entity_type, a.entity_id, a.detail, a.api_key_id, k.key_last4, a.created_at \
-         FROM activity_logs a LEFT JOIN api_keys k ON k.id = a.api_key_id WHERE a.tenant_id = $1",
+        "SELECT a.seq, a.tenant_seq, a.action, a.entity_type, a.entity_id, a.detail, a.api_key_id, k.key_last4, k.name AS key_name, a.created_at \
+         FROM activity_logs a LEFT JOIN api_keys k ON k.id = a.api_key_id AND k.tenant_id = a.tenant_id WHERE a.tenant_id = $1",
     );
     let mut push = |sql: &mut String, fragment: String, bind: Option<Bind>| {
         if let Some(bind) = bind {

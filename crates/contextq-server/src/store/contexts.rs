@@ -708,16 +708,20 @@ impl<'a> Upserting<'a> {
 
     /// The audit entry and the version of one item's change, written as `row`.
     fn record(&mut self, action: Action, item: &ContextInput, row: Written<'_>) {
-        let name = match action {
-            Action::Create => "context.create",
+        let restored_from = self.actor.restored_from;
+        let name = match (action, restored_from) {
+            (_, Some(_)) => "context.restore",
+            (Action::Create, None) => "context.create",
             _ => "context.update",
         };
-        let seq = self.head.append(self.actor.record(
-            name,
-            "context",
-            row.id,
-            serde_json::json!({"externalId": item.external_id, "version": row.version}),
-        ));
+        let mut detail =
+            serde_json::json!({"externalId": item.external_id, "version": row.version});
+        if let Some(n) = restored_from {
+            detail["restoredFrom"] = n.into();
+        }
+        let seq = self
+            .head
+            .append(self.actor.record(name, "context", row.id, detail));
         self.versions.push(
             &mut self.batch,
             Change {
@@ -733,6 +737,7 @@ impl<'a> Upserting<'a> {
                 seq,
                 at: &self.at,
                 renamed_from: None,
+                restored_from,
             },
         );
     }
@@ -841,7 +846,7 @@ fn record_version(
     batch: &mut Batch,
     head: &mut Head,
     mut versions: Versions<'_>,
-    action: Action,
+    (action, restored_from): (Action, Option<i64>),
     workspace_id: &str,
     new: &Context,
     seq: i64,
@@ -861,6 +866,7 @@ fn record_version(
             seq,
             at: &new.updated_at,
             renamed_from: None,
+            restored_from,
         },
     );
     if action == Action::Delete {
@@ -967,17 +973,20 @@ impl Updated<'_> {
     ) {
         let (old, new) = (self.old, self.new);
         rewrite(batch, actor.tenant_id, old, new);
-        let seq = head.append(actor.record(
-            "context.update",
-            "context",
-            &old.id,
-            serde_json::json!({"externalId": old.external_id, "version": new.version}),
-        ));
+        let mut detail = serde_json::json!({"externalId": old.external_id, "version": new.version});
+        let name = match actor.restored_from {
+            Some(n) => {
+                detail["restoredFrom"] = n.into();
+                "context.restore"
+            }
+            None => "context.update",
+        };
+        let seq = head.append(actor.record(name, "context", &old.id, detail));
         record_version(
             batch,
             head,
             versions,
-            Action::Update,
+            (Action::Update, actor.restored_from),
             workspace_id,
             new,
             seq,
@@ -1244,6 +1253,7 @@ pub(super) fn push_move<'a>(
         seq,
         at: m.at,
         renamed_from,
+        restored_from: None,
     };
     versions.push(
         batch,
@@ -1341,7 +1351,7 @@ fn deletion(
         &mut batch,
         &mut head,
         versions,
-        Action::Delete,
+        (Action::Delete, None),
         workspace_id,
         &gone,
         seq,

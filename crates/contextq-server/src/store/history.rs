@@ -52,6 +52,9 @@ pub(super) struct Change<'a> {
     pub seq: i64,
     /// A create by a rename: the external id it came from.
     pub renamed_from: Option<&'a str>,
+    /// A create or update by a restore: the version it put back (stored beside the action,
+    /// shown as `restore`).
+    pub restored_from: Option<i64>,
     pub at: &'a str,
 }
 
@@ -203,8 +206,8 @@ impl<'a> Versions<'a> {
             Some(1),
         );
         batch.push(
-            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded, renamed_from) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded, renamed_from, restored_from) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
             vec![
                 Bind::Text(self.tenant_id.to_string()),
                 Bind::Int(change.seq),
@@ -225,6 +228,7 @@ impl<'a> Versions<'a> {
                 // A delete is never the version the bound must keep.
                 Bind::Int(i64::from(change.action == Action::Delete)),
                 Bind::OptText(change.renamed_from.map(str::to_string)),
+                Bind::OptInt(change.restored_from),
             ],
             Some(1),
         );
@@ -310,19 +314,28 @@ pub(super) fn kept_from(row: &Row) -> Result<Kept> {
 macro_rules! version_columns {
     () => {
         "v.external_id, v.version, v.seq, v.context_id, v.context_version, w.slug AS workspace, v.action, \
-         v.type, v.title, v.tags, v.size_bytes, v.content_sha256, v.api_key_id, k.key_last4, v.created_at, v.renamed_from, v.redacted_at"
+         v.type, v.title, v.tags, v.size_bytes, v.content_sha256, v.api_key_id, k.key_last4, k.name AS key_name, v.created_at, v.renamed_from, v.redacted_at, v.restored_from"
     };
 }
 
 macro_rules! from_versions {
     () => {
         " FROM context_versions v LEFT JOIN workspaces w ON w.id = v.workspace_id \
-         LEFT JOIN api_keys k ON k.id = v.api_key_id "
+         LEFT JOIN api_keys k ON k.id = v.api_key_id AND k.tenant_id = v.tenant_id "
     };
 }
 
 fn summary_from_row(row: &Row) -> Result<VersionSummary> {
     let action: String = row.try_get("action")?;
+    let restored_from: Option<i64> = row.try_get("restored_from")?;
+    let action: Action = action
+        .parse()
+        .map_err(|e| Error::Corrupt(format!("context_versions.action: {e}")))?;
+    // Stored as the create or update it was; shown as what it was for.
+    let action = match (action, restored_from) {
+        (Action::Create | Action::Update, Some(_)) => Action::Restore,
+        (action, _) => action,
+    };
     Ok(VersionSummary {
         external_id: row.try_get("external_id")?,
         version: row.try_get("version")?,
@@ -330,9 +343,7 @@ fn summary_from_row(row: &Row) -> Result<VersionSummary> {
         context_id: row.try_get("context_id")?,
         context_version: row.try_get("context_version")?,
         workspace: row.try_get("workspace")?,
-        action: action
-            .parse()
-            .map_err(|e| Error::Corrupt(format!("context_versions.action: {e}")))?,
+        action,
         kind: row.try_get("type")?,
         title: row.try_get("title")?,
         tags: tags_from(&row.try_get::<String, _>("tags")?),
@@ -340,7 +351,9 @@ fn summary_from_row(row: &Row) -> Result<VersionSummary> {
         content_sha256: row.try_get("content_sha256")?,
         key_id: row.try_get("api_key_id")?,
         key_last4: row.try_get("key_last4")?,
+        key_name: row.try_get("key_name")?,
         created_at: row.try_get("created_at")?,
+        restored_from: restored_from.filter(|_| action == Action::Restore),
         renamed_from: row.try_get("renamed_from")?,
         redacted_at: row.try_get("redacted_at")?,
     })
@@ -723,6 +736,7 @@ mod tests {
             seq: 9,
             at: "now",
             renamed_from: None,
+            restored_from: None,
         }
     }
 

@@ -391,6 +391,7 @@ fn change<'a>(
         seq,
         at,
         renamed_from: None,
+        restored_from: None,
     }
 }
 

@@ -30,5 +30,6 @@ mod search;
 mod search_holds;
 mod ui;
 mod upgrade;
+mod who;
 mod workspace_keys;
 mod write_batch;
