@@ -64,6 +64,10 @@ pub mod conformance;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
+/// The attribute a [`Store`] or [`MemoryToolHandlers`] implementation needs
+/// (`#[contextq_memory_tool::async_trait]`), re-exported so that an embedder does not depend on
+/// the `async-trait` crate itself.
+pub use async_trait::async_trait;
 pub use budget::AnswerBudget;
 #[cfg(feature = "contextq")]
 pub use contextq::{

@@ -160,7 +160,7 @@ impl MemoryPath {
             text.push_str(s.as_ref());
         }
         let parsed = MemoryPath::parse(&text)?;
-        Ok(parsed.normalised_copy())
+        Ok(parsed.normalized_copy())
     }
 
     /// The text as Claude wrote it (used in messages and in a listing's header).
@@ -178,12 +178,21 @@ impl MemoryPath {
         s
     }
 
-    /// The same path with `raw` replaced by its normalised form.
-    pub fn normalised_copy(&self) -> Self {
+    /// The same path with `raw` replaced by its normalized form.
+    pub fn normalized_copy(&self) -> Self {
         MemoryPath {
             raw: self.normalized(),
             segments: self.segments.clone(),
         }
+    }
+
+    /// The old spelling of [`MemoryPath::normalized_copy`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `normalized_copy` (one spelling: `normalized`)"
+    )]
+    pub fn normalised_copy(&self) -> Self {
+        self.normalized_copy()
     }
 
     /// The segments below the root (empty for the root).

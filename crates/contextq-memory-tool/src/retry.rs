@@ -217,7 +217,7 @@ pub(crate) struct Attempt {
 #[derive(Debug)]
 pub(crate) struct Answer {
     pub(crate) status: u16,
-    pub(crate) headers: reqwest::header::HeaderMap,
+    pub(crate) headers: http::HeaderMap,
     pub(crate) body: Vec<u8>,
 }
 
@@ -225,16 +225,18 @@ impl Answer {
     /// `Retry-After` in whole seconds, when given.
     pub(crate) fn retry_after(&self) -> Option<Duration> {
         self.headers
-            .get(reqwest::header::RETRY_AFTER)
+            .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs)
     }
 }
 
-/// Sends `request` and reads the whole answer; a transport failure (never sent, or no complete
+/// Sends `request` and reads the whole answer (the HTTP clients only: features `contextq` and
+/// `runner`); a transport failure (never sent, or no complete
 /// answer) becomes an [`Attempt`] whose error (`wrap`ped into the client's own) never shows
 /// `secret` (it is masked).
+#[cfg(any(feature = "contextq", feature = "runner"))]
 pub(crate) async fn exchange(
     request: reqwest::RequestBuilder,
     url: &str,
@@ -431,9 +433,9 @@ mod tests {
     #[test]
     fn retry_after_is_whole_seconds_when_given() {
         let answer = |v: Option<&str>| {
-            let mut headers = reqwest::header::HeaderMap::new();
+            let mut headers = http::HeaderMap::new();
             if let Some(v) = v {
-                headers.insert(reqwest::header::RETRY_AFTER, v.parse().unwrap());
+                headers.insert(http::header::RETRY_AFTER, v.parse().unwrap());
             }
             Answer {
                 status: 429,
@@ -455,6 +457,7 @@ mod tests {
 
     /// A connection refused was never sent (nothing can have been applied); an answer dropped
     /// after the request was read may have been.
+    #[cfg(any(feature = "contextq", feature = "runner"))]
     #[tokio::test]
     async fn a_refused_connection_was_not_sent_and_a_dropped_answer_was() {
         use tokio::io::AsyncReadExt as _;

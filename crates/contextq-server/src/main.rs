@@ -278,6 +278,30 @@ enum Admin {
         #[arg(long)]
         tenant_id: String,
     },
+    /// Copy the whole database to a new file (0600) while servers keep serving: tenants,
+    /// workspaces (empty ones too), keys (names, scopes, workspaces; hashes only), every
+    /// context and version, redaction marks, the audit log. SQLite: `VACUUM INTO` (a SQLite
+    /// file); PostgreSQL: `pg_dump --format=custom` (needs PostgreSQL's client programs). Keep
+    /// the audit key file with it: a restored log verifies with that key.
+    Backup {
+        /// The backup file to write (must not exist).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Where pg_dump is, when not on PATH (PostgreSQL).
+        #[arg(long)]
+        pg_bin_dir: Option<std::path::PathBuf>,
+    },
+    /// Put a backup (of `admin backup`) into a new database at --database-url (a SQLite path
+    /// where nothing is, or an empty PostgreSQL database), bring its schema up to date and
+    /// verify its audit log (with --audit-key-file, the key it was keyed with). Exits 1 if the
+    /// log does not verify.
+    Restore {
+        /// The backup file.
+        file: std::path::PathBuf,
+        /// Where pg_restore is, when not on PATH (PostgreSQL).
+        #[arg(long)]
+        pg_bin_dir: Option<std::path::PathBuf>,
+    },
     /// Create the audit key file given by --audit-key-file (0600; an existing one is kept) and
     /// key the database's audit log with it from each chain's next row on. A log that already
     /// has rows is keyed only with --never-keyed: a log stripped of its keying looks the same.
@@ -377,6 +401,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             audit_key_file,
             command,
         } => {
+            // A restore writes a new database: nothing may open (and so create) it before.
+            if let Admin::Restore { file, pg_bin_dir } = &command {
+                return restore(&database_url, audit_key_file.as_deref(), file, pg_bin_dir).await;
+            }
             let init = matches!(command, Admin::InitAuditKey { .. });
             let never_keyed = matches!(command, Admin::InitAuditKey { never_keyed: true });
             let mut options = if init {
@@ -409,9 +437,22 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             // Listings change nothing: they need no audit key.
             options.reads_only = matches!(
                 command,
-                Admin::ListKeys { .. } | Admin::ListTenants { .. } | Admin::ListWorkspaces { .. }
+                Admin::ListKeys { .. }
+                    | Admin::ListTenants { .. }
+                    | Admin::ListWorkspaces { .. }
+                    | Admin::Backup { .. }
             );
             let db = Db::connect(&database_url, &options).await?;
+            if let Admin::Backup { out, pg_bin_dir } = &command {
+                let tools = admin::backup::PgTools {
+                    bin_dir: pg_bin_dir.clone(),
+                };
+                let contents = admin::backup::backup(&db, &database_url, out, &tools).await?;
+                db.close().await;
+                println!("{}", serde_json::to_string(&contents)?);
+                eprintln!("backed up {} to {}", contents.line(), out.display());
+                return Ok(ExitCode::SUCCESS);
+            }
             let code = admin_command(&db, command).await?;
             db.close().await;
             Ok(code)
@@ -546,6 +587,8 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
         Admin::InitAuditKey { .. } => {
             eprintln!("the audit log is keyed: new rows and heads carry a MAC");
         }
+        // Handled before a database is opened for the other commands (`run`).
+        Admin::Backup { .. } | Admin::Restore { .. } => {}
         Admin::Recount => {
             let wrong = admin::recount(db).await?;
             for r in &wrong {
@@ -607,6 +650,50 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
 }
 
 /// Database options with the audit key in `key_file`, if given.
+/// `admin restore`: the backup into the new database, its schema brought up to date, its
+/// audit log verified (exit 1 when it does not verify).
+async fn restore(
+    database_url: &str,
+    audit_key_file: Option<&std::path::Path>,
+    file: &std::path::Path,
+    pg_bin_dir: &Option<std::path::PathBuf>,
+) -> Result<ExitCode> {
+    let tools = admin::backup::PgTools {
+        bin_dir: pg_bin_dir.clone(),
+    };
+    admin::backup::restore(file, database_url, &tools).await?;
+    let mut options = db_options(audit_key_file)?;
+    options.inspect_audit = true;
+    options.existing_only = true;
+    let db = Db::connect(database_url, &options).await?;
+    let v = admin::verify_audit(&db, None).await?;
+    db.close().await;
+    let contents = admin::backup::contents(database_url).await?;
+    println!("{}", serde_json::to_string(&contents)?);
+    eprintln!("restored {}", contents.line());
+    let macs = if v.macs_checked {
+        format!("{} rows' MACs checked", v.keyed_rows)
+    } else {
+        "MACs not checked: no audit key given (pass --audit-key-file with the key the backup's log was keyed with)".to_string()
+    };
+    match &v.first_bad {
+        None => {
+            eprintln!(
+                "audit chain ok: {} rows verified in {} chains ({macs})",
+                v.rows, v.chains
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(bad) => {
+            eprintln!(
+                "audit chain BROKEN at {bad} ({} rows verified before it): the restored database is not the one backed up",
+                v.rows
+            );
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
 fn db_options(key_file: Option<&std::path::Path>) -> Result<DbOptions> {
     let key = key_file
         .map(contextq_server::audit::AuditKey::load)

@@ -191,6 +191,62 @@ async fn the_embedded_default_round_trips() {
     same_files(out.path(), &files);
 }
 
+/// Against a ContextQ at CONTEXT_API_URL with no `--workspace` (the per-workspace model), an
+/// export writes every workspace in its folder and says so: never "only" one, never a blank
+/// name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_export_without_a_workspace_names_every_one() {
+    let data = tempfile::tempdir().unwrap();
+    exec_in(
+        data.path(),
+        Some("work"),
+        r#"{"command": "create", "path": "/memories/a.md", "file_text": "in work"}"#,
+    )
+    .await;
+    exec_in(
+        data.path(),
+        None,
+        r#"{"command": "create", "path": "/memories/b.md", "file_text": "in default"}"#,
+    )
+    .await;
+    let (child, url) =
+        contextq_server::testing::spawn_serving(common::embedded(data.path()).args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ]));
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _child = Killed(child);
+    let embedded: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = tokio::process::Command::new(BIN)
+        .env("CONTEXT_API_URL", &url)
+        .env("CONTEXT_API_KEY", embedded["apiKey"].as_str().unwrap())
+        .args(["export", "--out", out.path().to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = stdout(&o);
+    assert!(
+        said.starts_with("exported 2 files (17B), skipped 0, failed 0; workspaces default, work (each in its own folder"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("only") && !said.contains("workspace  "),
+        "{said}"
+    );
+    assert!(out.path().join("memories/work/a.md").exists());
+    assert!(out.path().join("memories/default/b.md").exists());
+}
+
 /// An export never leaves a workspace out without saying so: a pinned export names the ones
 /// it did not take; `--all-workspaces` takes every one, each in its own folder, and `import
 /// --all-workspaces` of that tree restores each workspace. What `view` hides (`.git/`,
@@ -219,7 +275,7 @@ async fn every_workspace_is_exported_or_named() {
     .await;
     assert_eq!(
         stdout(&o),
-        "exported 1 file (10B), skipped 0, failed 0; workspace default only: not exported work (--all-workspaces takes every one)"
+        "exported 1 file (10B), skipped 0, failed 0; workspace default only: not exported work (--all-workspaces takes every one); files only: versions, keys and the audit log are not in an export (`contextq-server admin backup` keeps everything)"
     );
     let all = tempfile::tempdir().unwrap();
     let o = run(
@@ -236,7 +292,7 @@ async fn every_workspace_is_exported_or_named() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         stdout(&o),
-        "exported 2 files (17B), skipped 0, failed 0; workspaces default, work (each in its own folder)"
+        "exported 2 files (17B), skipped 0, failed 0; workspaces default, work (each in its own folder; one without files has none); files only: versions, keys and the audit log are not in an export (`contextq-server admin backup` keeps everything)"
     );
     assert_eq!(
         std::fs::read_to_string(all.path().join("memories/work/a.md")).unwrap(),

@@ -378,7 +378,7 @@ impl MemoryTool<ContextQStore> {
     /// per file that exists now or has a kept version beneath it. Nothing is changed. In
     /// per-workspace mode `dir` is a workspace or a directory in one.
     pub async fn restore_plan(&self, dir: &str, at: &str) -> Result<RestorePlan> {
-        let dir = parse(dir)?.normalised_copy();
+        let dir = parse(dir)?.normalized_copy();
         let store = self.store();
         let (workspace, prefix) = store.history_key(&dir, true)?.ok_or_else(|| {
             Error::from(ContextQError::OutsideWorkspace {

@@ -86,7 +86,7 @@ impl MemoryTool<ContextQStore> {
         target: RedactTarget<'_>,
         dry_run: bool,
     ) -> Result<RedactionReport> {
-        let path = MemoryPath::parse(path)?.normalised_copy();
+        let path = MemoryPath::parse(path)?.normalized_copy();
         if !dry_run {
             self.refuse_if_read_only("redact")?;
         }

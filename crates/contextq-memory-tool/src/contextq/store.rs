@@ -565,7 +565,7 @@ impl ContextQStore {
         dir: &MemoryPath,
         file: Option<&str>,
     ) -> Result<(Option<Listing>, Option<Context>)> {
-        let dir = dir.normalised_copy();
+        let dir = dir.normalized_copy();
         let (target, prefix, workspace, mut listing) = self.listing_of(&dir).await?;
         let tree = match self
             .client
@@ -854,7 +854,7 @@ impl Store for ContextQStore {
     }
 
     async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
-        let dir = dir.normalised_copy();
+        let dir = dir.normalized_copy();
         let (target, prefix, workspace, mut listing) = self.listing_of(&dir).await?;
         let extensions = self.extensions().await?;
         let params = ListParams {
@@ -896,7 +896,7 @@ impl Store for ContextQStore {
         if !(extensions.start_after && extensions.cursor && extensions.external_id_prefix) {
             return steps::list_after(self, dir, page).await;
         }
-        let dir = dir.normalised_copy();
+        let dir = dir.normalized_copy();
         let target = self.target(&dir)?;
         let (prefix, workspace) = match &target {
             None => (format!("{}:", self.tag), None),
@@ -954,7 +954,7 @@ impl Store for ContextQStore {
                 operation: "search",
             });
         }
-        let dir = dir.normalised_copy();
+        let dir = dir.normalized_copy();
         let (prefix, workspace) = match self.target(&dir)? {
             None => (format!("{}:", self.tag), None),
             Some(t) => (t.prefix(&self.tag), Some(t.workspace.clone())),

@@ -391,7 +391,7 @@ impl Store for LocalStore {
                 own_size: Some(meta.len()),
                 ..Listing::default()
             };
-            walk(&s.root, &fs_path, &dir.normalised_copy(), &mut listing)?;
+            walk(&s.root, &fs_path, &dir.normalized_copy(), &mut listing)?;
             Ok(Some(listing))
         })
         .await

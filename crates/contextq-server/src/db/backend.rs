@@ -32,6 +32,14 @@ impl Backend {
         }
     }
 
+    /// `sqlite` or `postgresql`, for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgresql",
+        }
+    }
+
     /// The SQL function giving the 1-based position of a text in another (0: not in it):
     /// `instr(text, part)` in SQLite, `strpos(text, part)` in PostgreSQL.
     pub fn position_fn(self) -> &'static str {

@@ -8,6 +8,7 @@ mod common;
 mod api;
 mod audit_and_concurrency;
 mod audit_tamper;
+mod backup;
 mod binary;
 mod bodies;
 mod checkpoint;
