@@ -74,13 +74,13 @@ pub async fn run(versions: usize, files: usize, postgres: Option<String>) -> Res
                 bail!("{} versions listed, {versions} expected", h.len());
             }
             let t = Instant::now();
-            tool.version("/memories/long.md", (versions / 2) as i64)
+            tool.version("/memories/long.md", (versions / 2) as u64)
                 .await?;
             one.push(t.elapsed().as_secs_f64() * 1000.0);
             let t = Instant::now();
             let (a, b) = tokio::join!(
                 tool.version("/memories/long.md", 1),
-                tool.version("/memories/long.md", versions as i64)
+                tool.version("/memories/long.md", versions as u64)
             );
             a?;
             b?;
@@ -104,7 +104,7 @@ pub async fn run(versions: usize, files: usize, postgres: Option<String>) -> Res
             ok(&tool, json!({"command": "create", "path": format!("/memories/tree/d{}/f{i:04}.md", i % 10), "file_text": format!("original {i}\n")})).await?;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        let then = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let then = chrono::Utc::now();
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         let (edited, deleted) = (files / 2, files / 4);
         for i in 0..files {
@@ -119,7 +119,7 @@ pub async fn run(versions: usize, files: usize, postgres: Option<String>) -> Res
             ok(&tool, json!({"command": "create", "path": format!("/memories/tree/new/n{i:04}.md"), "file_text": "new\n"})).await?;
         }
         let t = Instant::now();
-        let plan = tool.restore_plan("/memories/tree", &then).await?;
+        let plan = tool.restore_plan("/memories/tree", then).await?;
         let plan_ms = t.elapsed().as_secs_f64() * 1000.0;
         let expected = [
             (StepAction::Revert, edited),
@@ -138,7 +138,7 @@ pub async fn run(versions: usize, files: usize, postgres: Option<String>) -> Res
         if !report.complete() {
             bail!("the restore did not complete");
         }
-        let again = tool.restore_plan("/memories/tree", &then).await?;
+        let again = tool.restore_plan("/memories/tree", then).await?;
         if again.changes().next().is_some() {
             bail!("after the restore, the plan still has changes");
         }

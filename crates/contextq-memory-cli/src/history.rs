@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use contextq_api::history::Action;
 use contextq_memory_tool::contextq::history::{
-    FileVersion, RestorePlan, Restored, StepAction, StepOutcome,
+    FileVersion, RestorePlan, Restored, StepAction, StepOutcome, rfc3339,
 };
 use contextq_memory_tool::contextq::redaction::{RedactTarget, RedactionReport};
 use contextq_memory_tool::contextq::{ContextQError, ContextQMemoryTool};
@@ -28,16 +28,16 @@ pub enum Command {
     },
     Show {
         path: String,
-        version: i64,
+        version: u64,
     },
     Diff {
         path: String,
-        a: Option<i64>,
-        b: Option<i64>,
+        a: Option<u64>,
+        b: Option<u64>,
     },
     RestoreFile {
         path: String,
-        version: i64,
+        version: u64,
         dry_run: bool,
     },
     RestoreTree {
@@ -125,7 +125,7 @@ pub fn parse_when(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<Stri
 
 /// What `redact` takes.
 pub enum Redact {
-    Version(i64),
+    Version(u64),
     Matching { text: String, all_paths: bool },
 }
 
@@ -178,10 +178,7 @@ async fn resolve_at(
         Ok(v) if !v.is_empty() => v,
         _ => return Ok(Command::RestoreTree { dir, at, dry_run }),
     };
-    let then = versions.iter().find(|v| {
-        chrono::DateTime::parse_from_rfc3339(&v.at)
-            .is_ok_and(|t| t.with_timezone(&chrono::Utc) <= when)
-    });
+    let then = versions.iter().find(|v| v.at <= when);
     match then {
         Some(v) => Ok(Command::RestoreFile {
             path: dir,
@@ -193,7 +190,7 @@ async fn resolve_at(
             bail!(
                 "{dir} has no version kept from {at}: its oldest kept version is {} ({}); its state then is not known, so nothing was changed",
                 oldest.version,
-                oldest.at
+                rfc3339(&oldest.at)
             )
         }
     }
@@ -237,13 +234,13 @@ async fn run(tool: &ContextQMemoryTool, command: Command, yes: bool) -> Result<E
                         "path": path,
                         "version": v.version,
                         "action": v.action.as_str(),
-                        "at": v.at,
+                        "at": rfc3339(&v.at),
                         "sizeBytes": v.size,
                         "key": v.key,
                         "keyName": v.key_name,
                         "restoredFrom": v.restored_from,
                         "sha256": v.sha256,
-                        "redactedAt": v.redacted_at,
+                        "redactedAt": v.redacted_at.as_ref().map(rfc3339),
                     });
                     writeln!(out, "{line}")?;
                 }
@@ -258,7 +255,7 @@ async fn run(tool: &ContextQMemoryTool, command: Command, yes: bool) -> Result<E
                 Some(text) => out.write_all(text.as_bytes())?,
                 None => bail!(
                     "version {version} of {path} is its deletion ({}): it has no content; `history {path}` lists the others",
-                    v.at
+                    rfc3339(&v.at)
                 ),
             }
         }
@@ -300,7 +297,7 @@ async fn run(tool: &ContextQMemoryTool, command: Command, yes: bool) -> Result<E
             writeln!(
                 out,
                 "Restore {path} to version {version} ({}, {what}); its newest version is {latest}.",
-                target.at
+                rfc3339(&target.at)
             )?;
             if dry_run {
                 writeln!(out, "Dry run: nothing was changed.")?;
@@ -328,7 +325,8 @@ async fn run(tool: &ContextQMemoryTool, command: Command, yes: bool) -> Result<E
             }
         }
         Command::RestoreTree { dir, at, dry_run } => {
-            let plan = match tool.restore_plan(&dir, &at).await {
+            let when = chrono::DateTime::parse_from_rfc3339(&at)?.with_timezone(&chrono::Utc);
+            let plan = match tool.restore_plan(&dir, when).await {
                 Ok(plan) => plan,
                 Err(e) if matches!(e.contextq(), Some(ContextQError::OutsideWorkspace { .. })) => {
                     bail!(
@@ -471,7 +469,7 @@ pub fn redaction_text(path: &str, plan: &RedactionReport) -> String {
             shown(path, v),
             v.version,
             v.action,
-            v.at,
+            rfc3339(&v.at),
             if v.already {
                 "already redacted".to_string()
             } else {
@@ -498,7 +496,7 @@ fn redacted(path: &str, v: &FileVersion) -> Result<()> {
     })
 }
 
-async fn newest(tool: &ContextQMemoryTool, path: &str) -> Result<i64> {
+async fn newest(tool: &ContextQMemoryTool, path: &str) -> Result<u64> {
     Ok(tool.history(path).await?[0].version)
 }
 
@@ -514,7 +512,7 @@ pub fn history_table(versions: &[FileVersion]) -> String {
     for v in versions {
         rows.push([
             v.version.to_string(),
-            v.at.clone(),
+            rfc3339(&v.at),
             match v.restored_from {
                 Some(n) => format!("restore of {n}"),
                 None => v.action.to_string(),
@@ -558,8 +556,18 @@ pub fn unified_diff(path: &str, old: &FileVersion, new: &FileVersion, colour: bo
         .unified_diff()
         .context_radius(3)
         .header(
-            &format!("{path}@{} ({}, {})", old.version, old.action, old.at),
-            &format!("{path}@{} ({}, {})", new.version, new.action, new.at),
+            &format!(
+                "{path}@{} ({}, {})",
+                old.version,
+                old.action,
+                rfc3339(&old.at)
+            ),
+            &format!(
+                "{path}@{} ({}, {})",
+                new.version,
+                new.action,
+                rfc3339(&new.at)
+            ),
         )
         .to_string();
     if text.is_empty() {
@@ -595,7 +603,11 @@ pub fn unified_diff(path: &str, old: &FileVersion, new: &FileVersion, colour: bo
 
 /// A restore plan as people read it.
 pub fn plan_text(plan: &RestorePlan) -> String {
-    let mut text = format!("Restore {} to {}:\n", plan.dir.normalized(), plan.at);
+    let mut text = format!(
+        "Restore {} to {}:\n",
+        plan.dir.normalized(),
+        rfc3339(&plan.at)
+    );
     let width = plan
         .steps
         .iter()
@@ -670,11 +682,11 @@ mod tests {
         }
     }
 
-    fn v(n: i64, action: Action, content: Option<&str>) -> FileVersion {
+    fn v(n: u64, action: Action, content: Option<&str>) -> FileVersion {
         FileVersion {
             version: n,
             action,
-            at: format!("2026-12-03T10:00:0{n}.000Z"),
+            at: format!("2026-12-03T10:00:0{n}.000Z").parse().unwrap(),
             size: content.map_or(0, |c| c.len() as u64),
             key: Some("sk_live_…abcd".into()),
             key_name: None,

@@ -221,8 +221,8 @@ enum Command {
         /// The file.
         path: String,
         /// The version (a number from `history`).
-        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
-        version: i64,
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        version: u64,
     },
     /// A unified diff between two versions of a file [default: the newest and the one before;
     /// with one version: that one and the newest].
@@ -230,11 +230,11 @@ enum Command {
         /// The file.
         path: String,
         /// The older version.
-        #[arg(value_parser = clap::value_parser!(i64).range(1..))]
-        a: Option<i64>,
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        a: Option<u64>,
         /// The newer version.
-        #[arg(value_parser = clap::value_parser!(i64).range(1..))]
-        b: Option<i64>,
+        #[arg(value_parser = clap::value_parser!(u64).range(1..))]
+        b: Option<u64>,
     },
     /// Restore a file to a version (--version N), or a file or directory to a point in time
     /// (--at TIME): shows the plan, then does it, each write conditional on what was planned.
@@ -243,8 +243,8 @@ enum Command {
         /// The file (with --version) or directory (with --at).
         path: String,
         /// The version to restore the file to.
-        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
-        version: Option<i64>,
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        version: Option<u64>,
         /// The point in time to restore the file or directory to (not in the future): as
         /// `history` shows it (2026-12-03T10:00:00Z), a date and time (2026-12-03 10:00, UTC),
         /// a date (2026-12-03, its start) or a time ago (10 minutes ago, 2h ago).
@@ -269,8 +269,8 @@ enum Command {
         /// The file; with --all-paths, a directory (every file beneath it).
         path: String,
         /// The version to redact (a number from `history`).
-        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
-        version: Option<i64>,
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        version: Option<u64>,
         /// Redact every version whose content holds this text (exact, case-sensitive); `-`
         /// reads it from stdin (one line), so that it stays out of shell history.
         #[arg(long)]

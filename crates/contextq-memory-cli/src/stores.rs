@@ -58,7 +58,7 @@ pub struct Settings {
     /// Every workspace the key reaches, each as the first folder under `/memories`, instead of
     /// one pinned workspace (`export`/`import --all-workspaces`); missing ones are created.
     pub every_workspace: bool,
-    /// The key decides the path model ([`contextq_memory_tool::contextq::path_model`]): a
+    /// The key decides the path model ([`fn@contextq_memory_tool::contextq::path_model`]): a
     /// key of one workspace sees it as `/memories` whatever `workspace` says (the MCP
     /// transports). The other commands take `workspace` as it is.
     pub key_decides_path_model: bool,

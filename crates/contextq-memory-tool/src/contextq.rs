@@ -20,7 +20,7 @@
 //! - [`options`]: [`ContextQMemoryToolOptions`] (defaults, `from_env`), [`contextq_memory_tool`].
 //! - [`client`]: the typed client of every endpoint, [`Client`], [`ApiKey`].
 //! - [`local`]: [`local::LocalService`], a server in this process called without a socket.
-//! - [`path_model`]: which path model a key gets ([`path_model::path_model`]), the one rule of
+//! - [`mod@path_model`]: which path model a key gets ([`fn@path_model::path_model`]), the one rule of
 //!   every transport.
 //! - [`store`]: [`ContextQStore`], the path model and the adapter's rules.
 //! - [`history`]: versions, diffs and restores on a ContextQ that keeps them.

@@ -116,7 +116,7 @@ pub enum Error {
         /// The path, normalised.
         path: String,
         /// The version asked for.
-        version: i64,
+        version: u64,
     },
     /// The version's content was redacted (extension `redaction`): it cannot be shown, compared
     /// or restored.
@@ -127,8 +127,8 @@ pub enum Error {
         /// The path, normalised.
         path: String,
         /// The version.
-        version: i64,
-        /// When it was redacted.
+        version: u64,
+        /// When it was redacted (RFC 3339, UTC).
         at: String,
     },
     /// An operation done in steps ([`crate::store::steps`]) stopped part way, or gave up

@@ -169,7 +169,7 @@ impl Metrics {
         self.unavailable.inc();
     }
 
-    /// A request answered 401, for `reason` (one of a closed set: [`crate::auth::Refused`]).
+    /// A request answered 401, for `reason` (one of a closed set: `missing`, `malformed`, `unknown`, `revoked`, `expired`, `session_revoked`).
     pub fn unauthorized(&self, reason: &'static str) {
         self.unauthorized
             .get_or_create(&ReasonLabels {

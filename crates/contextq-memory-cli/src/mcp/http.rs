@@ -12,7 +12,7 @@
 //! 3. `Host` against the allowed hosts and a present `Origin` against the allowed origins (DNS
 //!    rebinding: a browser page cannot reach it), by rmcp.
 //!
-//! The key's first answer also decides its path model ([`path_model`]): a key of one workspace
+//! The key's first answer also decides its path model ([`fn@path_model`]): a key of one workspace
 //! sees it as `/memories`, whatever this process pins.
 
 use std::collections::HashMap;

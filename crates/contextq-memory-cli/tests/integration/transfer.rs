@@ -114,13 +114,13 @@ async fn round_trip_is_byte_identical_and_idempotent(b: Backend) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         stdout(&o),
-        "exported 5 files (1.0M), skipped 0, failed 0; workspace ws"
+        "exported 5 files (1.0M), skipped 0, failed 0; workspace ws; files only: versions, keys and the audit log are not in an export (`contextq-server admin backup` keeps everything)"
     );
     same_files(out.path(), &files);
     let o = run(data.path(), s, &["export", "--out", out_arg]).await;
     assert_eq!(
         stdout(&o),
-        "exported 0 files (0B), skipped 5, failed 0; workspace ws"
+        "exported 0 files (0B), skipped 5, failed 0; workspace ws; files only: versions, keys and the audit log are not in an export (`contextq-server admin backup` keeps everything)"
     );
 
     // A changed source file is left alone without --overwrite, replaced with it.
@@ -186,7 +186,7 @@ async fn the_embedded_default_round_trips() {
     .await;
     assert_eq!(
         stdout(&o),
-        "exported 5 files (1.0M), skipped 0, failed 0; workspace default"
+        "exported 5 files (1.0M), skipped 0, failed 0; workspace default; files only: versions, keys and the audit log are not in an export (`contextq-server admin backup` keeps everything)"
     );
     same_files(out.path(), &files);
 }
@@ -240,7 +240,7 @@ async fn a_remote_export_without_a_workspace_names_every_one() {
         "{said}"
     );
     assert!(
-        !said.contains("only") && !said.contains("workspace  "),
+        !said.contains("only: not exported") && !said.contains("workspace  "),
         "{said}"
     );
     assert!(out.path().join("memories/work/a.md").exists());

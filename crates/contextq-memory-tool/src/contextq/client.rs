@@ -101,13 +101,13 @@ fn may_have_applied(e: &Error) -> bool {
 }
 
 tokio::task_local! {
-    static RESTORING: i64;
+    static RESTORING: u64;
 }
 
 /// Runs `f` with its writes marked as the restore of `version` (`ContextQ-Restored-From`), on
 /// a server with the `restore-marks` extension: the version they write shows as `restore` of
 /// it in the history, and the audit row as `context.restore`.
-pub async fn restoring<F: std::future::Future>(version: i64, f: F) -> F::Output {
+pub async fn restoring<F: std::future::Future>(version: u64, f: F) -> F::Output {
     RESTORING.scope(version, f).await
 }
 
@@ -511,7 +511,7 @@ impl Client {
 
     /// The version a write within [`restoring`] restores, when the server marks restores
     /// (extension `restore-marks`; a server without it gets a plain write).
-    fn restored_from(&self, method: &Method) -> Option<i64> {
+    fn restored_from(&self, method: &Method) -> Option<u64> {
         if *method != Method::PUT && *method != Method::POST {
             return None;
         }

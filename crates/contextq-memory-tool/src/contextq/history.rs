@@ -18,6 +18,7 @@
 //! [`ContextQError::HistoryUnavailable`]. Only this tool's rows count (its tag, the path's workspace),
 //! as for every other operation of [`ContextQStore`].
 
+use chrono::{DateTime, Utc};
 use contextq_api::history::{Action, PastState, VersionSummary};
 
 use super::client::restoring;
@@ -32,11 +33,11 @@ use crate::tool::MemoryTool;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileVersion {
     /// Its number among the file's versions (1, 2, 3, ...).
-    pub version: i64,
+    pub version: u64,
     /// What the change did.
     pub action: Action,
     /// When (RFC 3339, UTC).
-    pub at: String,
+    pub at: DateTime<Utc>,
     /// Bytes of content after the change (0 for a delete).
     pub size: u64,
     /// The key that made the change, masked (`sk_live_…abcd`); `None` for an operator command.
@@ -44,34 +45,34 @@ pub struct FileVersion {
     /// That key's name, when it has one (`keys create --name`).
     pub key_name: Option<String>,
     /// For a [`Action::Restore`]: the version whose content it put back.
-    pub restored_from: Option<i64>,
+    pub restored_from: Option<u64>,
     /// The content after the change (only from [`MemoryTool::version`]; `None` for a delete
     /// and for a redacted version).
     pub content: Option<String>,
     /// When its content was redacted (`None`: not redacted): gone for good, `size` 0, only
     /// `sha256` says what was there.
-    pub redacted_at: Option<String>,
+    pub redacted_at: Option<DateTime<Utc>>,
     /// Lowercase hex SHA-256 of the content (`None` for a delete).
     pub sha256: Option<String>,
 }
 
 impl FileVersion {
-    fn from_summary(v: &VersionSummary, content: Option<String>) -> Self {
-        FileVersion {
-            version: v.version,
+    fn from_summary(v: &VersionSummary, content: Option<String>) -> Result<Self> {
+        Ok(FileVersion {
+            version: number(v.version),
             action: v.action,
-            at: v.created_at.clone(),
+            at: time(&v.created_at)?,
             size: v.size_bytes,
             key: v
                 .key_last4
                 .as_ref()
                 .map(|l| format!("{}…{l}", contextq_api::KEY_PREFIX)),
             key_name: v.key_name.clone(),
-            restored_from: v.restored_from,
+            restored_from: v.restored_from.map(number),
             content,
-            redacted_at: v.redacted_at.clone(),
+            redacted_at: v.redacted_at.as_deref().map(time).transpose()?,
             sha256: v.content_sha256.clone(),
-        }
+        })
     }
 
     /// [`Error::Redacted`] for a redacted version, which cannot be shown, compared or restored.
@@ -80,7 +81,7 @@ impl FileVersion {
             Some(at) => Err(Error::Redacted {
                 path: path.normalized(),
                 version: self.version,
-                at: at.clone(),
+                at: rfc3339(at),
             }),
             None => Ok(()),
         }
@@ -126,9 +127,9 @@ pub struct RestoreStep {
     /// What restoring it takes.
     pub action: StepAction,
     /// The version it held then (for `Revert` and `Recreate`).
-    pub target: Option<i64>,
+    pub target: Option<u64>,
     /// Its newest version when the plan was made (`None`: it has no kept version).
-    pub latest: Option<i64>,
+    pub latest: Option<u64>,
     /// The file's row and version (`ETag`) when the plan was made, if it exists then: the steps
     /// are conditional on it (never on another row at the same path).
     current: Option<Version>,
@@ -143,8 +144,8 @@ pub struct RestoreStep {
 pub struct RestorePlan {
     /// The directory.
     pub dir: MemoryPath,
-    /// The point in time, as the server read it (RFC 3339, UTC, milliseconds).
-    pub at: String,
+    /// The point in time, as the server read it.
+    pub at: DateTime<Utc>,
     /// One step per file that exists now or had a version kept, by path.
     pub steps: Vec<RestoreStep>,
 }
@@ -222,6 +223,33 @@ fn parse(path: &str) -> Result<MemoryPath> {
     Ok(MemoryPath::parse(path)?)
 }
 
+/// A version number of the wire (`i64`, always 1 or more) as the library's `u64`.
+pub(super) fn number(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The library's `u64` version number as the wire's `i64`.
+pub(super) fn wire(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A time of the wire (RFC 3339) as a `DateTime<Utc>`.
+pub(super) fn time(text: &str) -> Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| {
+            Error::from(ContextQError::Protocol {
+                url: String::new(),
+                message: format!("the time {text:?} is not RFC 3339: {e}"),
+            })
+        })
+}
+
+/// A time as the wire writes it (RFC 3339, UTC, milliseconds).
+pub fn rfc3339(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
 impl MemoryTool<ContextQStore> {
     /// The file at `path`: its external id and workspace ([`Error::IsADirectory`] for the root
     /// or a workspace).
@@ -256,7 +284,8 @@ impl MemoryTool<ContextQStore> {
                 page.versions
                     .iter()
                     .filter(|v| v.tags.iter().any(|t| t == self.store().tag()))
-                    .map(|v| FileVersion::from_summary(v, None)),
+                    .map(|v| FileVersion::from_summary(v, None))
+                    .collect::<Result<Vec<_>>>()?,
             );
             match page.next_cursor {
                 Some(c) if cursor.as_ref() != Some(&c) => cursor = Some(c),
@@ -272,7 +301,7 @@ impl MemoryTool<ContextQStore> {
     }
 
     /// One version of the file at `path`, with its content.
-    pub async fn version(&self, path: &str, version: i64) -> Result<FileVersion> {
+    pub async fn version(&self, path: &str, version: u64) -> Result<FileVersion> {
         let path = parse(path)?;
         let (external_id, workspace) = self.file_key(&path)?;
         self.fetch_version(&path, &external_id, &workspace, version)
@@ -284,19 +313,19 @@ impl MemoryTool<ContextQStore> {
         path: &MemoryPath,
         external_id: &str,
         workspace: &str,
-        version: i64,
+        version: u64,
     ) -> Result<FileVersion> {
         let v = self
             .store()
             .client()
-            .version(external_id, version, Some(workspace))
+            .version(external_id, wire(version), Some(workspace))
             .await?
             .filter(|v| v.summary.tags.iter().any(|t| t == self.store().tag()))
             .ok_or_else(|| Error::VersionNotFound {
                 path: path.normalized(),
                 version,
             })?;
-        Ok(FileVersion::from_summary(&v.summary, v.content))
+        FileVersion::from_summary(&v.summary, v.content)
     }
 
     /// Restores the file at `path` to `version` (its content then, or deleted if that version
@@ -307,8 +336,8 @@ impl MemoryTool<ContextQStore> {
     pub async fn restore(
         &self,
         path: &str,
-        version: i64,
-        seen_latest: Option<i64>,
+        version: u64,
+        seen_latest: Option<u64>,
     ) -> Result<Restored> {
         let path = parse(path)?;
         let (external_id, workspace) = self.file_key(&path)?;
@@ -330,14 +359,14 @@ impl MemoryTool<ContextQStore> {
                 .and_then(|p| p.versions.into_iter().next());
             let agrees = match (&latest, &current) {
                 (Some(v), Some(now)) => {
-                    v.version == seen
+                    number(v.version) == seen
                         && v.action != Action::Delete
                         && now.version.as_ref().is_some_and(|n| {
                             n.row() == Some(v.context_id.as_str())
                                 && n.number() == v.context_version as u64
                         })
                 }
-                (Some(v), None) => v.version == seen && v.action == Action::Delete,
+                (Some(v), None) => number(v.version) == seen && v.action == Action::Delete,
                 (None, _) => false,
             };
             if !agrees {
@@ -377,7 +406,7 @@ impl MemoryTool<ContextQStore> {
     /// What restoring the directory `dir` to the point in time `at` (RFC 3339) takes: one step
     /// per file that exists now or has a kept version beneath it. Nothing is changed. In
     /// per-workspace mode `dir` is a workspace or a directory in one.
-    pub async fn restore_plan(&self, dir: &str, at: &str) -> Result<RestorePlan> {
+    pub async fn restore_plan(&self, dir: &str, at: DateTime<Utc>) -> Result<RestorePlan> {
         let dir = parse(dir)?.normalized_copy();
         let store = self.store();
         let (workspace, prefix) = store.history_key(&dir, true)?.ok_or_else(|| {
@@ -387,8 +416,9 @@ impl MemoryTool<ContextQStore> {
         })?;
         let (at, pasts) = store
             .client()
-            .history_at(at, &prefix, Some(&workspace))
+            .history_at(&rfc3339(&at), &prefix, Some(&workspace))
             .await?;
+        let at = time(&at)?;
         let now = store.list(&dir).await?.unwrap_or_default();
         let mut steps = Vec::new();
         let mut seen = std::collections::HashSet::new();
@@ -412,10 +442,12 @@ impl MemoryTool<ContextQStore> {
             let (action, target) = match (past.state, then) {
                 (PastState::Present, Some(v)) if same(v) => (StepAction::Unchanged, None),
                 (PastState::Present, Some(v)) if v.is_redacted() => {
-                    (StepAction::Redacted, Some(v.version))
+                    (StepAction::Redacted, Some(number(v.version)))
                 }
-                (PastState::Present, Some(v)) if exists => (StepAction::Revert, Some(v.version)),
-                (PastState::Present, Some(v)) => (StepAction::Recreate, Some(v.version)),
+                (PastState::Present, Some(v)) if exists => {
+                    (StepAction::Revert, Some(number(v.version)))
+                }
+                (PastState::Present, Some(v)) => (StepAction::Recreate, Some(number(v.version))),
                 (PastState::Deleted | PastState::Absent, _) if exists => (StepAction::Remove, None),
                 (PastState::Deleted | PastState::Absent, _) => (StepAction::Unchanged, None),
                 (PastState::Unknown, _) if !exists => (StepAction::Unchanged, None),
@@ -425,7 +457,7 @@ impl MemoryTool<ContextQStore> {
                 path,
                 action,
                 target,
-                latest: Some(past.latest.version),
+                latest: Some(number(past.latest.version)),
                 current: exists.then(|| {
                     Version::of_row(&past.latest.context_id, past.latest.context_version as u64)
                 }),

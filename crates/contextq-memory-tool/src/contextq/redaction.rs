@@ -23,7 +23,7 @@ use crate::tool::MemoryTool;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RedactTarget<'a> {
     /// One version of a file.
-    Version(i64),
+    Version(u64),
     /// Every version holding `text` (exact, case-sensitive): of the file, or with `all_paths`
     /// of every file beneath the directory.
     Matching {
@@ -40,11 +40,11 @@ pub struct RedactedFileVersion {
     /// The file (`None`: an external id of the tool's namespace that is no memory path).
     pub path: Option<MemoryPath>,
     /// The version number.
-    pub version: i64,
+    pub version: u64,
     /// What the change that wrote it did.
     pub action: Action,
     /// When it was written.
-    pub at: String,
+    pub at: chrono::DateTime<chrono::Utc>,
     /// Its content's bytes before the redaction.
     pub size: u64,
     /// The SHA-256 of its content, kept.
@@ -100,7 +100,7 @@ impl MemoryTool<ContextQStore> {
                 let (id, workspace) = self.file_key(&path)?;
                 request.external_id = Some(id);
                 request.workspace = Some(workspace);
-                request.version = Some(n);
+                request.version = Some(super::history::wire(n));
             }
             RedactTarget::Matching { text, all_paths } => {
                 request.matching = Some(text.to_string());
@@ -173,17 +173,17 @@ impl MemoryTool<ContextQStore> {
             if answer.wal_truncated.is_some() {
                 report.wal_truncated = answer.wal_truncated;
             }
-            report
-                .versions
-                .extend(answer.redacted.into_iter().map(|v| RedactedFileVersion {
+            for v in answer.redacted {
+                report.versions.push(RedactedFileVersion {
                     path: store.path_of(&v.external_id),
-                    version: v.version,
+                    version: super::history::number(v.version),
                     action: v.action,
-                    at: v.created_at,
+                    at: super::history::time(&v.created_at)?,
                     size: v.size_bytes,
                     sha256: v.content_sha256,
                     already: v.already,
-                }));
+                });
+            }
             if !answer.more {
                 break;
             }

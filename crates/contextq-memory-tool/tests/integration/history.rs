@@ -14,7 +14,7 @@ use contextq_memory_tool::{ContextQError, Error, MemoryToolHandlers};
 use contextq_server::{Backend, Plan, Scope};
 use serde_json::json;
 
-fn actions(h: &[contextq_memory_tool::contextq::history::FileVersion]) -> Vec<(i64, Action)> {
+fn actions(h: &[contextq_memory_tool::contextq::history::FileVersion]) -> Vec<(u64, Action)> {
     h.iter().map(|v| (v.version, v.action)).collect()
 }
 
@@ -22,7 +22,7 @@ fn actions(h: &[contextq_memory_tool::contextq::history::FileVersion]) -> Vec<(i
 async fn content_of(
     tool: &contextq_memory_tool::contextq::ContextQMemoryTool,
     path: &str,
-    n: i64,
+    n: u64,
 ) -> Option<String> {
     tool.version(path, n).await.unwrap().content
 }
@@ -214,7 +214,7 @@ async fn restore_a_tree_to_a_point_in_time(b: Backend) {
     create(&tool, "/memories/p/deep/d.md", "d\n").await;
     ok(&tool, json!({"command": "str_replace", "path": "/memories/q/out.md", "old_str": "o", "new_str": "O"})).await;
 
-    let plan = tool.restore_plan("/memories/p", &then).await.unwrap();
+    let plan = tool.restore_plan("/memories/p", then).await.unwrap();
     let steps: Vec<(String, StepAction)> = plan
         .steps
         .iter()
@@ -261,7 +261,7 @@ async fn restore_a_tree_to_a_point_in_time(b: Backend) {
         ]
     );
     // Done again: only the conflict is left.
-    let again = tool.restore_plan("/memories/p", &then).await.unwrap();
+    let again = tool.restore_plan("/memories/p", then).await.unwrap();
     let changes: Vec<String> = again.changes().map(|s| s.path.normalized()).collect();
     assert_eq!(changes, ["/memories/p/c.md"]);
 }
@@ -287,7 +287,7 @@ async fn history_stays_in_its_workspace(b: Backend) {
         Err(Error::VersionNotFound { .. })
     ));
     let plan = tool
-        .restore_plan("/memories", "2100-01-01T00:00:00Z")
+        .restore_plan("/memories", "2100-01-01T00:00:00Z".parse().unwrap())
         .await
         .unwrap();
     assert!(plan.steps.is_empty(), "{:?}", plan.steps);
@@ -313,7 +313,7 @@ async fn history_stays_in_its_workspace(b: Backend) {
     // Per-workspace mode: the root spans workspaces and cannot be restored as one.
     let per_ws = contextq_memory_tool(options(&server.url, &key)).unwrap();
     let err = per_ws
-        .restore_plan("/memories", "2100-01-01T00:00:00Z")
+        .restore_plan("/memories", "2100-01-01T00:00:00Z".parse().unwrap())
         .await
         .unwrap_err();
     assert!(
@@ -336,7 +336,7 @@ async fn without_the_extension_history_is_a_clear_error(b: Backend) {
         tool.history("/memories/a.md").await.unwrap_err(),
         tool.version("/memories/a.md", 1).await.unwrap_err(),
         tool.restore("/memories/a.md", 1, None).await.unwrap_err(),
-        tool.restore_plan("/memories", "2026-01-01T00:00:00Z")
+        tool.restore_plan("/memories", "2026-01-01T00:00:00Z".parse().unwrap())
             .await
             .unwrap_err(),
     ] {
@@ -458,7 +458,7 @@ async fn read_only_and_the_secret_guard(b: Backend) {
 
     // Restores go through the same policy: read-only refuses them, and the guard refuses to
     // bring a credential back. Nothing changes.
-    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let at = chrono::Utc::now();
     tokio::time::sleep(std::time::Duration::from_millis(15)).await;
     ok(&unguarded, json!({"command": "str_replace", "path": "/memories/k.md", "old_str": secret, "new_str": "gone"})).await;
     let latest = tool.history("/memories/k.md").await.unwrap()[0].version;
@@ -466,7 +466,7 @@ async fn read_only_and_the_secret_guard(b: Backend) {
         ro.restore("/memories/k.md", 1, Some(latest)).await,
         Err(Error::ReadOnly { command: "restore" })
     ));
-    let plan = ro.restore_plan("/memories", &at).await.unwrap();
+    let plan = ro.restore_plan("/memories", at).await.unwrap();
     assert!(matches!(
         ro.restore_tree(&plan, |_, _| {}).await,
         Err(Error::ReadOnly { command: "restore" })
@@ -475,7 +475,7 @@ async fn read_only_and_the_secret_guard(b: Backend) {
         tool.restore("/memories/k.md", 1, Some(latest)).await,
         Err(Error::SecretRefused { .. })
     ));
-    let plan = tool.restore_plan("/memories", &at).await.unwrap();
+    let plan = tool.restore_plan("/memories", at).await.unwrap();
     let report = tool.restore_tree(&plan, |_, _| {}).await.unwrap();
     assert!(
         report

@@ -81,7 +81,7 @@ async fn a_tree_restore_never_writes_to_a_recreated_row(b: Backend) {
     create(&tool, "/memories/t/f.md", "one\n").await;
     let at = moment().await;
     ok(&tool, json!({"command": "str_replace", "path": "/memories/t/f.md", "old_str": "one", "new_str": "two"})).await;
-    let plan = tool.restore_plan("/memories/t", &at).await.unwrap();
+    let plan = tool.restore_plan("/memories/t", at).await.unwrap();
     assert_eq!(plan.steps[0].action, StepAction::Revert);
     // Deleted and created again, then edited: the new row is at version 2, as the planned one.
     recreate(&other, "t/f.md", "new\n").await;

@@ -88,7 +88,7 @@ async fn redact_a_version_and_what_history_says(b: Backend) {
     assert!(err.to_string().contains("redacted"), "{err}");
     assert_eq!(tool.history("/memories/db.md").await.unwrap().len(), 2);
     // A directory restore to when it held the redacted version leaves it, and says so.
-    let plan = tool.restore_plan("/memories", &before).await.unwrap();
+    let plan = tool.restore_plan("/memories", before).await.unwrap();
     let step = plan
         .steps
         .iter()
@@ -157,7 +157,7 @@ async fn redact_matching_files_and_directories(b: Backend) {
         .redact("/memories", matching(true), true)
         .await
         .unwrap();
-    let planned: Vec<(String, i64)> = plan
+    let planned: Vec<(String, u64)> = plan
         .versions
         .iter()
         .map(|v| (v.path.as_ref().unwrap().normalized(), v.version))

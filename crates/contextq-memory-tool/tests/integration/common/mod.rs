@@ -155,9 +155,9 @@ pub async fn create<H: contextq_memory_tool::MemoryToolHandlers>(tool: &H, path:
 }
 
 /// A moment between two changes (the server's times have milliseconds), as RFC 3339.
-pub async fn moment() -> String {
+pub async fn moment() -> chrono::DateTime<chrono::Utc> {
     tokio::time::sleep(Duration::from_millis(15)).await;
-    let t = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let t = chrono::Utc::now();
     tokio::time::sleep(Duration::from_millis(15)).await;
     t
 }
