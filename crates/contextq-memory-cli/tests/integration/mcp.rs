@@ -306,3 +306,88 @@ async fn resources_are_paged_and_stable_under_concurrent_writes() {
     }
     client.cancel().await.unwrap();
 }
+
+/// The log an operator reads: stdio `mcp` writes no line of rmcp's own for a session (its INFO
+/// notes are held at warn), and with `--log-format json` every line on stderr is JSON, the
+/// process's own notices included (stdio `mcp`, and `serve`).
+#[test]
+fn stderr_holds_this_programs_lines_only_and_json_when_asked() {
+    use std::io::{Read as _, Write as _};
+    use std::process::{Command, Stdio};
+    let data = tempfile::tempdir().unwrap();
+    let session = concat!(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        "\n"
+    );
+    for json in [false, true] {
+        let mut cmd = Command::new(BIN);
+        if json {
+            cmd.args(["--log-format", "json"]);
+        }
+        let mut child = cmd
+            .arg("mcp")
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env_remove("CONTEXT_API_URL")
+            .env_remove("CONTEXT_API_KEY")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(session.as_bytes()).unwrap();
+        // Closed once both answers are out: the session ends as a client's would.
+        let mut stdout = child.stdout.take().unwrap();
+        let mut seen = String::new();
+        let mut buf = [0u8; 4096];
+        while seen.matches("\"id\":").count() < 2 {
+            let n = stdout.read(&mut buf).unwrap();
+            assert!(n > 0, "{seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("rmcp"), "json={json}: {stderr}");
+        assert!(!stderr.contains(" INFO "), "json={json}: {stderr}");
+        if json {
+            for line in stderr.lines() {
+                serde_json::from_str::<Value>(line)
+                    .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            }
+            assert!(stderr.contains("contextq::notice"), "{stderr}");
+        }
+    }
+    // `serve`: its notices (the sign-in link, where it serves) are JSON lines too.
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let (mut child, _url) = contextq_server::testing::spawn_serving_logged(
+        Command::new(BIN)
+            .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0"])
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env_remove("CONTEXT_API_URL")
+            .env_remove("CONTEXT_API_KEY")
+            .env_remove("RUST_LOG"),
+        log.reopen().unwrap().into(),
+    );
+    // The notices are written before the server serves: wait until they are there.
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(log.path())
+        .unwrap()
+        .contains("MCP over HTTP")
+        && started.elapsed() < std::time::Duration::from_secs(10)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    assert!(text.contains("inspector: open"), "{text}");
+    for line in text.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
+}
