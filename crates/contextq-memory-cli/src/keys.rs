@@ -72,12 +72,7 @@ async fn on(embedded: &Embedded, command: KeysCommand) -> Result<()> {
             expires_in,
         } => {
             let scopes = Scope::parse_list(&scopes)?;
-            let workspaces: Option<Vec<String>> = workspaces.map(|w| {
-                w.split(',')
-                    .map(|s| s.trim().to_lowercase())
-                    .filter(|s| !s.is_empty())
-                    .collect()
-            });
+            let workspaces = workspaces.as_deref().map(admin::text::slug_list);
             if let Some(slugs) = &workspaces {
                 if slugs.is_empty() {
                     bail!("--workspaces names no workspace: give slugs, or leave it out for all");

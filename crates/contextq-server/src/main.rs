@@ -483,13 +483,7 @@ async fn admin_command(db: &Db, command: Admin) -> Result<ExitCode> {
             name,
         } => {
             let scopes = Scope::parse_list(&scopes)?;
-            let workspaces: Option<Vec<String>> = workspaces.map(|w| {
-                w.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_string)
-                    .collect()
-            });
+            let workspaces = workspaces.as_deref().map(admin::text::slug_list);
             let key = admin::create_key_named(
                 db,
                 &tenant_id,

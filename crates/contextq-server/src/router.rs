@@ -80,30 +80,18 @@ async fn log_request(
     request.extensions_mut().insert(key.clone());
     request.extensions_mut().insert(refusal.clone());
     let response = next.run(request).await;
-    let key_id = key.0.get().map_or("-", String::as_str);
-    match refusal.0.get() {
-        // A known key refused: which one, and why (revoked, expired), so that an operator can
-        // tell which agent still uses it.
-        Some(refused) => tracing::info!(
-            target: REQUEST_LOG,
-            method,
-            route = crate::metrics::route_of(&response),
-            status = response.status().as_u16(),
-            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            key_id,
-            refused,
-            "request"
-        ),
-        None => tracing::info!(
-            target: REQUEST_LOG,
-            method,
-            route = crate::metrics::route_of(&response),
-            status = response.status().as_u16(),
-            latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-            key_id,
-            "request"
-        ),
-    }
+    // A known key refused says which one, and why (revoked, expired): an operator can tell which
+    // agent still uses it. `refused` is left out of other lines.
+    tracing::info!(
+        target: REQUEST_LOG,
+        method,
+        route = crate::metrics::route_of(&response),
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        key_id = key.0.get().map_or("-", String::as_str),
+        refused = refusal.0.get().copied(),
+        "request"
+    );
     response
 }
 

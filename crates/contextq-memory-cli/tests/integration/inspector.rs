@@ -10,22 +10,14 @@
 //! it fails.
 
 use crate::common;
-use common::{BIN, embedded, run_with_input};
+use common::{BIN, Killed, embedded, run_with_input};
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn chromedriver() -> Option<String> {
     let candidates = [

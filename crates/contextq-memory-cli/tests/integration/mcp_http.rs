@@ -15,19 +15,10 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
-use common::BIN;
+use common::{BIN, Killed};
 use contextq_server::testing::{TestServer, spawn_serving};
 use contextq_server::{Backend, Plan, Scope, admin};
 use serde_json::{Value, json};
-
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// An MCP `initialize` to `url` with `key` as the bearer and `origin` as `Origin`, when given.
 async fn initialize(

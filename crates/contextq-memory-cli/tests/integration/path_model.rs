@@ -7,21 +7,13 @@
 #![cfg(feature = "mcp")]
 
 use crate::common;
+use common::Killed;
 
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use contextq_server::testing::spawn_serving;
-
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn keys(data: &std::path::Path, args: &[&str]) -> std::process::Output {
     common::embedded(data)

@@ -5,7 +5,7 @@
 //! gone from the SQLite files once the command returns.
 
 use crate::common;
-use common::{embedded, run_with_input};
+use common::{Killed, embedded, run_with_input};
 
 use std::path::Path;
 use std::process::Output;
@@ -15,15 +15,6 @@ use serde_json::{Value, json};
 const SECRET: &str = "hunter2-Zq8-vault-pass";
 
 /// Kills the child when dropped.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn run(data: &Path, args: &[&str]) -> (bool, String, String) {
     let out = embedded(data)
         .args(args)

@@ -215,14 +215,7 @@ async fn a_remote_export_without_a_workspace_names_every_one() {
             "--listen",
             "127.0.0.1:0",
         ]));
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _child = Killed(child);
+    let _child = common::Killed(child);
     let embedded: serde_json::Value =
         serde_json::from_slice(&std::fs::read(data.path().join("embedded.json")).unwrap()).unwrap();
     let out = tempfile::tempdir().unwrap();

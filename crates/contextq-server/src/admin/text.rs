@@ -3,6 +3,15 @@
 
 use crate::store::tenants::KeyListing;
 
+/// `--workspaces a,b`: the slugs, trimmed and lowercased (a slug is lowercase; the server
+/// takes either case), empty parts left out.
+pub fn slug_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(|s| s.trim().to_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 /// The columns of a key listing ([`key_row`]).
 pub const KEY_HEADER: [&str; 9] = [
     "KEY",
@@ -115,6 +124,12 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slugs_are_trimmed_lowercased_and_never_empty() {
+        assert_eq!(slug_list(" Acme, billing,,"), ["acme", "billing"]);
+        assert!(slug_list(",").is_empty());
+    }
 
     #[test]
     fn durations_take_a_unit_and_refuse_nonsense() {

@@ -7,6 +7,16 @@ use contextq_server::{Backend, Plan, admin};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_contextq-memory");
 
+/// A child process killed (and reaped) when dropped: a server a test started.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The `content` of one `exec` result.
 pub fn text(result: &serde_json::Value) -> &str {
     result["content"].as_str().expect("a result has content")
