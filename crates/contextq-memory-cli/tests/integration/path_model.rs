@@ -244,4 +244,46 @@ async fn the_key_decides_the_path_model_on_every_transport() {
     assert!(out.status.success(), "{out:?}");
     let out = keys(data.path(), &["create", "--workspaces", ","]);
     assert!(!out.status.success());
+
+    // Another tenant's key in the same database (put there with the operator's library): the
+    // data directory's `keys` never revokes it, by key or by id, and it keeps working.
+    let db = contextq_server::Db::connect(
+        &format!("sqlite:{}", data.path().join("contextq.db").display()),
+        &contextq_server::DbOptions::default().audit_key(Some(
+            contextq_server::audit::AuditKey::load(&data.path().join("audit.key")).unwrap(),
+        )),
+    )
+    .await
+    .unwrap();
+    let other = contextq_server::admin::bootstrap(
+        &db,
+        "someone-else",
+        contextq_server::Plan::Free,
+        "theirs",
+        &[contextq_server::Scope::Read, contextq_server::Scope::Write],
+    )
+    .await
+    .unwrap();
+    db.close().await;
+    for target in [other.key.api_key.as_str(), other.key.key_id.as_str()] {
+        let out = keys(data.path(), &["revoke", target]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("no active key"),
+            "{err}"
+        );
+        assert!(
+            !err.contains(&other.key.api_key[8..]),
+            "never echoed: {err}"
+        );
+    }
+    let listing = String::from_utf8_lossy(&keys(data.path(), &["list"]).stdout).to_string();
+    assert!(!listing.contains(&other.key.key_id), "{listing}");
+    let r = reqwest::Client::new()
+        .get(format!("{url}/api/workspaces"))
+        .bearer_auth(&other.key.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the other tenant's key still works");
 }
