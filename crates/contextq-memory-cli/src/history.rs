@@ -712,6 +712,22 @@ mod tests {
     }
 
     #[test]
+    fn the_table_names_keys_and_restores() {
+        let restored = FileVersion {
+            key_name: Some("billing-agent".into()),
+            restored_from: Some(1),
+            ..v(3, Action::Restore, Some("hello\n"))
+        };
+        let t = history_table(&[restored, v(1, Action::Create, Some("hello\n"))]);
+        assert_eq!(
+            t,
+            "VERSION  TIME                      ACTION        SIZE  KEY\n\
+             3        2026-12-03T10:00:03.000Z  restore of 1  6     billing-agent (sk_live_…abcd)\n\
+             1        2026-12-03T10:00:01.000Z  create        6     sk_live_…abcd"
+        );
+    }
+
+    #[test]
     fn diffs_are_unified_and_coloured_only_when_asked() {
         let a = v(1, Action::Create, Some("keep\nold\n"));
         let b = v(2, Action::Update, Some("keep\nnew\n"));
