@@ -12,6 +12,7 @@ mod contextq_adapter;
 mod contextq_conformance;
 mod contextq_faults;
 mod contextq_plain;
+mod costs;
 mod create_many;
 #[cfg(unix)]
 mod failover;

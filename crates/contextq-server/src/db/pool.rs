@@ -471,6 +471,12 @@ impl Db {
         self.versions_kept
     }
 
+    /// Write transactions committed through this database handle (and its clones) so far: a
+    /// command's cost in commits is the difference around it (docs/costs.md).
+    pub fn commits(&self) -> u64 {
+        self.commits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Connections open to the database and how many of them are idle: the pool's, and on
     /// PostgreSQL the write connections' (module `writers`).
     pub fn connections(&self) -> (u32, usize) {
