@@ -189,13 +189,9 @@ pub async fn with_workspaces(
     let pinned = opened.contextq.as_ref().and_then(|c| c.workspace.clone());
     // What an export is not: the files' history, keys and audit log stay in the store.
     let files_only = "files only: versions, keys and the audit log are not in an export (`contextq-server admin backup` keeps everything)";
-    summary.workspaces = Some(match pinned {
+    summary.workspaces = Some(match pinned.filter(|_| !every) {
         // Every workspace, or the per-workspace model (no workspace pinned): each in its
         // folder; a workspace without files has no folder.
-        _ if every => format!(
-            "workspaces {} (each in its own folder; one without files has none); {files_only}",
-            all.join(", ")
-        ),
         None => format!(
             "workspaces {} (each in its own folder; one without files has none); {files_only}",
             all.join(", ")
@@ -207,20 +203,18 @@ pub async fn with_workspaces(
 
 /// What a pinned export says: its workspace, and the key's others it left out.
 fn pinned_summary(all: &[String], pinned: &str, files_only: &str) -> String {
-    {
-        let others: Vec<&String> = all.iter().filter(|w| **w != pinned).collect();
-        if others.is_empty() {
-            format!("workspace {pinned}; {files_only}")
-        } else {
-            format!(
-                "workspace {pinned} only: not exported {} (--all-workspaces takes every one); {files_only}",
-                others
-                    .iter()
-                    .map(|w| w.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        }
+    let others: Vec<&str> = all
+        .iter()
+        .map(String::as_str)
+        .filter(|w| *w != pinned)
+        .collect();
+    if others.is_empty() {
+        format!("workspace {pinned}; {files_only}")
+    } else {
+        format!(
+            "workspace {pinned} only: not exported {} (--all-workspaces takes every one); {files_only}",
+            others.join(", ")
+        )
     }
 }
 

@@ -407,7 +407,8 @@ fn strip_query(path: &str, names: &[&str]) -> String {
     }
 }
 
-/// A listing answer without `nextCursor` and `sizeBytes`.
+/// A listing answer without `nextCursor` and `sizeBytes`; a workspace list without
+/// `limitedTo` (extension `workspace-keys`: the seed's keys all reach their whole tenant).
 fn strip_list_extensions(bytes: Bytes) -> Bytes {
     let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
         return bytes;
@@ -415,6 +416,9 @@ fn strip_list_extensions(bytes: Bytes) -> Bytes {
     let Some(o) = v.as_object_mut() else {
         return bytes;
     };
+    if o.contains_key("workspaces") && o.remove("limitedTo").is_some() {
+        return Bytes::from(serde_json::to_vec(&v).unwrap());
+    }
     if !o.contains_key("contexts") {
         return bytes;
     }

@@ -247,7 +247,46 @@ async fn a_trace_gives_the_reference_results_on_a_plain_contextq(b: Backend) {
     assert!(differ.is_empty(), "{}", differ.join("\n"));
 }
 
+/// What a key reaches, as the path model asks it: a key limited to one workspace on
+/// contextq-server; on a ContextQ without `workspace-keys` (no `limitedTo`), the whole tenant,
+/// as the seed's keys are (the server still enforces its limit).
+async fn a_keys_reach_without_the_extension_is_the_tenant(b: Backend) {
+    use contextq_memory_tool::contextq::{KeyReach, PathModel, path_model};
+    let server = Server::start(b).await;
+    let (tenant, _) = server.tenant(Plan::Free, ALL, "ws").await;
+    let key = contextq_server::admin::create_key_limited(
+        &server.db,
+        &tenant,
+        ALL,
+        None,
+        Some(&["ws".to_string()]),
+    )
+    .await
+    .unwrap()
+    .api_key;
+    let ours = Proxy::start(&server.url).await;
+    let plain = Proxy::plain(&server.url).await;
+    let reach = async |url: &str| {
+        options(url, &key)
+            .client()
+            .unwrap()
+            .key_reach()
+            .await
+            .unwrap()
+    };
+    assert_eq!(
+        reach(&ours.url).await,
+        KeyReach::Workspaces(vec!["ws".into()])
+    );
+    assert_eq!(reach(&plain.url).await, KeyReach::Tenant);
+    assert_eq!(
+        path_model(&reach(&plain.url).await, None),
+        PathModel::PerWorkspace
+    );
+}
+
 contextq_server::database_tests!(
+    a_keys_reach_without_the_extension_is_the_tenant,
     a_trace_gives_the_reference_results_on_a_plain_contextq,
     create_never_overwrites_from_a_second_process,
     a_capped_listing_says_so_and_directory_commands_reach_every_file,

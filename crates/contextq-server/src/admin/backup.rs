@@ -205,9 +205,7 @@ pub async fn backup(db: &Db, url: &str, out: &Path, tools: &PgTools) -> Result<C
     let made = async {
         let counted = match db.backend() {
             Backend::Sqlite => {
-                // Made private first: VACUUM INTO writes into the file that is there (empty).
-                crate::private_file::create_new(&tmp)?;
-                std::fs::remove_file(&tmp)?;
+                // Made private first: VACUUM INTO writes into an empty file that is there.
                 crate::private_file::create_new(&tmp)?;
                 let target = tmp.to_string_lossy().to_string();
                 sqlx::query("VACUUM INTO $1")

@@ -23,17 +23,15 @@ pub const FRESH_FOR: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct Readiness {
     last: Mutex<Option<(Instant, Vec<String>)>>,
+    /// The last probe found no answer from the database.
+    silent: std::sync::atomic::AtomicBool,
     probing: tokio::sync::Mutex<()>,
 }
 
 impl Readiness {
     /// Whether the last probe found the database answering (true before any probe).
     pub fn database_answered(&self) -> bool {
-        self.last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_none_or(|(_, reasons)| !reasons.iter().any(|r| r.starts_with(NO_ANSWER)))
+        !self.silent.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn fresh(&self) -> Option<(Duration, Vec<String>)> {
@@ -53,8 +51,8 @@ impl Readiness {
 const NO_ANSWER: &str = "the database does not answer";
 
 /// Why the server cannot serve now (empty: it can), asked of the database within
-/// [`PROBE_BUDGET`].
-async fn probe(state: &AppState) -> Vec<String> {
+/// [`PROBE_BUDGET`], and whether the database answered at all.
+async fn probe(state: &AppState) -> (Vec<String>, bool) {
     let checks = async {
         let mut reasons = Vec::new();
         let latest = crate::db::latest_schema_version();
@@ -65,8 +63,7 @@ async fn probe(state: &AppState) -> Vec<String> {
             )),
             Err(e) => {
                 tracing::debug!(error = %e, "readiness: the database does not answer");
-                reasons.push(NO_ANSWER.to_string());
-                return reasons;
+                return (vec![NO_ANSWER.to_string()], false);
             }
         }
         match crate::audit::key_matches(&state.db).await {
@@ -80,14 +77,17 @@ async fn probe(state: &AppState) -> Vec<String> {
                 reasons.push("cannot read the audit log's keying".to_string());
             }
         }
-        reasons
+        (reasons, true)
     };
     match tokio::time::timeout(PROBE_BUDGET, checks).await {
-        Ok(reasons) => reasons,
-        Err(_) => vec![format!(
-            "{NO_ANSWER} within {} ms",
-            PROBE_BUDGET.as_millis()
-        )],
+        Ok(probed) => probed,
+        Err(_) => (
+            vec![format!(
+                "{NO_ANSWER} within {} ms",
+                PROBE_BUDGET.as_millis()
+            )],
+            false,
+        ),
     }
 }
 
@@ -101,7 +101,10 @@ pub(crate) async fn ready(state: AppState) -> Response {
         Some(fresh) => fresh,
         None => match readiness.probing.try_lock() {
             Ok(_probing) => {
-                let reasons = probe(&state).await;
+                let (reasons, answered) = probe(&state).await;
+                readiness
+                    .silent
+                    .store(!answered, std::sync::atomic::Ordering::Relaxed);
                 *readiness.last.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some((Instant::now(), reasons.clone()));
                 (Duration::ZERO, reasons)

@@ -709,16 +709,11 @@ impl<'a> Upserting<'a> {
     /// The audit entry and the version of one item's change, written as `row`.
     fn record(&mut self, action: Action, item: &ContextInput, row: Written<'_>) {
         let restored_from = self.actor.restored_from;
-        let name = match (action, restored_from) {
-            (_, Some(_)) => "context.restore",
-            (Action::Create, None) => "context.create",
+        let plain = match action {
+            Action::Create => "context.create",
             _ => "context.update",
         };
-        let mut detail =
-            serde_json::json!({"externalId": item.external_id, "version": row.version});
-        if let Some(n) = restored_from {
-            detail["restoredFrom"] = n.into();
-        }
+        let (name, detail) = written(self.actor, plain, &item.external_id, row.version);
         let seq = self
             .head
             .append(self.actor.record(name, "context", row.id, detail));
@@ -955,6 +950,24 @@ fn rewrite(batch: &mut Batch, tenant_id: &str, old: &Context, new: &Context) {
     }
 }
 
+/// The audit action and detail of a context written by `actor`: `plain` (`context.create`,
+/// `context.update`), or `context.restore` naming the version a restore put back.
+fn written(
+    actor: Actor<'_>,
+    plain: &'static str,
+    external_id: &str,
+    version: i64,
+) -> (&'static str, serde_json::Value) {
+    let mut detail = serde_json::json!({"externalId": external_id, "version": version});
+    match actor.restored_from {
+        Some(n) => {
+            detail["restoredFrom"] = n.into();
+            ("context.restore", detail)
+        }
+        None => (plain, detail),
+    }
+}
+
 /// A context changed in place (new content, title or tags; the same id and external id).
 struct Updated<'a> {
     old: &'a Context,
@@ -973,14 +986,7 @@ impl Updated<'_> {
     ) {
         let (old, new) = (self.old, self.new);
         rewrite(batch, actor.tenant_id, old, new);
-        let mut detail = serde_json::json!({"externalId": old.external_id, "version": new.version});
-        let name = match actor.restored_from {
-            Some(n) => {
-                detail["restoredFrom"] = n.into();
-                "context.restore"
-            }
-            None => "context.update",
-        };
+        let (name, detail) = written(actor, "context.update", &old.external_id, new.version);
         let seq = head.append(actor.record(name, "context", &old.id, detail));
         record_version(
             batch,

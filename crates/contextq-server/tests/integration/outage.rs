@@ -116,6 +116,21 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
             "{body}"
         );
     }
+    // A flood of /ready (100 at once) during the outage: each answered 503 within the same
+    // bound, none waiting behind the others' probes (one probe at a time, the rest answered
+    // its result).
+    let flood: Vec<_> = (0..100)
+        .map(|_| {
+            let (probe, url) = (probe.clone(), format!("{}/ready", server.url()));
+            tokio::spawn(async move { probe.get(url).send().await.map(|r| r.status()) })
+        })
+        .collect();
+    for answer in flood {
+        assert_eq!(
+            answer.await.unwrap().expect("answered within 1.5 s"),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
     let metrics = reqwest::get(format!("{}/metrics", server.url()))
         .await
         .unwrap()
