@@ -70,6 +70,8 @@ pub struct KeyCache {
     clears: std::sync::atomic::AtomicU64,
     /// SQLite: the revocation signal file and its content when the cache was last filled.
     signal: Option<(std::path::PathBuf, std::sync::Mutex<Option<Signal>>)>,
+    /// How long a lookup is trusted (`None`: [`KeyCache::TTL`]).
+    ttl: Option<std::time::Duration>,
 }
 
 /// One version of the signal file: its content, a random nonce written by each revocation (so
@@ -194,15 +196,21 @@ impl KeyCache {
         }
     }
 
+    /// This cache, trusting a lookup for `ttl` ([`crate::ServerConfig::key_cache_ttl`]).
+    pub fn ttl(mut self, ttl: std::time::Duration) -> KeyCache {
+        self.ttl = Some(ttl);
+        self
+    }
+
     /// A lookup of the key with this hash, if the cache is trusted and the lookup younger than
-    /// [`KeyCache::TTL`].
+    /// its TTL ([`KeyCache::TTL`] unless set).
     pub fn get(&self, hash: &str) -> Option<KeyRecord> {
         if !self.is_trusted() || !self.signal_unchanged() {
             return None;
         }
         let map = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         map.get(hash)
-            .filter(|(at, _)| at.elapsed() < Self::TTL)
+            .filter(|(at, _)| at.elapsed() < self.ttl.unwrap_or(Self::TTL))
             .map(|(_, a)| a.clone())
     }
 

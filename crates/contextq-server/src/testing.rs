@@ -10,6 +10,8 @@
 //! the macro needs the three-line build script that turns the variable into the
 //! `contextq_postgres` cfg (see this crate's `build.rs`).
 
+pub mod sqlite_counts;
+
 use crate::admin;
 use crate::api::{AppState, ServerConfig};
 use crate::db::{Backend, Db, DbOptions, create_postgres_database, drop_postgres_database};
@@ -313,7 +315,17 @@ pub fn spawn_serving_logged(
 pub struct TcpProxy {
     addr: std::net::SocketAddr,
     turns: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    counted: std::sync::Arc<Counted>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// What a [`TcpProxy`] counted besides round trips.
+#[derive(Debug, Default)]
+struct Counted {
+    /// Bytes the client sent.
+    bytes_to_database: std::sync::atomic::AtomicU64,
+    /// PostgreSQL's `CommandComplete` messages: statements the database ran.
+    statements: std::sync::atomic::AtomicU64,
 }
 
 impl TcpProxy {
@@ -327,6 +339,8 @@ impl TcpProxy {
         let addr = listener.local_addr().expect("an address");
         let turns = Arc::new(AtomicU64::new(0));
         let counter = turns.clone();
+        let counted = Arc::new(Counted::default());
+        let counts = counted.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
@@ -342,12 +356,22 @@ impl TcpProxy {
                     cr,
                     sw,
                     one_way,
-                    Direction::ToDatabase(counter.clone(), database_spoke.clone()),
+                    Direction::ToDatabase(counter.clone(), database_spoke.clone(), counts.clone()),
                 ));
-                tokio::spawn(pipe(sr, cw, one_way, Direction::ToClient(database_spoke)));
+                tokio::spawn(pipe(
+                    sr,
+                    cw,
+                    one_way,
+                    Direction::ToClient(database_spoke, counts.clone(), Frames::default()),
+                ));
             }
         });
-        TcpProxy { addr, turns, task }
+        TcpProxy {
+            addr,
+            turns,
+            counted,
+            task,
+        }
     }
 
     /// The address to connect to instead of the database's.
@@ -358,6 +382,22 @@ impl TcpProxy {
     /// Round trips so far.
     pub fn round_trips(&self) -> u64 {
         self.turns.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Bytes the clients sent to the database so far.
+    pub fn bytes_to_database(&self) -> u64 {
+        self.counted
+            .bytes_to_database
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// In front of PostgreSQL without TLS (`sslmode=disable`): the statements it ran so far,
+    /// one for each `CommandComplete` it sent (each statement of a multi-statement query, each
+    /// `EXECUTE`, `BEGIN` and `COMMIT` included).
+    pub fn statements(&self) -> u64 {
+        self.counted
+            .statements
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A proxy in front of the database `url` points at (`postgres://user:pw@host:port/db`),
@@ -379,7 +419,13 @@ impl TcpProxy {
             None => (String::new(), rest),
         };
         let path = hostpath.find('/').map_or("", |i| &hostpath[i..]);
-        format!("{scheme}://{userinfo}{}{path}", self.addr)
+        // Plain text, so the proxy can read the protocol (and TLS does not add round trips).
+        let tls = match path.contains("sslmode=") {
+            true => "",
+            false if path.contains('?') => "&sslmode=disable",
+            false => "?sslmode=disable",
+        };
+        format!("{scheme}://{userinfo}{}{path}{tls}", self.addr)
     }
 }
 
@@ -546,9 +592,61 @@ enum Direction {
     ToDatabase(
         std::sync::Arc<std::sync::atomic::AtomicU64>,
         std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::sync::Arc<Counted>,
     ),
-    /// Database to client: notes that the database spoke.
-    ToClient(std::sync::Arc<std::sync::atomic::AtomicBool>),
+    /// Database to client: notes that the database spoke, and counts PostgreSQL's statements.
+    ToClient(
+        std::sync::Arc<std::sync::atomic::AtomicBool>,
+        std::sync::Arc<Counted>,
+        Frames,
+    ),
+}
+
+/// PostgreSQL's messages to a client, framed across chunks (a type byte and a 4-byte length
+/// that counts itself), after the one-byte answer to an `SSLRequest` if there was one.
+#[derive(Debug, Default)]
+struct Frames {
+    started: bool,
+    header: Vec<u8>,
+    skip: usize,
+}
+
+impl Frames {
+    /// Reads `bytes`; the `CommandComplete` messages that began in them.
+    fn feed(&mut self, mut bytes: &[u8]) -> u64 {
+        let mut completed = 0;
+        if !self.started && !bytes.is_empty() {
+            self.started = true;
+            if matches!(bytes[0], b'N' | b'S') {
+                bytes = &bytes[1..];
+            }
+        }
+        while !bytes.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(bytes.len());
+                self.skip -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (5 - self.header.len()).min(bytes.len());
+            self.header.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.header.len() == 5 {
+                if self.header[0] == b'C' {
+                    completed += 1;
+                }
+                let len = u32::from_be_bytes([
+                    self.header[1],
+                    self.header[2],
+                    self.header[3],
+                    self.header[4],
+                ]);
+                self.skip = (len as usize).saturating_sub(4);
+                self.header.clear();
+            }
+        }
+        completed
+    }
 }
 
 /// Copies one direction, each chunk forwarded `delay` after it arrived (chunks in flight
@@ -558,7 +656,7 @@ async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     delay: std::time::Duration,
-    direction: Direction,
+    mut direction: Direction,
 ) {
     use std::sync::atomic::Ordering;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -581,13 +679,21 @@ async fn pipe(
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        match &direction {
-            Direction::ToDatabase(turns, database_spoke) => {
+        match &mut direction {
+            Direction::ToDatabase(turns, database_spoke, counted) => {
+                counted
+                    .bytes_to_database
+                    .fetch_add(n as u64, Ordering::SeqCst);
                 if database_spoke.swap(false, Ordering::SeqCst) {
                     turns.fetch_add(1, Ordering::SeqCst);
                 }
             }
-            Direction::ToClient(database_spoke) => database_spoke.store(true, Ordering::SeqCst),
+            Direction::ToClient(database_spoke, counted, frames) => {
+                counted
+                    .statements
+                    .fetch_add(frames.feed(&buf[..n]), Ordering::SeqCst);
+                database_spoke.store(true, Ordering::SeqCst);
+            }
         }
         if tx
             .send((tokio::time::Instant::now(), buf[..n].to_vec()))

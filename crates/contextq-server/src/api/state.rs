@@ -43,6 +43,11 @@ pub struct ServerConfig {
     /// Serve read-only (default false): every request that needs the `write` or `admin` scope
     /// is refused with 403 in the envelope, whatever its key, and nothing is changed.
     pub read_only: bool,
+    /// How long a key lookup is trusted without asking the database again (default
+    /// [`KeyCache::TTL`]: 5 s). A revocation clears every server's cache at once (PostgreSQL's
+    /// notification, SQLite's signal file); this bounds how long a server that missed it keeps
+    /// a key, and is the interval at which each key in use costs one query.
+    pub key_cache_ttl: Duration,
 }
 
 /// Default [`ServerConfig::max_body_bytes`]: 2 MiB + 64 KiB.
@@ -67,6 +72,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
             read_only: false,
+            key_cache_ttl: KeyCache::TTL,
         }
     }
 }
@@ -80,6 +86,7 @@ contextq_api::setters!(ServerConfig {
     request_timeout: Duration,
     connections: ConnectionLimits,
     read_only: bool,
+    key_cache_ttl: Duration,
 });
 
 /// Shared state of the handlers.
@@ -106,7 +113,7 @@ impl AppState {
     /// ([`crate::auth::watch_revocations`]; call it inside a Tokio runtime), so that a cached
     /// key lookup is never used after its key was revoked.
     pub fn new(db: Db, config: ServerConfig) -> Self {
-        let key_cache = Arc::new(KeyCache::for_db(&db));
+        let key_cache = Arc::new(KeyCache::for_db(&db).ttl(config.key_cache_ttl));
         crate::auth::watch_revocations(&db, &key_cache);
         AppState {
             db,

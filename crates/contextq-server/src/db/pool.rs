@@ -506,12 +506,18 @@ impl Db {
     /// (`<database>-revocations`, rewritten after each revocation commits; see
     /// [`crate::auth::KeyCache`]). `None` on PostgreSQL.
     pub fn revocations_file(&self) -> Option<std::path::PathBuf> {
+        self.sqlite_file()
+            .map(|path| std::path::PathBuf::from(format!("{}-revocations", path.display())))
+    }
+
+    /// SQLite: the database file (`None` on PostgreSQL).
+    pub fn sqlite_file(&self) -> Option<std::path::PathBuf> {
         if self.backend != Backend::Sqlite {
             return None;
         }
         let rest = self.url.trim_start_matches("sqlite://");
         let path = rest.split_once('?').map_or(rest, |(p, _)| p);
-        Some(std::path::PathBuf::from(format!("{path}-revocations")))
+        Some(std::path::PathBuf::from(path))
     }
 
     /// The URL this pool connects with (it may hold a password: never log it, see
