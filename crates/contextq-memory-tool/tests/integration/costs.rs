@@ -2,7 +2,7 @@
 //! listing page) on each ContextQ store, the work that decides its cost, counted: the HTTP
 //! requests the adapter sends, the SQL statements the database runs (SQLite's own count, or
 //! PostgreSQL's `CommandComplete` messages seen by a proxy), round trips to PostgreSQL, the
-//! write transactions the server commits, the rows SQLite writes and the bytes sent to the
+//! write transactions the server commits, the flushes SQLite makes (a counting VFS), the rows it writes and the bytes sent to the
 //! database. Counts are deterministic (one client, a fixed sequence, the key cache kept warm;
 //! the second of two passes is counted, so that the adapter has learnt the server's extensions
 //! and the server prepared its statements), so a change that makes a command do more fails here
@@ -36,30 +36,33 @@ struct Cost {
     statements: Option<u64>,
     round_trips: Option<u64>,
     commits: u64,
+    flushes: Option<u64>,
     rows: Option<u64>,
     bytes: Option<u64>,
 }
 
 impl Cost {
-    fn cells(&self) -> [Option<u64>; 6] {
+    fn cells(&self) -> [Option<u64>; 7] {
         [
             Some(self.requests),
             self.statements,
             self.round_trips,
             Some(self.commits),
+            self.flushes,
             self.rows,
             self.bytes,
         ]
     }
 
-    fn from_cells(cells: [Option<u64>; 6]) -> Option<Cost> {
+    fn from_cells(cells: [Option<u64>; 7]) -> Option<Cost> {
         Some(Cost {
             requests: cells[0]?,
             statements: cells[1],
             round_trips: cells[2],
             commits: cells[3]?,
-            rows: cells[4],
-            bytes: cells[5],
+            flushes: cells[4],
+            rows: cells[5],
+            bytes: cells[6],
         })
     }
 
@@ -70,7 +73,7 @@ impl Cost {
     fn compare(&self, was: &Cost) -> (bool, bool) {
         let (mut grew, mut shrank) = (false, false);
         for (i, (now, was)) in self.cells().iter().zip(was.cells()).enumerate() {
-            let slack = if i == 5 {
+            let slack = if i == 6 {
                 was.map_or(0, |w| (w / 100).max(16))
             } else {
                 0
@@ -226,19 +229,21 @@ enum Meter {
 }
 
 impl Meter {
-    /// (statements, round trips, rows, bytes) so far.
-    fn read(&self) -> [Option<u64>; 4] {
+    /// (statements, round trips, flushes, rows, bytes) so far.
+    fn read(&self) -> [Option<u64>; 5] {
         match self {
             Meter::Sqlite(file) => {
                 let SqliteCounts {
                     statements,
                     rows_written,
                     bytes_bound,
+                    flushes,
                     ..
                 } = sqlite_counts::counts(file);
                 [
                     Some(statements),
                     None,
+                    Some(flushes),
                     Some(rows_written),
                     Some(bytes_bound),
                 ]
@@ -246,6 +251,7 @@ impl Meter {
             Meter::Postgres(proxy) => [
                 Some(proxy.statements()),
                 Some(proxy.round_trips()),
+                None,
                 None,
                 Some(proxy.bytes_to_database()),
             ],
@@ -396,8 +402,9 @@ async fn measure(backend: Backend, door: Door) -> Vec<(&'static str, Cost)> {
                     statements: diff(0),
                     round_trips: diff(1),
                     commits: server.db.commits() - commits,
-                    rows: diff(2),
-                    bytes: diff(3),
+                    flushes: diff(2),
+                    rows: diff(3),
+                    bytes: diff(4),
                 },
             ));
         }
@@ -412,7 +419,7 @@ fn table_path() -> PathBuf {
 
 const BEGIN: &str = "<!-- costs:begin (written by the test costs::the_cost_table_holds) -->";
 const END: &str = "<!-- costs:end -->";
-const HEADER: &str = "| command | store | HTTP requests | SQL statements | round trips | write transactions | rows written | bytes to the database |\n|---|---|---|---|---|---|---|---|";
+const HEADER: &str = "| command | store | HTTP requests | SQL statements | round trips | write transactions | flushes | rows written | bytes to the database |\n|---|---|---|---|---|---|---|---|---|";
 
 fn read_table(text: &str) -> BTreeMap<(String, String), Cost> {
     let Some(start) = text.find(BEGIN) else {
@@ -528,4 +535,54 @@ async fn the_cost_table_holds() {
         "a command costs less than docs/costs.md says: update the table (CONTEXTQ_UPDATE_COSTS=1):\n{}",
         shrank.join("\n")
     );
+}
+
+/// The flush count is SQLite's, not the server's idea of it: the same ten creates flush once
+/// each with `sync_commits` (the default, `--durability synced`) and never without it
+/// (`ordered`, whose flushes are the background checkpoint's, counted apart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushes_are_counted_by_sqlite() {
+    sqlite_counts::install();
+    for sync_commits in [true, false] {
+        let database = TestDatabase::fresh(Backend::Sqlite).await;
+        let url = database.url.clone();
+        let mut db_options = DbOptions::default();
+        db_options.sync_commits = sync_commits;
+        let server =
+            TestServer::start_over(database, &url, ServerConfig::default(), db_options).await;
+        let file = server.db.sqlite_file().expect("a SQLite file");
+        let tenant = server.tenant(Plan::Unlimited, ALL, "ws").await;
+        let tool =
+            contextq_memory_tool(options(server.url(), &tenant.api_key).workspace("ws")).unwrap();
+        // A key's first request in a minute also records its last use (one UPDATE, in the
+        // background): made here, so that only the creates are counted.
+        let r = tool
+            .execute(json!({"command": "view", "path": "/memories"}))
+            .await;
+        assert!(!r.is_error, "{}", r.content);
+        loop {
+            let keys = contextq_server::store::tenants::list_keys(&server.db, &tenant.tenant_id)
+                .await
+                .unwrap();
+            if keys.iter().all(|k| k.last_used_at.is_some()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let before = sqlite_counts::counts(&file);
+        let commits = server.db.commits();
+        for i in 0..10 {
+            let r = tool
+                .execute(json!({"command": "create", "path": format!("/memories/f{i}.md"), "file_text": "x\n"}))
+                .await;
+            assert!(!r.is_error, "{}", r.content);
+        }
+        let counted = sqlite_counts::counts(&file) - before;
+        assert_eq!(server.db.commits() - commits, 10);
+        let expected = if sync_commits { 10 } else { 0 };
+        assert_eq!(
+            counted.flushes, expected,
+            "sync_commits {sync_commits}: {counted:?}"
+        );
+    }
 }
