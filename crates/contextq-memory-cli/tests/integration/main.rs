@@ -7,6 +7,7 @@ mod common;
 
 mod claude;
 mod cli;
+mod costs;
 mod history;
 mod inspector;
 #[cfg(feature = "mcp")]

@@ -98,6 +98,31 @@ impl LocalStore {
         }
     }
 
+    /// [`LocalStore::sync_dir`] of a path's parent, when it has one.
+    fn sync_dir_of(&self, dir: Option<&Path>) {
+        if let Some(dir) = dir {
+            self.sync_dir(dir);
+        }
+    }
+
+    /// Creates `dir` and its missing parents (0700); when the durability asks for it, flushes
+    /// the directory that holds each one it created, so that a file acknowledged in a new
+    /// directory does not lose the directory at a power cut.
+    fn create_parents(&self, dir: &Path) -> Result<()> {
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|d| fs::symlink_metadata(d).is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        create_dir_all_private(dir)?;
+        for created in missing.iter().rev() {
+            if let Some(parent) = created.parent() {
+                self.sync_dir(parent);
+            }
+        }
+        Ok(())
+    }
+
     /// The directory that holds `/memories`.
     pub fn root(&self) -> &Path {
         &self.root
@@ -406,8 +431,15 @@ impl Store for LocalStore {
         let content = text.to_string();
         self.blocking(move |s| {
             let fs_path = s.resolve(&path)?;
+            // A create refused before anything is written (the link below still decides a
+            // race with another process).
+            if matches!(mode, PutMode::Create) && fs::symlink_metadata(&fs_path).is_ok() {
+                return Err(Error::AlreadyExists {
+                    path: path.normalized(),
+                });
+            }
             if let Some(parent) = fs_path.parent() {
-                create_dir_all_private(parent).map_err(|_| Error::ParentIsAFile {
+                s.create_parents(parent).map_err(|_| Error::ParentIsAFile {
                     path: path.normalized(),
                     operation: "create",
                 })?;
@@ -541,14 +573,17 @@ impl Store for LocalStore {
                 });
             }
             if let Some(parent) = dst.parent() {
-                create_dir_all_private(parent).map_err(|_| Error::ParentIsAFile {
+                s.create_parents(parent).map_err(|_| Error::ParentIsAFile {
                     path: to.normalized(),
                     operation: "rename to",
                 })?;
             }
             fs::rename(&src, &dst).map_err(io("rename", &src))?;
-            for dir in [src.parent(), dst.parent()].into_iter().flatten() {
-                s.sync_dir(dir);
+            // The directories whose entries changed, each flushed once.
+            let (from_dir, to_dir) = (src.parent(), dst.parent());
+            s.sync_dir_of(from_dir);
+            if to_dir != from_dir {
+                s.sync_dir_of(to_dir);
             }
             Ok(())
         })
@@ -563,7 +598,12 @@ impl Store for LocalStore {
         self.blocking(move |s| {
             let fs_path = s.resolve(&dir)?;
             match fs::remove_dir_all(&fs_path) {
-                Ok(()) => Ok(()),
+                Ok(()) => {
+                    if let Some(parent) = fs_path.parent() {
+                        s.sync_dir(parent);
+                    }
+                    Ok(())
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                 Err(e) => Err(io("delete directory", &fs_path)(e)),
             }
