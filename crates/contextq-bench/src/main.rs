@@ -10,7 +10,8 @@
 //! target/release/contextq-bench scale [--postgres-url URL]
 //! target/release/contextq-bench burst [--postgres-url URL]
 //! target/release/contextq-bench scaleout --postgres-url URL [--one-way-ms 0.5,1.0]
-//! target/release/contextq-bench trace --commands 10000 --out trace.jsonl   # for bench/references.sh
+//! target/release/contextq-bench floor [--postgres-url URL]
+//! target/release/contextq-bench trace --commands 10000 --out trace.jsonl   # for bench/trace.sh
 //! ```
 
 use std::io::{BufRead, BufReader, Write};
@@ -157,6 +158,18 @@ enum Cmd {
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
     },
+    /// The floor of a durable write on this machine: one client committing, one transaction at
+    /// a time, the rows a write needs at the least (file, version, audit), on SQLite with
+    /// `synchronous = FULL` and `NORMAL` and, with --postgres-url, on PostgreSQL in one round
+    /// trip each.
+    Floor {
+        /// Writes per floor.
+        #[arg(long, default_value_t = 2000)]
+        writes: usize,
+        /// Also on PostgreSQL (a fresh database is created through this admin URL).
+        #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+        postgres_url: Option<String>,
+    },
     /// Writes the deterministic command trace (JSON lines).
     Trace {
         #[arg(long, default_value_t = 10_000)]
@@ -169,6 +182,7 @@ enum Cmd {
 }
 
 mod burst;
+mod floor;
 mod history;
 mod scaleout;
 mod search;
@@ -938,6 +952,10 @@ async fn main() -> Result<()> {
             files,
             postgres_url,
         } => history::run(versions, files, postgres_url).await,
+        Cmd::Floor {
+            writes,
+            postgres_url,
+        } => floor::run(writes, postgres_url).await,
         Cmd::Trace {
             commands,
             seed,

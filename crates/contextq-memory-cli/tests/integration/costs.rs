@@ -342,3 +342,193 @@ fn the_local_cost_table_holds() {
         shrank.join("\n")
     );
 }
+
+/// An MCP tool call costs what the same tool call costs through the library: the same HTTP
+/// requests, SQL statements, write transactions, flushes and rows as the in-process table's
+/// `server, SQLite` rows (docs/costs.md; bytes differ with the paths' lengths and are left
+/// out). `contextq-memory mcp` is driven by rmcp's client over stdio, against a server on
+/// SQLite through a counting proxy; the first calls (the adapter learns the server's
+/// extensions, the key records its last use, the server opens its search connection) are not
+/// counted.
+#[cfg(feature = "mcp")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_call_costs_what_the_tool_call_costs() {
+    use contextq_memory_tool::testing::proxy::Proxy;
+    use contextq_server::testing::sqlite_counts;
+    use contextq_server::testing::{ALL_SCOPES, TestDatabase, TestServer};
+    use contextq_server::{Backend, DbOptions, Plan, ServerConfig};
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::TokioChildProcess;
+    use std::time::Duration;
+
+    sqlite_counts::install();
+    let database = TestDatabase::fresh(Backend::Sqlite).await;
+    let url = database.url.clone();
+    // As the in-process table's server: the key's lookup cached for the run, one connection.
+    let config = ServerConfig::default().key_cache_ttl(Duration::from_secs(3600));
+    let mut db_options = DbOptions::default();
+    db_options.max_connections = 1;
+    let server = TestServer::start_over(database, &url, config, db_options).await;
+    let file = server.db.sqlite_file().expect("a SQLite file");
+    let tenant = server.tenant(Plan::Unlimited, ALL_SCOPES, "ws").await;
+    let proxy = Proxy::start(server.url()).await;
+    let mut cmd = tokio::process::Command::new(crate::common::BIN);
+    cmd.args(["--workspace", "ws", "mcp"])
+        .env("CONTEXT_API_URL", &proxy.url)
+        .env("CONTEXT_API_KEY", &tenant.api_key)
+        .env_remove("CONTEXTQ_MEMORY_DATA_DIR");
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let call = async |tool: &'static str, input: Value| {
+        let params = CallToolRequestParams::new(tool)
+            .with_arguments(input.as_object().expect("an object").clone());
+        let r = client.call_tool(params).await.unwrap();
+        let text = r.content[0].as_text().expect("text").text.clone();
+        assert!(!r.is_error.unwrap_or(false), "{tool} {input}: {text}");
+        text
+    };
+    call("memory", json!({"command": "view", "path": "/memories"})).await;
+    // The server opens its search connection at the first search.
+    call("memory_search", json!({"query": "warm"})).await;
+    loop {
+        let keys = contextq_server::store::tenants::list_keys(&server.db, &tenant.tenant_id)
+            .await
+            .unwrap();
+        if keys.iter().all(|k| k.last_used_at.is_some()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let text = std::fs::read_to_string(table_path()).unwrap();
+    let table = tool_table(&text);
+    let dir = "/memories/mcp";
+    let create = |p: &str, text: &str| json!({"command": "create", "path": format!("{dir}/{p}"), "file_text": text});
+    let zebras: Vec<Value> = (0..10)
+        .map(|i| {
+            create(
+                &format!("find/f{i}.md"),
+                if i < 3 {
+                    "a zebra crossed\n"
+                } else {
+                    "nothing here\n"
+                },
+            )
+        })
+        .collect();
+    let cases: Vec<(&str, Vec<Value>, &'static str, Value)> = vec![
+        (
+            "view a file",
+            vec![create("v.md", "one\n")],
+            "memory",
+            json!({"command": "view", "path": format!("{dir}/v.md")}),
+        ),
+        (
+            "create a new file",
+            vec![],
+            "memory",
+            create("n.md", "new\n"),
+        ),
+        (
+            "str_replace",
+            vec![create("s.md", "one\ntwo\n")],
+            "memory",
+            json!({"command": "str_replace", "path": format!("{dir}/s.md"), "old_str": "two", "new_str": "2"}),
+        ),
+        (
+            "insert",
+            vec![create("i.md", "one\n")],
+            "memory",
+            json!({"command": "insert", "path": format!("{dir}/i.md"), "insert_line": 1, "insert_text": "two\n"}),
+        ),
+        (
+            "delete a file",
+            vec![create("x.md", "gone\n")],
+            "memory",
+            json!({"command": "delete", "path": format!("{dir}/x.md")}),
+        ),
+        (
+            "search (3 of 10 files match)",
+            zebras,
+            "memory_search",
+            json!({"query": "zebra", "path": format!("{dir}/find")}),
+        ),
+    ];
+    let mut differ = Vec::new();
+    for (name, setup, tool, input) in cases {
+        for s in setup {
+            call("memory", s).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (requests, commits, before) = (
+            proxy.requests() as u64,
+            server.db.commits(),
+            sqlite_counts::counts(&file),
+        );
+        call(tool, input).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let c = sqlite_counts::counts(&file) - before;
+        let mcp = [
+            proxy.requests() as u64 - requests,
+            c.statements,
+            server.db.commits() - commits,
+            c.flushes,
+            c.rows_written,
+        ];
+        let tool_row = table
+            .get(name)
+            .unwrap_or_else(|| panic!("no `{name} | server, SQLite` row in docs/costs.md"));
+        if mcp != *tool_row {
+            differ.push(format!("{name}: the tool {tool_row:?}, MCP {mcp:?}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "an MCP call costs other than the tool call (HTTP requests, statements, transactions, flushes, rows):\n{}",
+        differ.join("\n")
+    );
+    client.cancel().await.unwrap();
+}
+
+/// The in-process table's `server, SQLite` rows: command -> (HTTP requests, SQL statements,
+/// write transactions, flushes, rows written), found by the header's names.
+#[cfg(feature = "mcp")]
+fn tool_table(text: &str) -> BTreeMap<String, [u64; 5]> {
+    let start = text
+        .find("<!-- costs:begin")
+        .expect("docs/costs.md has the cost table");
+    let mut lines = text[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.starts_with("<!--"));
+    let cells = |l: &str| -> Vec<String> {
+        l.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    let header = cells(lines.next().expect("a header"));
+    let at = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column `{name}` in the cost table"))
+    };
+    let columns = [
+        at("HTTP requests"),
+        at("SQL statements"),
+        at("write transactions"),
+        at("flushes"),
+        at("rows written"),
+    ];
+    lines
+        .map(cells)
+        .filter(|c| c.len() == header.len() && c[1] == "server, SQLite")
+        .map(|c| {
+            (
+                c[0].clone(),
+                columns.map(|i| c[i].parse().expect("a count")),
+            )
+        })
+        .collect()
+}
