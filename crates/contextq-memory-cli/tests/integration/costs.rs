@@ -141,7 +141,9 @@ fn exec(root: &Path, durability: &str, input: &[Value], trace: Option<&Path>, re
     let mut cmd = match trace {
         Some(trace) => {
             let mut cmd = Command::new("strace");
-            cmd.args(["--seccomp-bpf", "-f", "-qq", "-y", "-e"])
+            // `-ff`: one file per thread (`TRACE.<tid>`), so that no call is split into
+            // "unfinished" and "resumed" lines by another thread's.
+            cmd.args(["--seccomp-bpf", "-ff", "-qq", "-y", "-e"])
                 .arg(
                     "trace=fsync,fdatasync,write,pwrite64,writev,rename,renameat,renameat2,\
                      link,linkat,unlink,unlinkat,mkdir,mkdirat,rmdir",
@@ -174,7 +176,8 @@ fn exec(root: &Path, durability: &str, input: &[Value], trace: Option<&Path>, re
     }
 }
 
-/// The counts of a strace output, for the calls on paths under `under`.
+/// The counts of a strace output (`-ff`: the files `trace.<tid>`), for the calls on paths
+/// under `under`.
 fn count(trace: &Path, under: &Path) -> Cost {
     let under = under.display().to_string();
     let mut cost = Cost {
@@ -182,18 +185,21 @@ fn count(trace: &Path, under: &Path) -> Cost {
         bytes_written: 0,
         changes: 0,
     };
-    for line in std::fs::read_to_string(trace).unwrap().lines() {
-        // `PID call(fd</path>, ...) = result`, or a path argument: `unlinkat(AT_FDCWD, "/path", 0)`.
+    let dir = trace.parent().expect("a directory");
+    let prefix = format!("{}.", trace.file_name().unwrap().to_string_lossy());
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            text.push_str(&std::fs::read_to_string(entry.path()).unwrap());
+        }
+    }
+    for line in text.lines() {
+        // `call(fd</path>, ...) = result`, or a path argument: `unlinkat(AT_FDCWD, "/path", 0)`.
         if !line.contains(&under) {
             continue;
         }
-        let call = line
-            .split_once(' ')
-            .map_or(line, |(_, rest)| rest)
-            .trim_start()
-            .split('(')
-            .next()
-            .unwrap_or_default();
+        let call = line.trim_start().split('(').next().unwrap_or_default();
         let result: i64 = line
             .rsplit_once(" = ")
             .and_then(|(_, r)| r.split_whitespace().next()?.parse().ok())
