@@ -1,5 +1,6 @@
 //! Test support (feature `test-util`): a scripted stand-in for the Claude Messages API, on
-//! loopback, a deterministic command trace ([`trace`]), and a fault-injecting ContextQ proxy
+//! loopback, a deterministic command trace ([`trace`]), the commands of the cost tables
+//! ([`costs`]), and a fault-injecting ContextQ proxy
 //! ([`proxy`]).
 //!
 //! The stand-in checks every request the way the real API would and refuses bad ones with a 400
@@ -25,6 +26,7 @@
 //! - `RATE_LIMITED_ONCE` / `OVERLOADED_ONCE`: a 429 (`retry-after: 0`) / 529 first;
 //! - after tool results: a final text (`Saved it.`, `You told me: <fact>`, or the error).
 
+pub mod costs;
 pub mod proxy;
 pub mod trace;
 

@@ -261,6 +261,21 @@ impl TestServer {
             .expect("a workspace");
     }
 
+    /// Waits until every key of `tenant_id` has its last use recorded: a key's first request
+    /// writes it in the background, after the answer (`store::tenants::touch_key`), so a test
+    /// that counts a command's work waits for it first.
+    pub async fn until_keys_used(&self, tenant_id: &str) {
+        loop {
+            let keys = crate::store::tenants::list_keys(&self.db, tenant_id)
+                .await
+                .expect("the tenant's keys");
+            if keys.iter().all(|k| k.last_used_at.is_some()) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
     /// Stops the server (in-flight requests finish first).
     pub async fn stop(self) {
         self.server.stop().await.expect("the server stops cleanly");

@@ -681,15 +681,7 @@ fn flushes(data: &std::path::Path, durability: &str, input: &str) -> (u64, Durat
 /// passes, unless `CONTEXTQ_STRACE_TESTS=required` (CI).
 #[test]
 fn synced_writes_are_flushed_each_and_ordered_ones_are_not() {
-    let has_strace = Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_strace {
-        contextq_server::testing::skip_unless_required(
-            "CONTEXTQ_STRACE_TESTS",
-            "strace is not installed (apt-get install strace)",
-        );
+    if !crate::common::has_strace() {
         return;
     }
     const WRITES: u64 = 200;

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use contextq_memory_tool::testing::costs::{self, Case};
 use serde_json::{Value, json};
 
 /// What one command costs on the local store.
@@ -26,110 +27,32 @@ struct Cost {
 }
 
 impl Cost {
-    fn cells(&self) -> [u64; 3] {
-        [self.flushes, self.bytes_written, self.changes]
+    fn cells(&self) -> costs::Counts {
+        vec![
+            Some(self.flushes),
+            Some(self.bytes_written),
+            Some(self.changes),
+        ]
     }
 }
 
-/// A case: its name, the tool inputs that set it up, and the command counted.
-struct Case {
-    name: &'static str,
-    setup: Vec<Value>,
-    run: Value,
-}
-
-fn create(p: &str, text: &str) -> Value {
-    json!({"command": "create", "path": format!("/memories/{p}"), "file_text": text})
-}
-
-/// 64 KiB of lines (the in-process table's).
-fn big_text() -> String {
-    let mut text = String::new();
-    let mut i = 0u64;
-    while text.len() < 64 << 10 {
-        text.push_str(&format!(
-            "line {i}: the deploy of service-{i} moved to rack r{}\n",
-            i % 17
-        ));
-        i += 1;
-    }
-    text
-}
-
-/// The cases, as in the in-process table (crates/contextq-memory-tool/tests/integration/costs.rs).
+/// The shared `memory` commands (`contextq_memory_tool::testing::costs`, as in the in-process
+/// table), and a create in a new directory (which flushes the directories it makes).
 fn cases() -> Vec<Case> {
-    let big = big_text();
-    vec![
-        Case {
-            name: "view a file",
-            setup: vec![create("v.md", "one\n")],
-            run: json!({"command": "view", "path": "/memories/v.md"}),
-        },
-        Case {
-            name: "view a directory (3 files)",
-            setup: (0..3)
-                .map(|i| create(&format!("d/f{i}.md"), "x\n"))
-                .collect(),
-            run: json!({"command": "view", "path": "/memories/d"}),
-        },
-        Case {
-            name: "create a new file",
-            setup: vec![create("keep.md", "x\n")],
-            run: create("n.md", "new\n"),
-        },
+    let mut cases = costs::tool_cases("/memories");
+    let at = cases
+        .iter()
+        .position(|c| c.name == "create a new file")
+        .expect("a create");
+    cases.insert(
+        at + 1,
         Case {
             name: "create a new file in a new directory",
-            setup: vec![create("keep.md", "x\n")],
-            run: create("a/b/n.md", "new\n"),
+            setup: vec![],
+            run: json!({"command": "create", "path": "/memories/a/b/n.md", "file_text": "new\n"}),
         },
-        Case {
-            name: "create over a file (refused)",
-            setup: vec![create("o.md", "old\n")],
-            run: create("o.md", "again\n"),
-        },
-        Case {
-            name: "str_replace",
-            setup: vec![create("s.md", "one\ntwo\n")],
-            run: json!({"command": "str_replace", "path": "/memories/s.md", "old_str": "two", "new_str": "2"}),
-        },
-        Case {
-            name: "insert",
-            setup: vec![create("i.md", "one\n")],
-            run: json!({"command": "insert", "path": "/memories/i.md", "insert_line": 1, "insert_text": "two\n"}),
-        },
-        Case {
-            name: "delete a file",
-            setup: vec![create("x.md", "gone\n")],
-            run: json!({"command": "delete", "path": "/memories/x.md"}),
-        },
-        Case {
-            name: "delete a directory of 10",
-            setup: (0..10)
-                .map(|i| create(&format!("ten/f{i}.md"), "x\n"))
-                .collect(),
-            run: json!({"command": "delete", "path": "/memories/ten"}),
-        },
-        Case {
-            name: "rename a file",
-            setup: vec![create("r.md", "moved\n")],
-            run: json!({"command": "rename", "old_path": "/memories/r.md", "new_path": "/memories/r2.md"}),
-        },
-        Case {
-            name: "view a 64 KiB file",
-            setup: vec![create("big-v.md", &big)],
-            run: json!({"command": "view", "path": "/memories/big-v.md"}),
-        },
-        Case {
-            name: "create a 64 KiB file",
-            setup: vec![create("keep.md", "x\n")],
-            run: create("big-n.md", &big),
-        },
-        Case {
-            name: "str_replace in a 64 KiB file",
-            setup: vec![create("big-s.md", &big)],
-            run: json!({"command": "str_replace", "path": "/memories/big-s.md", "old_str": "line 7: ", "new_str": "line seven: "}),
-        },
-    ]
+    );
+    cases
 }
 
 /// `exec` of `input` (one line each) on the local store at `root`, at `durability`; under
@@ -215,13 +138,13 @@ fn count(trace: &Path, under: &Path) -> Cost {
     cost
 }
 
-/// The cost of one case at `durability`: its setup run first, then its command under strace.
+/// The cost of one case at `durability`: its setup run first (in a process of its own), then
+/// its command under strace.
 fn measure(case: &Case, durability: &str) -> Cost {
     let tmp = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(tmp.path()).unwrap();
-    if !case.setup.is_empty() {
-        exec(&root, durability, &case.setup, None, false);
-    }
+    // Always run (even with nothing to set up): the store makes its directory when it opens.
+    exec(&root, durability, &case.setup, None, false);
     let trace = root.join("strace.txt");
     exec(
         &root,
@@ -237,67 +160,24 @@ fn table_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/costs.md")
 }
 
-const BEGIN: &str =
-    "<!-- local-costs:begin (written by the test costs::the_local_cost_table_holds) -->";
-const END: &str = "<!-- local-costs:end -->";
-const HEADER: &str = "| command | store | flushes | bytes written | files and directories changed |\n|---|---|---|---|---|";
+/// The local store's table in docs/costs.md.
+fn table() -> costs::Table {
+    costs::Table {
+        path: table_path(),
+        begin: "<!-- local-costs:begin (written by the test costs::the_local_cost_table_holds) -->",
+        end: "<!-- local-costs:end -->",
+        columns: vec!["flushes", "bytes written", "files and directories changed"],
+    }
+}
+
 const STORES: [(&str, &str); 2] = [
     ("synced", "local, --durability synced"),
     ("ordered", "local, --durability ordered"),
 ];
 
-fn read_table(text: &str) -> BTreeMap<(String, String), Cost> {
-    let Some(start) = text.find(BEGIN) else {
-        return BTreeMap::new();
-    };
-    let end = text[start..].find(END).map_or(text.len(), |e| start + e);
-    text[start + BEGIN.len()..end]
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| command"))
-        .filter_map(|l| {
-            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            let [command, store, flushes, bytes, changes] = cells.as_slice() else {
-                return None;
-            };
-            let cost = Cost {
-                flushes: flushes.parse().ok()?,
-                bytes_written: bytes.parse().ok()?,
-                changes: changes.parse().ok()?,
-            };
-            Some(((command.to_string(), store.to_string()), cost))
-        })
-        .collect()
-}
-
-fn render(rows: &BTreeMap<(String, String), Cost>) -> String {
-    let mut out = format!("{BEGIN}\n{HEADER}\n");
-    for case in cases() {
-        for (_, store) in STORES {
-            if let Some(c) = rows.get(&(case.name.to_string(), store.to_string())) {
-                let cells: Vec<String> = c.cells().iter().map(u64::to_string).collect();
-                out.push_str(&format!(
-                    "| {} | {store} | {} |\n",
-                    case.name,
-                    cells.join(" | ")
-                ));
-            }
-        }
-    }
-    out.push_str(END);
-    out
-}
-
 #[test]
 fn the_local_cost_table_holds() {
-    let has_strace = Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_strace {
-        contextq_server::testing::skip_unless_required(
-            "CONTEXTQ_STRACE_TESTS",
-            "strace is not installed (apt-get install strace)",
-        );
+    if !crate::common::has_strace() {
         return;
     }
     let mut measured = BTreeMap::new();
@@ -305,54 +185,20 @@ fn the_local_cost_table_holds() {
         for (durability, store) in STORES {
             measured.insert(
                 (case.name.to_string(), store.to_string()),
-                measure(&case, durability),
+                measure(&case, durability).cells(),
             );
         }
     }
-    let path = table_path();
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    if std::env::var("CONTEXTQ_UPDATE_COSTS").as_deref() == Ok("1") {
-        let block = render(&measured);
-        let updated = match (text.find(BEGIN), text.find(END)) {
-            (Some(b), Some(e)) => format!("{}{block}{}", &text[..b], &text[e + END.len()..]),
-            _ => format!("{text}\n{block}\n"),
-        };
-        std::fs::write(&path, updated).unwrap();
-        return;
-    }
-    let recorded = read_table(&text);
-    let (mut grew, mut shrank) = (Vec::new(), Vec::new());
-    for (row, cost) in &measured {
-        let Some(was) = recorded.get(row) else {
-            grew.push(format!(
-                "{} on {}: {cost:?}, not in the table",
-                row.0, row.1
-            ));
-            continue;
-        };
-        let pairs = cost.cells().into_iter().zip(was.cells());
-        if pairs.clone().any(|(n, w)| n > w) {
-            grew.push(format!("{} on {}: {was:?} -> {cost:?}", row.0, row.1));
-        } else if pairs.into_iter().any(|(n, w)| n < w) {
-            shrank.push(format!("{} on {}: {was:?} -> {cost:?}", row.0, row.1));
-        }
-    }
-    assert!(
-        grew.is_empty(),
-        "a command costs more on the local store than docs/costs.md says (say why there, then update it with CONTEXTQ_UPDATE_COSTS=1):\n{}",
-        grew.join("\n")
-    );
-    assert!(
-        shrank.is_empty(),
-        "a command costs less on the local store than docs/costs.md says: update the table (CONTEXTQ_UPDATE_COSTS=1):\n{}",
-        shrank.join("\n")
-    );
+    let commands: Vec<&str> = cases().iter().map(|c| c.name).collect();
+    let stores = STORES.map(|(_, store)| store);
+    table().hold(&measured, &commands, &stores, |_, _| 0);
 }
 
 /// An MCP tool call costs what the same tool call costs through the library: the same HTTP
-/// requests, SQL statements, write transactions, flushes and rows as the in-process table's
-/// `server, SQLite` rows (docs/costs.md; bytes differ with the paths' lengths and are left
-/// out). `contextq-memory mcp` is driven by rmcp's client over stdio, against a server on
+/// requests, SQL statements, write transactions and flushes as the in-process table's
+/// `server, SQLite` rows (docs/costs.md), for every command of that table and a search. Bytes
+/// differ with the paths' lengths, and rows with the index's history (FTS5 merges its segments
+/// when enough have been written), so both are held by that table only. `contextq-memory mcp` is driven by rmcp's client over stdio, against a server on
 /// SQLite through a counting proxy; the first calls (the adapter learns the server's
 /// extensions, the key records its last use, the server opens its search connection) are not
 /// counted.
@@ -385,81 +231,46 @@ async fn an_mcp_call_costs_what_the_tool_call_costs() {
         .env("CONTEXT_API_KEY", &tenant.api_key)
         .env_remove("CONTEXTQ_MEMORY_DATA_DIR");
     let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
-    let call = async |tool: &'static str, input: Value| {
+    let call_as = async |tool: &'static str, input: Value, refused: bool| {
         let params = CallToolRequestParams::new(tool)
             .with_arguments(input.as_object().expect("an object").clone());
         let r = client.call_tool(params).await.unwrap();
         let text = r.content[0].as_text().expect("text").text.clone();
-        assert!(!r.is_error.unwrap_or(false), "{tool} {input}: {text}");
-        text
+        assert_eq!(
+            r.is_error.unwrap_or(false),
+            refused,
+            "{tool} {input}: {text}"
+        );
     };
+    let call = async |tool: &'static str, input: Value| call_as(tool, input, false).await;
     call("memory", json!({"command": "view", "path": "/memories"})).await;
     // The server opens its search connection at the first search.
     call("memory_search", json!({"query": "warm"})).await;
-    loop {
-        let keys = contextq_server::store::tenants::list_keys(&server.db, &tenant.tenant_id)
-            .await
-            .unwrap();
-        if keys.iter().all(|k| k.last_used_at.is_some()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    server.until_keys_used(&tenant.tenant_id).await;
 
     let text = std::fs::read_to_string(table_path()).unwrap();
     let table = tool_table(&text);
     let dir = "/memories/mcp";
-    let create = |p: &str, text: &str| json!({"command": "create", "path": format!("{dir}/{p}"), "file_text": text});
-    let zebras: Vec<Value> = (0..10)
+    let mut cases: Vec<(&str, Vec<Value>, &'static str, Value)> = costs::tool_cases(dir)
+        .into_iter()
+        .map(|c| (c.name, c.setup, "memory", c.run))
+        .collect();
+    let zebras = (0..10)
         .map(|i| {
-            create(
-                &format!("find/f{i}.md"),
-                if i < 3 {
-                    "a zebra crossed\n"
-                } else {
-                    "nothing here\n"
-                },
-            )
+            let text = if i < 3 {
+                "a zebra crossed\n"
+            } else {
+                "nothing here\n"
+            };
+            json!({"command": "create", "path": format!("{dir}/find/f{i}.md"), "file_text": text})
         })
         .collect();
-    let cases: Vec<(&str, Vec<Value>, &'static str, Value)> = vec![
-        (
-            "view a file",
-            vec![create("v.md", "one\n")],
-            "memory",
-            json!({"command": "view", "path": format!("{dir}/v.md")}),
-        ),
-        (
-            "create a new file",
-            vec![],
-            "memory",
-            create("n.md", "new\n"),
-        ),
-        (
-            "str_replace",
-            vec![create("s.md", "one\ntwo\n")],
-            "memory",
-            json!({"command": "str_replace", "path": format!("{dir}/s.md"), "old_str": "two", "new_str": "2"}),
-        ),
-        (
-            "insert",
-            vec![create("i.md", "one\n")],
-            "memory",
-            json!({"command": "insert", "path": format!("{dir}/i.md"), "insert_line": 1, "insert_text": "two\n"}),
-        ),
-        (
-            "delete a file",
-            vec![create("x.md", "gone\n")],
-            "memory",
-            json!({"command": "delete", "path": format!("{dir}/x.md")}),
-        ),
-        (
-            "search (3 of 10 files match)",
-            zebras,
-            "memory_search",
-            json!({"query": "zebra", "path": format!("{dir}/find")}),
-        ),
-    ];
+    cases.push((
+        "search (3 of 10 files match)",
+        zebras,
+        "memory_search",
+        json!({"query": "zebra", "path": format!("{dir}/find")}),
+    ));
     let mut differ = Vec::new();
     for (name, setup, tool, input) in cases {
         for s in setup {
@@ -471,7 +282,7 @@ async fn an_mcp_call_costs_what_the_tool_call_costs() {
             server.db.commits(),
             sqlite_counts::counts(&file),
         );
-        call(tool, input).await;
+        call_as(tool, input, name.contains("refused")).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
         let c = sqlite_counts::counts(&file) - before;
         let mcp = [
@@ -479,7 +290,6 @@ async fn an_mcp_call_costs_what_the_tool_call_costs() {
             c.statements,
             server.db.commits() - commits,
             c.flushes,
-            c.rows_written,
         ];
         let tool_row = table
             .get(name)
@@ -490,51 +300,31 @@ async fn an_mcp_call_costs_what_the_tool_call_costs() {
     }
     assert!(
         differ.is_empty(),
-        "an MCP call costs other than the tool call (HTTP requests, statements, transactions, flushes, rows):\n{}",
+        "an MCP call costs other than the tool call (HTTP requests, statements, transactions, flushes):\n{}",
         differ.join("\n")
     );
     client.cancel().await.unwrap();
 }
 
 /// The in-process table's `server, SQLite` rows: command -> (HTTP requests, SQL statements,
-/// write transactions, flushes, rows written), found by the header's names.
+/// write transactions, flushes).
 #[cfg(feature = "mcp")]
-fn tool_table(text: &str) -> BTreeMap<String, [u64; 5]> {
-    let start = text
-        .find("<!-- costs:begin")
-        .expect("docs/costs.md has the cost table");
-    let mut lines = text[start..]
-        .lines()
-        .skip(1)
-        .take_while(|l| !l.starts_with("<!--"));
-    let cells = |l: &str| -> Vec<String> {
-        l.trim_matches('|')
-            .split('|')
-            .map(|c| c.trim().to_string())
-            .collect()
-    };
-    let header = cells(lines.next().expect("a header"));
-    let at = |name: &str| {
-        header
-            .iter()
-            .position(|h| h == name)
-            .unwrap_or_else(|| panic!("no column `{name}` in the cost table"))
-    };
+fn tool_table(text: &str) -> BTreeMap<String, [u64; 4]> {
+    let table = costs::contextq_table(table_path());
+    let at = |name: &str| table.columns.iter().position(|c| *c == name).unwrap();
     let columns = [
         at("HTTP requests"),
         at("SQL statements"),
         at("write transactions"),
         at("flushes"),
-        at("rows written"),
     ];
-    lines
-        .map(cells)
-        .filter(|c| c.len() == header.len() && c[1] == "server, SQLite")
-        .map(|c| {
-            (
-                c[0].clone(),
-                columns.map(|i| c[i].parse().expect("a count")),
-            )
-        })
+    let rows = table.read(text);
+    assert!(
+        !rows.is_empty(),
+        "docs/costs.md has the cost table, of these columns"
+    );
+    rows.into_iter()
+        .filter(|((_, store), _)| store == "server, SQLite")
+        .map(|((command, _), counts)| (command, columns.map(|i| counts[i].expect("a count"))))
         .collect()
 }

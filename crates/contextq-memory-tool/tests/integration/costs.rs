@@ -20,6 +20,7 @@ use contextq_memory_tool::MemoryToolHandlers;
 use contextq_memory_tool::contextq::client::ListParams;
 use contextq_memory_tool::contextq::contextq_memory_tool;
 use contextq_memory_tool::contextq::local::{LocalAnswer, LocalService, RouterService};
+use contextq_memory_tool::testing::costs;
 use contextq_memory_tool::testing::proxy::Proxy;
 use contextq_server::testing::sqlite_counts::{self, SqliteCounts};
 use contextq_server::testing::{TcpProxy, TestDatabase, TestServer};
@@ -42,8 +43,8 @@ struct Cost {
 }
 
 impl Cost {
-    fn cells(&self) -> [Option<u64>; 7] {
-        [
+    fn cells(&self) -> costs::Counts {
+        vec![
             Some(self.requests),
             self.statements,
             self.round_trips,
@@ -53,40 +54,13 @@ impl Cost {
             self.bytes,
         ]
     }
+}
 
-    fn from_cells(cells: [Option<u64>; 7]) -> Option<Cost> {
-        Some(Cost {
-            requests: cells[0]?,
-            statements: cells[1],
-            round_trips: cells[2],
-            commits: cells[3]?,
-            flushes: cells[4],
-            rows: cells[5],
-            bytes: cells[6],
-        })
-    }
-
-    /// Whether some count of `self` is above `was`'s (or counted where it was not), and
-    /// whether some is below. Bytes to PostgreSQL vary by a few with the names of prepared
-    /// statements (`sqlx_s_9` or `sqlx_s_10`, by which pooled connection answered), so bytes
-    /// move only past a slack of 1% or 16 bytes; every other count is exact.
-    fn compare(&self, was: &Cost) -> (bool, bool) {
-        let (mut grew, mut shrank) = (false, false);
-        for (i, (now, was)) in self.cells().iter().zip(was.cells()).enumerate() {
-            let slack = if i == 6 {
-                was.map_or(0, |w| (w / 100).max(16))
-            } else {
-                0
-            };
-            match (now, was) {
-                (Some(n), Some(w)) if *n > w + slack => grew = true,
-                (Some(n), Some(w)) if n + slack < w => shrank = true,
-                (Some(_), None) | (None, Some(_)) => grew = true,
-                _ => {}
-            }
-        }
-        (grew, shrank)
-    }
+/// Bytes to PostgreSQL vary by a few with the names of prepared statements (`sqlx_s_9` or
+/// `sqlx_s_10`, by which pooled connection answered), so bytes move only past a slack of 1% or
+/// 16 bytes; every other count is exact.
+fn slack(column: usize, was: u64) -> u64 {
+    if column == 6 { (was / 100).max(16) } else { 0 }
 }
 
 /// What a case runs.
@@ -106,98 +80,18 @@ struct Case {
     run: Run,
 }
 
-/// 64 KiB of words, in lines.
-fn big_text() -> String {
-    let mut text = String::new();
-    let mut i = 0u64;
-    while text.len() < 64 << 10 {
-        text.push_str(&format!(
-            "line {i}: the deploy of service-{i} moved to rack r{}\n",
-            i % 17
-        ));
-        i += 1;
-    }
-    text
-}
-
-/// The cases, under `dir`.
+/// The cases, under `dir`: the shared `memory` commands, then a search and a listing page.
 fn cases(dir: &str) -> Vec<Case> {
     let create = |p: &str, text: &str| json!({"command": "create", "path": format!("{dir}/{p}"), "file_text": text});
-    let tool = |v: Value| Run::Tool(v);
-    let big = big_text();
-    vec![
-        Case {
-            name: "view a file",
-            setup: vec![create("v.md", "one\n")],
-            run: tool(json!({"command": "view", "path": format!("{dir}/v.md")})),
-        },
-        Case {
-            name: "view a directory (3 files)",
-            setup: (0..3)
-                .map(|i| create(&format!("d/f{i}.md"), "x\n"))
-                .collect(),
-            run: tool(json!({"command": "view", "path": format!("{dir}/d")})),
-        },
-        Case {
-            name: "create a new file",
-            setup: vec![],
-            run: tool(create("n.md", "new\n")),
-        },
-        Case {
-            name: "create over a file (refused)",
-            setup: vec![create("o.md", "old\n")],
-            run: tool(create("o.md", "again\n")),
-        },
-        Case {
-            name: "str_replace",
-            setup: vec![create("s.md", "one\ntwo\n")],
-            run: tool(
-                json!({"command": "str_replace", "path": format!("{dir}/s.md"), "old_str": "two", "new_str": "2"}),
-            ),
-        },
-        Case {
-            name: "insert",
-            setup: vec![create("i.md", "one\n")],
-            run: tool(
-                json!({"command": "insert", "path": format!("{dir}/i.md"), "insert_line": 1, "insert_text": "two\n"}),
-            ),
-        },
-        Case {
-            name: "delete a file",
-            setup: vec![create("x.md", "gone\n")],
-            run: tool(json!({"command": "delete", "path": format!("{dir}/x.md")})),
-        },
-        Case {
-            name: "delete a directory of 10",
-            setup: (0..10)
-                .map(|i| create(&format!("ten/f{i}.md"), "x\n"))
-                .collect(),
-            run: tool(json!({"command": "delete", "path": format!("{dir}/ten")})),
-        },
-        Case {
-            name: "rename a file",
-            setup: vec![create("r.md", "moved\n")],
-            run: tool(
-                json!({"command": "rename", "old_path": format!("{dir}/r.md"), "new_path": format!("{dir}/r2.md")}),
-            ),
-        },
-        Case {
-            name: "view a 64 KiB file",
-            setup: vec![create("big-v.md", &big)],
-            run: tool(json!({"command": "view", "path": format!("{dir}/big-v.md")})),
-        },
-        Case {
-            name: "create a 64 KiB file",
-            setup: vec![],
-            run: tool(create("big-n.md", &big)),
-        },
-        Case {
-            name: "str_replace in a 64 KiB file",
-            setup: vec![create("big-s.md", &big)],
-            run: tool(
-                json!({"command": "str_replace", "path": format!("{dir}/big-s.md"), "old_str": "line 7: ", "new_str": "line seven: "}),
-            ),
-        },
+    let mut cases: Vec<Case> = costs::tool_cases(dir)
+        .into_iter()
+        .map(|c| Case {
+            name: c.name,
+            setup: c.setup,
+            run: Run::Tool(c.run),
+        })
+        .collect();
+    cases.extend([
         Case {
             name: "search (3 of 10 files match)",
             setup: (0..10)
@@ -219,7 +113,8 @@ fn cases(dir: &str) -> Vec<Case> {
                 .collect(),
             run: Run::ListPage,
         },
-    ]
+    ]);
+    cases
 }
 
 /// What the database did so far, as the counts of a [`Cost`] see it.
@@ -412,55 +307,9 @@ async fn measure(backend: Backend, door: Door) -> Vec<(&'static str, Cost)> {
     counted
 }
 
-/// The table's file.
-fn table_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/costs.md")
-}
-
-const BEGIN: &str = "<!-- costs:begin (written by the test costs::the_cost_table_holds) -->";
-const END: &str = "<!-- costs:end -->";
-const HEADER: &str = "| command | store | HTTP requests | SQL statements | round trips | write transactions | flushes | rows written | bytes to the database |\n|---|---|---|---|---|---|---|---|---|";
-
-fn read_table(text: &str) -> BTreeMap<(String, String), Cost> {
-    let Some(start) = text.find(BEGIN) else {
-        return BTreeMap::new();
-    };
-    let end = text[start..].find(END).map_or(text.len(), |e| start + e);
-    text[start + BEGIN.len()..end]
-        .lines()
-        .filter(|l| l.starts_with("| ") && !l.starts_with("| command"))
-        .filter_map(|l| {
-            let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
-            let [command, store, counts @ ..] = cells.as_slice() else {
-                return None;
-            };
-            let counts: Vec<Option<u64>> = counts.iter().map(|c| c.parse().ok()).collect();
-            let cost = Cost::from_cells(counts.try_into().ok()?)?;
-            Some(((command.to_string(), store.to_string()), cost))
-        })
-        .collect()
-}
-
-fn render(rows: &BTreeMap<(String, String), Cost>, order: &[&str]) -> String {
-    let mut out = format!("{BEGIN}\n{HEADER}\n");
-    for case in cases("") {
-        for store in order {
-            if let Some(c) = rows.get(&(case.name.to_string(), store.to_string())) {
-                let cells: Vec<String> = c
-                    .cells()
-                    .iter()
-                    .map(|n| n.map_or("-".to_string(), |n| n.to_string()))
-                    .collect();
-                out.push_str(&format!(
-                    "| {} | {store} | {} |\n",
-                    case.name,
-                    cells.join(" | ")
-                ));
-            }
-        }
-    }
-    out.push_str(END);
-    out
+/// The table in docs/costs.md.
+fn table() -> costs::Table {
+    costs::contextq_table(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/costs.md"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -493,48 +342,12 @@ async fn the_cost_table_holds() {
         measure(Backend::Sqlite, Door::Http { plain: true }).await,
     );
 
-    let path = table_path();
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
-    let recorded = read_table(&text);
-    if std::env::var("CONTEXTQ_UPDATE_COSTS").as_deref() == Ok("1") {
-        // Rows of stores not measured in this run (PostgreSQL without a database) are kept.
-        let mut rows = recorded.clone();
-        rows.extend(measured.clone());
-        let block = render(&rows, &stores);
-        let updated = match (text.find(BEGIN), text.find(END)) {
-            (Some(b), Some(e)) => format!("{}{block}{}", &text[..b], &text[e + END.len()..]),
-            _ => format!("{text}\n{block}\n"),
-        };
-        std::fs::write(&path, updated).unwrap();
-        return;
-    }
-    let mut grew = Vec::new();
-    let mut shrank = Vec::new();
-    for (row, cost) in &measured {
-        match recorded.get(row) {
-            None => grew.push(format!(
-                "{} on {}: {cost:?}, not in the table",
-                row.0, row.1
-            )),
-            Some(was) => match cost.compare(was) {
-                (true, _) => grew.push(format!("{} on {}: {was:?} -> {cost:?}", row.0, row.1)),
-                (false, true) => {
-                    shrank.push(format!("{} on {}: {was:?} -> {cost:?}", row.0, row.1))
-                }
-                (false, false) => {}
-            },
-        }
-    }
-    assert!(
-        grew.is_empty(),
-        "a command costs more than docs/costs.md says (say why there, then update it with CONTEXTQ_UPDATE_COSTS=1):\n{}",
-        grew.join("\n")
-    );
-    assert!(
-        shrank.is_empty(),
-        "a command costs less than docs/costs.md says: update the table (CONTEXTQ_UPDATE_COSTS=1):\n{}",
-        shrank.join("\n")
-    );
+    let commands: Vec<&str> = cases("").iter().map(|c| c.name).collect();
+    let measured = measured
+        .into_iter()
+        .map(|(row, cost)| (row, cost.cells()))
+        .collect();
+    table().hold(&measured, &commands, &stores, slack);
 }
 
 /// The flush count is SQLite's, not the server's idea of it: the same ten creates flush once
@@ -560,15 +373,7 @@ async fn flushes_are_counted_by_sqlite() {
             .execute(json!({"command": "view", "path": "/memories"}))
             .await;
         assert!(!r.is_error, "{}", r.content);
-        loop {
-            let keys = contextq_server::store::tenants::list_keys(&server.db, &tenant.tenant_id)
-                .await
-                .unwrap();
-            if keys.iter().all(|k| k.last_used_at.is_some()) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        server.until_keys_used(&tenant.tenant_id).await;
         let before = sqlite_counts::counts(&file);
         let commits = server.db.commits();
         for i in 0..10 {

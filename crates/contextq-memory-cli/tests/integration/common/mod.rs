@@ -89,3 +89,19 @@ impl Served {
         }
     }
 }
+
+/// Whether `strace` runs here; when it does not, says that the caller's test is skipped (and
+/// fails instead when `CONTEXTQ_STRACE_TESTS=required`, as in CI).
+pub fn has_strace() -> bool {
+    let has = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        contextq_server::testing::skip_unless_required(
+            "CONTEXTQ_STRACE_TESTS",
+            "strace is not installed (apt-get install strace)",
+        );
+    }
+    has
+}
