@@ -166,6 +166,7 @@ fn table() -> costs::Table {
         path: table_path(),
         begin: "<!-- local-costs:begin (written by the test costs::the_local_cost_table_holds) -->",
         end: "<!-- local-costs:end -->",
+        keys: ["command", "store"],
         columns: vec!["flushes", "bytes written", "files and directories changed"],
     }
 }

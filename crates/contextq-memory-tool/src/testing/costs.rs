@@ -117,7 +117,9 @@ pub struct Table {
     pub begin: &'static str,
     /// The comment line that closes it.
     pub end: &'static str,
-    /// The column names after `command` and `store`.
+    /// The names of the two columns that name a row (`command`, `store`).
+    pub keys: [&'static str; 2],
+    /// The column names after those.
     pub columns: Vec<&'static str>,
 }
 
@@ -128,6 +130,7 @@ pub fn contextq_table(path: std::path::PathBuf) -> Table {
         path,
         begin: "<!-- costs:begin (written by the test costs::the_cost_table_holds) -->",
         end: "<!-- costs:end -->",
+        keys: ["command", "store"],
         columns: vec![
             "HTTP requests",
             "SQL statements",
@@ -144,7 +147,8 @@ pub fn contextq_table(path: std::path::PathBuf) -> Table {
 pub type Slack = fn(usize, u64) -> u64;
 
 impl Table {
-    /// The table's rows in `text`, by (command, store); rows of another shape are left out.
+    /// The table's rows in `text`, by their two keys (command, store); rows of another shape are
+    /// left out.
     pub fn read(&self, text: &str) -> std::collections::BTreeMap<(String, String), Counts> {
         let Some(start) = text.find(self.begin) else {
             return Default::default();
@@ -154,7 +158,7 @@ impl Table {
             .map_or(text.len(), |e| start + e);
         text[start + self.begin.len()..end]
             .lines()
-            .filter(|l| l.starts_with("| ") && !l.starts_with("| command"))
+            .filter(|l| l.starts_with("| ") && !l.starts_with(&format!("| {} |", self.keys[0])))
             .filter_map(|l| {
                 let cells: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
                 let [command, store, counts @ ..] = cells.as_slice() else {
@@ -168,7 +172,8 @@ impl Table {
             .collect()
     }
 
-    /// The table's text for `rows`, commands in the order of `commands`, stores of `stores`.
+    /// The table's text for `rows`, in the order of `commands` (first key), then of `stores`
+    /// (second key).
     pub fn render(
         &self,
         rows: &std::collections::BTreeMap<(String, String), Counts>,
@@ -176,8 +181,10 @@ impl Table {
         stores: &[&str],
     ) -> String {
         let mut out = format!(
-            "{}\n| command | store | {} |\n|---|---|{}\n",
+            "{}\n| {} | {} | {} |\n|---|---|{}\n",
             self.begin,
+            self.keys[0],
+            self.keys[1],
             self.columns.join(" | "),
             "---|".repeat(self.columns.len())
         );
@@ -249,6 +256,13 @@ impl Table {
                 grew.push(line(was));
             } else if down {
                 shrank.push(line(was));
+            }
+        }
+        // A row of a store measured now that is no longer measured: that work is gone.
+        let stores: std::collections::BTreeSet<&String> = measured.keys().map(|(_, s)| s).collect();
+        for (row, was) in &recorded {
+            if stores.contains(&row.1) && !measured.contains_key(row) {
+                shrank.push(format!("{} on {}: {was:?} -> no longer done", row.0, row.1));
             }
         }
         let file = self.path.display();

@@ -391,3 +391,68 @@ async fn flushes_are_counted_by_sqlite() {
         );
     }
 }
+
+/// Which tables and indexes a write touches, page by page: on a server on SQLite, after the
+/// first file of the workspace, one create, one str_replace and one delete of a short note, each
+/// held (pages written to the log, by SQLite's `dbstat` name of the page's table or index)
+/// against docs/costs.md's third table. A B-tree added to a write's path shows up here by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tables_a_write_touches_hold() {
+    sqlite_counts::install();
+    let database = TestDatabase::fresh(Backend::Sqlite).await;
+    let url = database.url.clone();
+    let config = ServerConfig::default().key_cache_ttl(Duration::from_secs(3600));
+    let server = TestServer::start_over(database, &url, config, DbOptions::default()).await;
+    let file = server.db.sqlite_file().expect("a SQLite file");
+    let tenant = server.tenant(Plan::Unlimited, ALL, "ws").await;
+    let tool =
+        contextq_memory_tool(options(server.url(), &tenant.api_key).workspace("ws")).unwrap();
+    let run = async |input: Value| {
+        let r = tool.execute(input).await;
+        assert!(!r.is_error, "{}", r.content);
+    };
+    run(json!({"command": "create", "path": "/memories/first.md", "file_text": "first\n"})).await;
+    server.until_keys_used(&tenant.tenant_id).await;
+    let steps = [
+        (
+            "create a new file",
+            json!({"command": "create", "path": "/memories/n.md", "file_text": "new\n"}),
+        ),
+        (
+            "str_replace",
+            json!({"command": "str_replace", "path": "/memories/n.md", "old_str": "new", "new_str": "old"}),
+        ),
+        (
+            "delete a file",
+            json!({"command": "delete", "path": "/memories/n.md"}),
+        ),
+    ];
+    // Pages by table or index, one count per step ("-": not written by it).
+    let mut written: BTreeMap<String, costs::Counts> = BTreeMap::new();
+    for (i, (_, input)) in steps.iter().enumerate() {
+        let before = sqlite_counts::log_pages(&file).len();
+        run(input.clone()).await;
+        let pages = sqlite_counts::log_pages(&file)[before..].to_vec();
+        for (table, n) in sqlite_counts::tables_of(&file, &pages).unwrap() {
+            written
+                .entry(table)
+                .or_insert_with(|| vec![None; steps.len()])[i] = Some(n as u64);
+        }
+    }
+    let measured: BTreeMap<(String, String), costs::Counts> = written
+        .into_iter()
+        .map(|(table, pages)| ((table, "server, SQLite".to_string()), pages))
+        .collect();
+    let table = costs::Table {
+        path: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/costs.md"),
+        begin: "<!-- pages:begin (written by the test costs::the_tables_a_write_touches_hold) -->",
+        end: "<!-- pages:end -->",
+        keys: ["table or index", "store"],
+        columns: steps.iter().map(|(name, _)| *name).collect(),
+    };
+    let tables: Vec<&str> = measured
+        .keys()
+        .map(|(t, _): &(String, String)| t.as_str())
+        .collect();
+    table.hold(&measured, &tables, &["server, SQLite"], |_, _| 0);
+}

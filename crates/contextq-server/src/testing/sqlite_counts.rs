@@ -67,6 +67,44 @@ impl std::ops::Sub for SqliteCounts {
 /// Counts by database file (SQLite's full path name).
 static COUNTS: LazyLock<Mutex<HashMap<String, SqliteCounts>>> = LazyLock::new(Default::default);
 
+/// The pages each database's log received from the server's statements, in order (a frame's
+/// header names its page).
+static PAGES: LazyLock<Mutex<HashMap<String, Vec<u32>>>> = LazyLock::new(Default::default);
+
+/// The pages written to the log of the database at `path` so far by the server's statements
+/// (not by checkpoints), in order, one entry per frame (not the frames that only pad a commit
+/// to the disk's sector): which of them belong to which table or index, [`tables_of`] says.
+/// How many a write adds depends on the data (a B-tree splits when its page fills, and keys
+/// made at random fill different pages each run), so only a fresh database's are the same
+/// from run to run.
+pub fn log_pages(path: &Path) -> Vec<u32> {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let pages = PAGES.lock().unwrap_or_else(|p| p.into_inner());
+    pages
+        .get(path.to_string_lossy().as_ref())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// How many of `pages` belong to each table or index of the database at `path` (SQLite's
+/// `dbstat`), most first; pages no table holds now (freed) are under `(free)`.
+pub fn tables_of(path: &Path, pages: &[u32]) -> rusqlite::Result<Vec<(String, usize)>> {
+    let conn =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut stmt = conn.prepare("SELECT pageno, name FROM dbstat")?;
+    let owner: HashMap<u32, String> = stmt
+        .query_map([], |r| Ok((r.get::<_, u32>(0)?, r.get::<_, String>(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut counted: HashMap<String, usize> = HashMap::new();
+    for page in pages {
+        let name = owner.get(page).cloned().unwrap_or_else(|| "(free)".into());
+        *counted.entry(name).or_default() += 1;
+    }
+    let mut counted: Vec<(String, usize)> = counted.into_iter().collect();
+    counted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(counted)
+}
+
 /// Each open connection's `total_changes` when it last finished a statement.
 static CHANGES: LazyLock<Mutex<HashMap<usize, i64>>> = LazyLock::new(Default::default);
 
@@ -355,11 +393,29 @@ mod vfs {
         offset: i64,
     ) -> c_int {
         // SAFETY: `f` is one of ours, open.
-        unsafe {
+        let database = unsafe {
             let file = &mut *f.cast::<File>();
             file.header_written = file.is_log && offset == 0 && amount == 32;
-            (methods(f).xWrite.expect("xWrite"))(inner(f), buf, amount, offset)
+            (file.is_log && !IN_CHECKPOINT.get()).then(|| (*file.database).clone())
+        };
+        // A frame is its 24-byte header (the page's number first, big-endian), then the page.
+        if let Some(database) = database
+            && amount == 24
+            && offset > 0
+        {
+            // SAFETY: SQLite passes `amount` readable bytes at `buf`.
+            let header = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), 4) };
+            let page = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+            let mut pages = super::PAGES.lock().unwrap_or_else(|p| p.into_inner());
+            let written = pages.entry(database.clone()).or_default();
+            // Padding to the disk's sector repeats the commit's last frame (how many times
+            // depends on where the log happened to end).
+            if written.last() != Some(&page) {
+                written.push(page);
+            }
         }
+        // SAFETY: as above.
+        unsafe { (methods(f).xWrite.expect("xWrite"))(inner(f), buf, amount, offset) }
     }
 
     unsafe extern "C" fn sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
