@@ -115,6 +115,11 @@ const MIGRATIONS: &[Migration] = &[
         "0014_search_pending_list.sql"
     ),
     migration!(15, "restores marked in versions", common "0015_restore_marks.sql"),
+    migration!(
+        16,
+        "tables keyed by text without rowids",
+        "0016_keyed_tables.sql"
+    ),
 ];
 
 /// The migration after whose SQL every existing context is indexed for search (in Rust: the

@@ -107,9 +107,16 @@ fn put_as(tenant_id: &str, id: &str, path: &str, content: &str, fresh: bool) -> 
         let id = Bind::Text(id);
         match backend {
             Backend::Sqlite => {
+                // Only when missing: an insert that meets the existing row still takes a number
+                // from AUTOINCREMENT and writes `sqlite_sequence` (a page of the log) for nothing.
                 let mut sqlite = vec![(
-                    "INSERT INTO search_docs (context_id) VALUES ($1) ON CONFLICT (context_id) DO NOTHING"
-                        .to_string(),
+                    if fresh {
+                        "INSERT INTO search_docs (context_id) VALUES ($1)"
+                    } else {
+                        "INSERT INTO search_docs (context_id) SELECT v FROM (SELECT $1 AS v) \
+                         WHERE NOT EXISTS (SELECT 1 FROM search_docs WHERE context_id = v)"
+                    }
+                    .to_string(),
                     vec![id.clone()],
                 )];
                 if !fresh {

@@ -51,7 +51,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         db.schema_version().await.unwrap(),
         contextq_server::db::latest_schema_version()
     );
-    assert_eq!(contextq_server::db::latest_schema_version(), 15);
+    assert_eq!(contextq_server::db::latest_schema_version(), 16);
     // Migration 6 counted what each tenant holds, as a write would have kept it.
     assert_eq!(admin::recount(&db).await.unwrap(), vec![]);
     let v = admin::verify_audit(&db, None).await.unwrap();
