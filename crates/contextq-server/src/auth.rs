@@ -62,7 +62,7 @@ impl KeyRecord {
 /// file's metadata is unchanged (one `stat` per request, no query). Either way a revoked key is
 /// refused by the next request it makes on any server, once the revocation has committed and
 /// been signalled (milliseconds on PostgreSQL, microseconds on SQLite); entries also expire after
-/// [`KeyCache::TTL`].
+/// the cache's TTL ([`crate::ServerConfig::key_cache_ttl`], default [`KeyCache::TTL`]).
 #[derive(Debug, Default)]
 pub struct KeyCache {
     inner: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, KeyRecord)>>,
@@ -177,7 +177,7 @@ impl SignInTokens {
 pub const REVOCATIONS_CHANNEL: &str = "contextq_key_revocations";
 
 impl KeyCache {
-    /// How long a lookup is trusted.
+    /// How long a lookup is trusted unless the cache is given its own TTL ([`KeyCache::ttl`]).
     pub const TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
     /// A cache for `db`: on SQLite, trusted while its revocation signal file is unchanged; on

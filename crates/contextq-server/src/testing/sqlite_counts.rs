@@ -78,12 +78,14 @@ static PAGES: LazyLock<Mutex<HashMap<String, Vec<u32>>>> = LazyLock::new(Default
 /// made at random fill different pages each run), so only a fresh database's are the same
 /// from run to run.
 pub fn log_pages(path: &Path) -> Vec<u32> {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let pages = PAGES.lock().unwrap_or_else(|p| p.into_inner());
-    pages
-        .get(path.to_string_lossy().as_ref())
-        .cloned()
-        .unwrap_or_default()
+    pages.get(&file_key(path)).cloned().unwrap_or_default()
+}
+
+/// How the counts name the database at `path`: as SQLite does, its full path.
+fn file_key(path: &Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    path.to_string_lossy().into_owned()
 }
 
 /// How many of `pages` belong to each table or index of the database at `path` (SQLite's
@@ -121,12 +123,8 @@ pub fn install() {
 
 /// The counts of the database at `path` so far (zero before its first statement).
 pub fn counts(path: &Path) -> SqliteCounts {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let counts = COUNTS.lock().unwrap_or_else(|p| p.into_inner());
-    counts
-        .get(path.to_string_lossy().as_ref())
-        .copied()
-        .unwrap_or_default()
+    counts.get(&file_key(path)).copied().unwrap_or_default()
 }
 
 unsafe extern "C" fn entry(
