@@ -16,12 +16,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use contextq_memory_tool::MemoryToolHandlers;
 use contextq_memory_tool::contextq::client::ListParams;
 use contextq_memory_tool::contextq::contextq_memory_tool;
 use contextq_memory_tool::contextq::local::{LocalAnswer, LocalService, RouterService};
 use contextq_memory_tool::testing::costs;
 use contextq_memory_tool::testing::proxy::Proxy;
+use contextq_memory_tool::{MemoryPath, MemoryToolHandlers};
 use contextq_server::testing::sqlite_counts::{self, SqliteCounts};
 use contextq_server::testing::{TcpProxy, TestDatabase, TestServer};
 use contextq_server::{AppState, Backend, DbOptions, Plan, ServerConfig};
@@ -71,6 +71,9 @@ enum Run {
     Search(Value),
     /// One page of `GET /api/contexts` (100 rows).
     ListPage,
+    /// [`MemoryTool::create_many`](contextq_memory_tool::MemoryTool::create_many) of these
+    /// files (what `contextq-memory import` writes with).
+    Import(Vec<(MemoryPath, String)>),
 }
 
 /// A case of the table: its name, what sets it up (tool inputs), and what it runs.
@@ -107,6 +110,20 @@ fn cases(dir: &str) -> Vec<Case> {
             run: Run::Search(json!({"query": "zebra", "path": format!("{dir}/find")})),
         },
         Case {
+            name: "import 100 files of 1 KiB (one bulk upsert)",
+            setup: vec![],
+            run: Run::Import(
+                (0..100)
+                    .map(|i| {
+                        // (`cases("")` only names the rows.)
+                        let root = if dir.is_empty() { "/memories" } else { dir };
+                        let path = format!("{root}/import/d{}/f{i:03}.md", i % 10);
+                        (MemoryPath::parse(&path).unwrap(), prose(i))
+                    })
+                    .collect(),
+            ),
+        },
+        Case {
             name: "list a page (100 rows)",
             setup: (0..100)
                 .map(|i| create(&format!("page/f{i:03}.md"), "x\n"))
@@ -115,6 +132,24 @@ fn cases(dir: &str) -> Vec<Case> {
         },
     ]);
     cases
+}
+
+/// About 1 KiB of words, different for each `seed` (the index holds a few hundred distinct
+/// terms per file, as in a note): the same on every run.
+fn prose(seed: usize) -> String {
+    let mut text = String::new();
+    let mut x = seed as u64 + 1;
+    while text.len() < 1024 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        text.push_str(&format!("w{} ", (x >> 33) % 5000));
+        if text.len() % 80 < 6 {
+            text.push('\n');
+        }
+    }
+    text.push('\n');
+    text
 }
 
 /// What the database did so far, as the counts of a [`Cost`] see it.
@@ -282,6 +317,10 @@ async fn measure(backend: Backend, door: Door) -> Vec<(&'static str, Cost)> {
                         .await
                         .unwrap();
                     assert_eq!(page.contexts.len(), 100);
+                }
+                Run::Import(files) => {
+                    let created = tool.create_many("import", files).await;
+                    assert!(created.iter().all(Result::is_ok), "{}", case.name);
                 }
             }
             settle().await;

@@ -35,9 +35,13 @@ pub enum Bind {
 pub struct Batch {
     statements: Vec<(String, Vec<Bind>, Option<u64>)>,
     /// Statements each dialect writes its own way (the search index: an FTS5 table on SQLite,
-    /// a `tsvector` table on PostgreSQL), each group run before the statement at its place in
-    /// `statements` (or last); they may change any number of rows.
-    dialects: Vec<(usize, Dialects)>,
+    /// a `tsvector` table on PostgreSQL), run after every common statement, group after group
+    /// in the order added; they may change any number of rows. Last because FTS5 writes the
+    /// terms it holds in memory to a new segment of the index whenever a later statement of the
+    /// transaction opens a statement savepoint (a multi-row insert, an `INSERT ... SELECT`):
+    /// in the middle of a bulk upsert that was a segment per file, then their merges, most of
+    /// an import's time (docs/benchmarks.md, "Import at scale").
+    dialects: Vec<Dialects>,
 }
 
 /// A group of statements each dialect writes its own way, with its own values, made only for
@@ -176,34 +180,25 @@ impl Batch {
         self.statements.push((sql.into(), binds, expect));
     }
 
-    /// Adds statements each dialect writes its own way, run in this place of the batch. Only
-    /// for batches committed by a write ([`super::Write`]), not [`Batch::run_in`].
+    /// Adds statements each dialect writes its own way, run after every common statement of
+    /// the batch (so they must not depend on what a common statement writes, nor a common
+    /// statement on them), in the order their groups were added. Only for batches committed by
+    /// a write ([`super::Write`]), not [`Batch::run_in`].
     pub fn push_dialects(&mut self, group: Dialects) {
-        self.dialects.push((self.statements.len(), group));
+        self.dialects.push(group);
     }
 
-    /// The statements for `backend`, in order: the common ones with the dialect's own.
+    /// The statements for `backend`, in order: the common ones, then the dialect's own.
     fn flatten(self, backend: Backend) -> Vec<(String, Vec<Bind>, Option<u64>)> {
-        if self.dialects.is_empty() {
-            return self.statements;
+        let mut out = self.statements;
+        for group in self.dialects {
+            out.extend(
+                group
+                    .statements(backend)
+                    .into_iter()
+                    .map(|(sql, binds)| (sql, binds, None)),
+            );
         }
-        let mut groups = self.dialects.into_iter().peekable();
-        let mut out = Vec::new();
-        let take = |out: &mut Vec<_>, upto: usize, groups: &mut std::iter::Peekable<_>| {
-            while let Some((_, g)) = groups.next_if(|(at, _): &(usize, Dialects)| *at <= upto) {
-                let g: Dialects = g;
-                out.extend(
-                    g.statements(backend)
-                        .into_iter()
-                        .map(|(sql, binds)| (sql, binds, None)),
-                );
-            }
-        };
-        for (i, statement) in self.statements.into_iter().enumerate() {
-            take(&mut out, i, &mut groups);
-            out.push(statement);
-        }
-        take(&mut out, usize::MAX, &mut groups);
         out
     }
 

@@ -82,39 +82,59 @@ fn tsvector(tenant_id: &str, path: &[String], content: &[String]) -> String {
     out
 }
 
-/// The statements that make the index hold `content` at `path` for context `id`, replacing what
-/// it held: added to a write's batch.
-pub(crate) fn put(tenant_id: &str, id: &str, path: &str, content: &str) -> Dialects {
-    put_as(tenant_id, id, path, content, false)
+/// The terms the index holds for one context: its path's and its content's. Made before a
+/// write takes the database's write lock where the text is known by then (a bulk upsert's
+/// items), so that the tokenizing of one write overlaps another's commit instead of waiting
+/// for it.
+pub(crate) struct Terms {
+    path: Vec<String>,
+    content: Vec<String>,
+}
+
+impl Terms {
+    /// The terms of `content` at `path`.
+    pub(crate) fn of(path: &str, content: &str) -> Terms {
+        Terms {
+            path: index_terms(path, MAX_PATH_TERMS),
+            content: index_terms(content, MAX_CONTENT_TERMS),
+        }
+    }
+}
+
+/// The statements that make the index hold `terms` for context `id`, replacing what it held:
+/// added to a write's batch.
+pub(crate) fn put(tenant_id: &str, id: &str, terms: Terms) -> Dialects {
+    put_as(tenant_id, id, terms, false)
 }
 
 /// [`put`] for a context created in this batch: nothing of it to replace (on SQLite, no delete
 /// before the insert).
-pub(crate) fn put_new(tenant_id: &str, id: &str, path: &str, content: &str) -> Dialects {
-    put_as(tenant_id, id, path, content, true)
+pub(crate) fn put_new(tenant_id: &str, id: &str, terms: Terms) -> Dialects {
+    put_as(tenant_id, id, terms, true)
 }
 
-fn put_as(tenant_id: &str, id: &str, path: &str, content: &str, fresh: bool) -> Dialects {
-    let (tenant_id, id, path, content) = (
-        tenant_id.to_string(),
-        id.to_string(),
-        path.to_string(),
-        content.to_string(),
-    );
+fn put_as(tenant_id: &str, id: &str, terms: Terms, fresh: bool) -> Dialects {
+    let (tenant_id, id) = (tenant_id.to_string(), id.to_string());
     Dialects::new(move |backend| {
-        let path_terms = index_terms(&path, MAX_PATH_TERMS);
-        let content_terms = index_terms(&content, MAX_CONTENT_TERMS);
+        let Terms {
+            path: path_terms,
+            content: content_terms,
+        } = terms;
         let id = Bind::Text(id);
         match backend {
             Backend::Sqlite => {
-                // Only when missing: an insert that meets the existing row still takes a number
-                // from AUTOINCREMENT and writes `sqlite_sequence` (a page of the log) for nothing.
+                // Each statement inserts or deletes one row (`VALUES`, never `INSERT ...
+                // SELECT`): a statement that may write several rows opens a statement savepoint,
+                // at which FTS5 writes the terms it holds to a new segment (Batch's `dialects`).
+                // An existing row is met with its own number, so the insert takes none from
+                // AUTOINCREMENT and writes nothing (not even `sqlite_sequence`).
                 let mut sqlite = vec![(
                     if fresh {
                         "INSERT INTO search_docs (context_id) VALUES ($1)"
                     } else {
-                        "INSERT INTO search_docs (context_id) SELECT v FROM (SELECT $1 AS v) \
-                         WHERE NOT EXISTS (SELECT 1 FROM search_docs WHERE context_id = v)"
+                        "INSERT INTO search_docs (n, context_id) \
+                         VALUES ((SELECT n FROM search_docs WHERE context_id = $1), $1) \
+                         ON CONFLICT DO NOTHING"
                     }
                     .to_string(),
                     vec![id.clone()],
@@ -128,7 +148,7 @@ fn put_as(tenant_id: &str, id: &str, path: &str, content: &str, fresh: bool) -> 
                 }
                 sqlite.push((
                     "INSERT INTO context_fts (rowid, scope, path, body) \
-                     SELECT n, $2, $3, $4 FROM search_docs WHERE context_id = $1"
+                     VALUES ((SELECT n FROM search_docs WHERE context_id = $1), $2, $3, $4)"
                         .into(),
                     vec![
                         id,
@@ -226,7 +246,7 @@ pub(crate) async fn backfill(conn: &mut AnyConnection, backend: Backend) -> Resu
             let tenant: String = row.try_get("tenant_id")?;
             let path: String = row.try_get("external_id")?;
             let content: String = row.try_get("content")?;
-            for (sql, binds) in put(&tenant, &id, &path, &content).statements(backend) {
+            for (sql, binds) in put(&tenant, &id, Terms::of(&path, &content)).statements(backend) {
                 crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
                     .execute(&mut *conn)
                     .await?;
