@@ -70,12 +70,16 @@ pub struct Extensions {
     /// a restore of version N: its version's action is `restore` with `restoredFrom`, its audit
     /// row `context.restore` (token `restore-marks`).
     pub restore_marks: bool,
+    /// `POST /api/contexts/bulk-upsert` takes up to [`crate::limits::MAX_LARGE_BULK_ITEMS`]
+    /// items instead of the contract's [`crate::limits::MAX_BULK_ITEMS`], still all or nothing in
+    /// one transaction and within the request's body limit (token `large-bulk`).
+    pub large_bulk: bool,
 }
 
 /// The header that marks a write as the restore of a version (extension `restore-marks`).
 pub const RESTORED_FROM_HEADER: &str = "contextq-restored-from";
 
-const TOKENS: [&str; 20] = [
+const TOKENS: [&str; 21] = [
     "conditional-requests",
     "external-id-prefix",
     "cursor",
@@ -96,6 +100,7 @@ const TOKENS: [&str; 20] = [
     "idempotency",
     "search",
     "restore-marks",
+    "large-bulk",
 ];
 
 impl Extensions {
@@ -121,9 +126,10 @@ impl Extensions {
         idempotency: true,
         search: true,
         restore_marks: true,
+        large_bulk: true,
     };
 
-    fn flags(&self) -> [bool; 20] {
+    fn flags(&self) -> [bool; 21] {
         [
             self.conditional_requests,
             self.external_id_prefix,
@@ -145,6 +151,7 @@ impl Extensions {
             self.idempotency,
             self.search,
             self.restore_marks,
+            self.large_bulk,
         ]
     }
 
@@ -172,6 +179,7 @@ impl Extensions {
             idempotency: has(TOKENS[17]),
             search: has(TOKENS[18]),
             restore_marks: has(TOKENS[19]),
+            large_bulk: has(TOKENS[20]),
         }
     }
 
@@ -196,7 +204,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency, search, restore-marks"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency, search, restore-marks, large-bulk"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

@@ -7,6 +7,12 @@ pub const MAX_CONTENT_BYTES: usize = 1 << 20;
 /// Most items in one `POST /api/contexts/bulk-upsert`.
 pub const MAX_BULK_ITEMS: usize = 100;
 
+/// Most items in one `POST /api/contexts/bulk-upsert` to a server with the extension
+/// `large-bulk`: an import writes this many files per transaction, so that the pages of each
+/// index a write touches are written once per thousand files rather than once per hundred
+/// (docs/benchmarks.md, "Import at scale").
+pub const MAX_LARGE_BULK_ITEMS: usize = 1_000;
+
 /// Most contexts one `by-prefix` delete or rename changes (its transaction stays short); a
 /// directory with more is refused with 413 and nothing changed.
 pub const MAX_PREFIX_CONTEXTS: usize = 1_000;

@@ -52,7 +52,7 @@ use crate::store::{
 };
 use contextq_api::Context;
 use contextq_api::bodies::Within;
-use contextq_api::limits::MAX_BULK_ITEMS;
+use contextq_api::limits::{MAX_BULK_ITEMS, MAX_LARGE_BULK_ITEMS};
 
 /// At most this much content in one bulk-upsert of [`Store::create_many`]: within
 /// contextq-server's 8 MiB body (content escapes into JSON up to twice over) and small enough
@@ -442,8 +442,18 @@ impl ContextQStore {
                 }
                 return;
             }
-            // Refused: nothing of it was applied; each file goes on its own.
-            Err(_) => return,
+            // Refused: nothing of it was applied. A large request (`large-bulk`) is sent again
+            // as requests of the contract's size, so that one file there already costs a
+            // hundred files' requests one by one, not a thousand; the files of a refused
+            // request of that size go on their own.
+            Err(_) => {
+                if chunk.len() > MAX_BULK_ITEMS {
+                    for part in chunk.chunks(MAX_BULK_ITEMS) {
+                        Box::pin(self.send_chunk(part.to_vec(), conditional, out)).await;
+                    }
+                }
+                return;
+            }
         };
         let answers_what_was_sent = results.len() == chunk.len()
             && chunk
@@ -1055,7 +1065,8 @@ impl Store for ContextQStore {
         }
     }
 
-    /// Bulk-upserts of at most 100 files and [`BULK_BYTES`] of content each. With
+    /// Bulk-upserts of at most 100 files (1,000 to a server with `large-bulk`) and
+    /// [`BULK_BYTES`] of content each. With
     /// `conditional-requests` the items are create-only (`ifAbsent`: the request fails whole if
     /// any exists); without, each file is checked first (`GET`) and only the absent are sent:
     /// the TypeScript package's non-atomic create, as `put` does it. A request that is refused
@@ -1064,9 +1075,15 @@ impl Store for ContextQStore {
     async fn create_many(&self, files: &[(MemoryPath, String)]) -> Vec<Result<Option<Version>>> {
         let mut out: Vec<Option<Result<Option<Version>>>> =
             (0..files.len()).map(|_| None).collect();
-        let Ok(conditional) = self.extensions().await.map(|x| x.conditional_requests) else {
+        let Ok(extensions) = self.extensions().await else {
             // The server did not answer: each file's own `put` reports it.
             return self.one_by_one(files, out).await;
+        };
+        let conditional = extensions.conditional_requests;
+        let most = if extensions.large_bulk {
+            MAX_LARGE_BULK_ITEMS
+        } else {
+            MAX_BULK_ITEMS
         };
         // (index, input) of the files to send, in chunks.
         let mut chunk: Vec<(usize, ContextInput)> = Vec::new();
@@ -1085,9 +1102,7 @@ impl Store for ContextQStore {
                     continue;
                 }
             };
-            if chunk.len() == MAX_BULK_ITEMS
-                || (bytes + text.len() > BULK_BYTES && !chunk.is_empty())
-            {
+            if chunk.len() == most || (bytes + text.len() > BULK_BYTES && !chunk.is_empty()) {
                 self.send_chunk(std::mem::take(&mut chunk), conditional, &mut out)
                     .await;
                 bytes = 0;

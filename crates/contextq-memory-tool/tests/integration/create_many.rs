@@ -1,5 +1,5 @@
 //! `MemoryTool::create_many` (what `contextq-memory import` writes with) through contextq-server:
-//! one bulk-upsert per 100 files with `ifAbsent`, an existing file refused and never overwritten,
+//! one bulk-upsert per 1,000 files (`large-bulk`; 100 without it) with `ifAbsent`, an existing file refused and never overwritten,
 //! the write policy per file; on a plain ContextQ each file checked first and the absent sent
 //! together; and a bulk request whose answer is lost settled file by file, each created once.
 
@@ -54,11 +54,12 @@ async fn one_bulk_request_per_hundred_files(b: Backend) {
             _ => assert!(matches!(r, Ok(Some(_))), "{i}: {r:?}"),
         }
     }
-    // 248 files and the existing one: three requests of at most 100 items; the first, holding
-    // the existing file, is refused whole (409) and its 100 files go one by one.
+    // 248 files and the existing one: one request of 250 (`large-bulk`), refused whole (409),
+    // then three of at most 100 items; the first, holding the existing file, is refused whole
+    // too and its 100 files go one by one.
     assert_eq!(
         count(&log, "POST /api/contexts/bulk-upsert"),
-        3 + 100,
+        1 + 3 + 100,
         "{log:?}"
     );
     assert_eq!(
@@ -86,9 +87,9 @@ async fn one_bulk_request_per_hundred_files(b: Backend) {
     );
     assert_eq!(server.stored(&key, "mem-tool:ws/d3/f010.md").await, None);
 
-    // Without an existing file among them: exactly one request per 100.
+    // Without an existing file among them: exactly one request per 1,000 (`large-bulk`).
     proxy.take_log();
-    let more: Vec<_> = (0..200)
+    let more: Vec<_> = (0..1_200)
         .map(|i| {
             (
                 MemoryPath::parse(&format!("/memories/more/g{i:03}.md")).unwrap(),
@@ -103,6 +104,28 @@ async fn one_bulk_request_per_hundred_files(b: Backend) {
             .all(|r| r.is_ok())
     );
     assert_eq!(proxy.take_log(), ["POST /api/contexts/bulk-upsert"; 2]);
+
+    // A server that does not say `large-bulk` (an earlier contextq-server): one per 100.
+    let older = Proxy::hiding(&server.url, &["large-bulk"]).await;
+    let tool = contextq_memory_tool(options(&older.url, &key).workspace("ws")).unwrap();
+    let last: Vec<_> = (0..250)
+        .map(|i| {
+            (
+                MemoryPath::parse(&format!("/memories/last/h{i:03}.md")).unwrap(),
+                "x\n".to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        tool.create_many("import", &last)
+            .await
+            .iter()
+            .all(|r| r.is_ok())
+    );
+    assert_eq!(
+        count(&older.take_log(), "POST /api/contexts/bulk-upsert"),
+        3
+    );
 }
 
 async fn a_plain_contextq_checks_each_file_then_sends_the_absent_together(b: Backend) {

@@ -5,14 +5,15 @@ use std::collections::{HashMap, HashSet};
 
 use contextq_api::bodies::EditedContext;
 use contextq_api::limits::{
-    MAX_BULK_ITEMS, MAX_CONTENT_BYTES, MAX_EXTERNAL_ID_BYTES, MAX_PAGE, MAX_TAG_BYTES, MAX_TAGS,
-    MAX_TITLE_BYTES, MAX_TYPE_BYTES,
+    MAX_CONTENT_BYTES, MAX_EXTERNAL_ID_BYTES, MAX_LARGE_BULK_ITEMS, MAX_PAGE, MAX_TAG_BYTES,
+    MAX_TAGS, MAX_TITLE_BYTES, MAX_TYPE_BYTES,
 };
 use contextq_api::{Context, ContextInput, ContextSummary, Plan, TextEdit, UpsertResult};
 use sqlx::AnyConnection;
 
 use super::decode;
 use super::history::{Change, Kept, Usage, Versions, kept_columns, kept_from, usage_columns};
+use super::search::Terms;
 use super::{
     Actor, Error, Outcome, Result, json_rows, new_id, now, tags_from, tags_text, workspaces, write,
 };
@@ -320,11 +321,12 @@ fn retag(batch: &mut Batch, tenant_id: &str, context_id: &str, old: &[String], n
     }
 }
 
-/// Checks every item of a bulk upsert before anything is read or written.
+/// Checks every item of a bulk upsert before anything is read or written: 1 to
+/// [`MAX_LARGE_BULK_ITEMS`] (extension `large-bulk`; the contract's own limit is 100).
 fn check_items(items: &[ContextInput]) -> Result<()> {
-    if items.is_empty() || items.len() > MAX_BULK_ITEMS {
+    if items.is_empty() || items.len() > MAX_LARGE_BULK_ITEMS {
         return Err(Error::Invalid(format!(
-            "contexts: give 1 to {MAX_BULK_ITEMS} items (got {})",
+            "contexts: give 1 to {MAX_LARGE_BULK_ITEMS} items (got {})",
             items.len()
         )));
     }
@@ -405,6 +407,11 @@ pub async fn bulk_upsert(
         .into_iter()
         .collect();
     let read = bulk_read(db, actor.tenant_id, items, &slugs);
+    // Tokenized before the write lock is taken (search::Terms).
+    let terms: Vec<Terms> = items
+        .iter()
+        .map(|i| Terms::of(&i.external_id, &i.content))
+        .collect();
     write(db, actor, &items[0].external_id, read, |head, row| {
         let found = Found::from_row(row, actor.tenant_id)?;
         let targets = found.targets(&slugs)?;
@@ -415,23 +422,25 @@ pub async fn bulk_upsert(
             .collect();
         let mut w = Upserting::new(db, actor, head, &found);
         let mut results = Vec::with_capacity(items.len());
-        let mut creates: Vec<(&ContextInput, String)> = Vec::new();
-        for item in items {
+        let mut creates: Vec<(&ContextInput, String, Terms)> = Vec::new();
+        for (item, terms) in items.iter().zip(terms) {
             let ws = targets[item.workspace.as_str()];
             let Some(old) = stored.get(item.external_id.as_str()) else {
                 let id = new_id("ctx");
                 results.push(upserted(&id, item, "created", 1));
-                creates.push((item, id));
+                creates.push((item, id, terms));
                 continue;
             };
-            let version = w.update(item, old, ws)?;
+            let version = w.update(item, terms, old, ws)?;
             results.push(upserted(&old.id, item, "updated", version));
         }
         if !creates.is_empty() {
             found.check_quota(creates.len())?;
-            w.insert(&creates, &targets);
+            let created = creates.len();
+            w.insert(creates, &targets);
+            return Ok(w.finish(created, results));
         }
-        Ok(w.finish(creates.len(), results))
+        Ok(w.finish(0, results))
     })
     .await
 }
@@ -587,7 +596,13 @@ impl<'a> Upserting<'a> {
 
     /// `item` over the context `old` (in the workspace `ws`): its version after, unchanged when
     /// nothing differs. Absent title and tags keep the stored ones (as in PUT).
-    fn update(&mut self, item: &ContextInput, old: &Stored, ws: &TargetWorkspace) -> Result<i64> {
+    fn update(
+        &mut self,
+        item: &ContextInput,
+        terms: Terms,
+        old: &Stored,
+        ws: &TargetWorkspace,
+    ) -> Result<i64> {
         if item.if_absent {
             return Err(Error::ExternalIdExists {
                 external_id: item.external_id.clone(),
@@ -627,12 +642,8 @@ impl<'a> Upserting<'a> {
             Some(1),
         );
         if old.content != item.content {
-            self.batch.push_dialects(super::search::put(
-                tenant_id,
-                &old.id,
-                &item.external_id,
-                &item.content,
-            ));
+            self.batch
+                .push_dialects(super::search::put(tenant_id, &old.id, terms));
         }
         if item.tags.is_some() {
             retag(&mut self.batch, tenant_id, &old.id, &old_tags, &tags);
@@ -651,13 +662,13 @@ impl<'a> Upserting<'a> {
     /// The new contexts `creates` (each with its new id), in one statement.
     fn insert(
         &mut self,
-        creates: &[(&ContextInput, String)],
+        creates: Vec<(&ContextInput, String, Terms)>,
         targets: &HashMap<&str, &TargetWorkspace>,
     ) {
         let tenant_id = self.actor.tenant_id;
         let mut binds = Vec::new();
         let mut rows = Vec::new();
-        for (item, id) in creates {
+        for (item, id, _) in &creates {
             let n = binds.len();
             let p: Vec<String> = (1..=10).map(|k| format!("${}", n + k)).collect();
             rows.push(format!(
@@ -685,14 +696,11 @@ impl<'a> Upserting<'a> {
             binds,
             Some(creates.len() as u64),
         );
-        for (item, id) in creates {
+        for (item, id, terms) in creates {
+            let id = &id;
             let tags = item.tags.as_deref().unwrap_or_default();
-            self.batch.push_dialects(super::search::put_new(
-                tenant_id,
-                id,
-                &item.external_id,
-                &item.content,
-            ));
+            self.batch
+                .push_dialects(super::search::put_new(tenant_id, id, terms));
             retag(&mut self.batch, tenant_id, id, &[], tags);
             let ws = &targets[item.workspace.as_str()].id;
             let row = Written {
@@ -941,12 +949,8 @@ fn rewrite(batch: &mut Batch, tenant_id: &str, old: &Context, new: &Context) {
         Some(1),
     );
     if new.content != old.content || new.external_id != old.external_id {
-        batch.push_dialects(super::search::put(
-            tenant_id,
-            &old.id,
-            &new.external_id,
-            &new.content,
-        ));
+        let terms = super::search::Terms::of(&new.external_id, &new.content);
+        batch.push_dialects(super::search::put(tenant_id, &old.id, terms));
     }
 }
 
@@ -1243,7 +1247,8 @@ pub(super) fn push_move<'a>(
         ],
         Some(1),
     );
-    batch.push_dialects(super::search::put(actor.tenant_id, m.id, m.to, m.content));
+    let terms = super::search::Terms::of(m.to, m.content);
+    batch.push_dialects(super::search::put(actor.tenant_id, m.id, terms));
     let detail = serde_json::json!({"externalId": m.from, "to": m.to, "version": version});
     let gone = head.append(actor.record("context.rename", "context", m.id, detail));
     let change = |action, external_id, title, content, seq, renamed_from| Change {

@@ -194,13 +194,16 @@ async fn contexts_crud_and_conditional_requests(b: Backend) {
         .post("/api/contexts/bulk-upsert", json!({"contexts": []}))
         .await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
-    let many: Vec<_> = (0..101).map(|i| json!({"externalId": format!("m{i}"), "workspace": "ws", "type": "reference", "content": ""})).collect();
-    assert_eq!(
-        c.post("/api/contexts/bulk-upsert", json!({"contexts": many}))
-            .await
-            .status,
-        StatusCode::UNPROCESSABLE_ENTITY
-    );
+    // More items than `large-bulk` allows (1,000), or ten times that, refused before anything is
+    // read: 422 naming the limit, nothing written.
+    for n in [1_001, 10_000] {
+        let many: Vec<_> = (0..n).map(|i| json!({"externalId": format!("m{i}"), "workspace": "ws", "type": "reference", "content": ""})).collect();
+        let r = c
+            .post("/api/contexts/bulk-upsert", json!({"contexts": many}))
+            .await;
+        assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(r.message().contains("give 1 to 1000 items"), "{:?}", r.body);
+    }
     let r = c.post("/api/contexts/bulk-upsert", json!({"contexts": [{"externalId": "x", "workspace": "nope", "type": "reference", "content": ""}]})).await;
     r.assert_error(ErrorCode::NotFound);
     let r = c.post("/api/contexts/bulk-upsert", "not json".into()).await;
