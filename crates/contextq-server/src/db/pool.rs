@@ -103,6 +103,12 @@ const SQLITE_PRAGMAS: &[&str] = &[
     "PRAGMA journal_size_limit = 16777216",
 ];
 
+/// The page cache of the connection that writes (SQLite's default is 2 MiB): a bulk upsert of a
+/// thousand files dirties more pages than that, and a full cache spills them to the log before
+/// the commit and reads index pages back from the file (docs/benchmarks.md, "Import at
+/// scale"). Pages are allocated as they are used, so a small database never holds this much.
+const WRITER_CACHE: &str = "PRAGMA cache_size = -65536";
+
 /// Every pragma a SQLite connection is set up with: [`SQLITE_PRAGMAS`], how it commits
 /// ([`DbOptions::sync_commits`]): flushing the write-ahead log before a commit is answered, or
 /// leaving the flush to checkpoints (still atomic and consistent), and whether a commit may run
@@ -621,7 +627,7 @@ impl Db {
         DirectConnection::open(
             options.get_filename(),
             read_only,
-            sqlite_setup(self.sync_commits, background_checkpoints),
+            sqlite_setup(self.sync_commits, background_checkpoints).chain([WRITER_CACHE]),
             !self.sync_commits && background_checkpoints,
         )
         .map_err(|e| Error::Connect(redact_url(&self.url), e))
