@@ -6,6 +6,7 @@
 # /usr/bin/time (release binary).
 #
 #   bash bench/import-tree.sh [FILES] [FOLDERS]     e.g. bash bench/import-tree.sh 100000 100
+#   TREE_BYTES=1024 bash bench/import-tree.sh 100000 100   (files of 1 KiB of prose: issue 52, item 5)
 set -euo pipefail
 files=${1:-20000}
 folders=${2:-100}

@@ -40,17 +40,27 @@ serve() {
 }
 
 # write_tree DIR FILES FOLDERS [SUBDIR]: FILES memory files in the SDKs' layout,
-# DIR/memories/[SUBDIR/]dNN/fN.md, spread over FOLDERS folders, one line of about 50 bytes each.
+# DIR/memories/[SUBDIR/]dNN/fN.md, spread over FOLDERS folders, one line of about 50 bytes each,
+# or, with $TREE_BYTES set, about that many bytes of prose each (words drawn from a vocabulary
+# of 5,000, seeded: the same tree every run), so that the search index has real work.
 write_tree() {
   python3 - "$@" <<'EOF'
-import os, sys
+import os, random, sys
 tree, files, folders = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+size = int(os.environ.get("TREE_BYTES", "0"))
 base = os.path.join(tree, "memories", *sys.argv[4:5])
+rng = random.Random(7)
+letters = "abcdefghijklmnopqrstuvwxyz"
+vocabulary = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 10))) for _ in range(5000)]
 for d in range(folders):
     os.makedirs(f"{base}/d{d:02}", exist_ok=True)
 for i in range(files):
+    text = f"note {i}: a fact worth keeping across sessions.\n"
+    while len(text) < size:
+        line = " ".join(rng.choice(vocabulary) for _ in range(12))
+        text += line[: max(1, size - len(text) - 1)] + "\n"
     with open(f"{base}/d{i % folders:02}/f{i}.md", "w") as f:
-        f.write(f"note {i}: a fact worth keeping across sessions.\n")
+        f.write(text)
 EOF
 }
 

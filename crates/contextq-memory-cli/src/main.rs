@@ -406,11 +406,15 @@ fn main() -> ExitCode {
         contextq_server::logs::LogFormat::Text => "warn,sqlx=error",
     };
     contextq_server::logs::init(default_filter, cli.logs.log_format);
-    // `serve` answers other processes: every core. Every other command is one client running
-    // one command at a time (the embedded server in the same process): one thread, so a request
-    // and its answer never hop between worker threads (faster, measured in docs/benchmarks.md).
+    // `serve` answers other processes, and `import` keeps several bulk requests in flight (one
+    // request's JSON and terms made while the database commits another's): every core. Every
+    // other command is one client running one command at a time (the embedded server in the
+    // same process): one thread, so a request and its answer never hop between worker threads
+    // (faster, measured in docs/benchmarks.md).
     let runtime = match cli.command {
-        Command::Serve { .. } => tokio::runtime::Builder::new_multi_thread(),
+        Command::Serve { .. } | Command::Import { .. } => {
+            tokio::runtime::Builder::new_multi_thread()
+        }
         _ => tokio::runtime::Builder::new_current_thread(),
     }
     .enable_all()
