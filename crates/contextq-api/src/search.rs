@@ -132,6 +132,19 @@ fn finish(raw: &str) -> String {
     term
 }
 
+/// The word `word` (characters `start..end`) as a term of `out`, if there is one; `word` emptied.
+fn end_word(out: &mut Vec<Token>, word: &mut String, start: usize, end: usize) {
+    if !word.is_empty() {
+        out.push(Token {
+            term: finish(word),
+            start,
+            end,
+            tail: false,
+        });
+        word.clear();
+    }
+}
+
 /// Every term of `text`, in order, with its place.
 pub fn tokens(text: &str) -> Vec<Token> {
     scan(text, true)
@@ -185,30 +198,14 @@ fn scan(text: &str, ascii_shortcut: bool) -> Vec<Token> {
                 word.push(c.to_ascii_lowercase());
                 base = Some(c);
             } else {
-                if !word.is_empty() {
-                    out.push(Token {
-                        term: finish(&word),
-                        start: word_start,
-                        end: i,
-                        tail: false,
-                    });
-                    word.clear();
-                }
+                end_word(&mut out, &mut word, word_start, i);
                 flush_run(&mut run, &mut out);
                 base = None;
             }
             continue;
         }
         if is_cjk(c) {
-            if !word.is_empty() {
-                out.push(Token {
-                    term: finish(&word),
-                    start: word_start,
-                    end: i,
-                    tail: false,
-                });
-                word.clear();
-            }
+            end_word(&mut out, &mut word, word_start, i);
             let mut folded = String::new();
             fold_into(c, None, &mut folded);
             run.push((folded.nfc().collect(), i));
@@ -233,28 +230,12 @@ fn scan(text: &str, ascii_shortcut: bool) -> Vec<Token> {
                 }
             }
         } else {
-            if !word.is_empty() {
-                out.push(Token {
-                    term: finish(&word),
-                    start: word_start,
-                    end: i,
-                    tail: false,
-                });
-                word.clear();
-            }
+            end_word(&mut out, &mut word, word_start, i);
             flush_run(&mut run, &mut out);
             base = None;
         }
     }
-    let i = text.chars().count();
-    if !word.is_empty() {
-        out.push(Token {
-            term: finish(&word),
-            start: word_start,
-            end: i,
-            tail: false,
-        });
-    }
+    end_word(&mut out, &mut word, word_start, text.chars().count());
     flush_run(&mut run, &mut out);
     out.retain(|t| !t.term.is_empty());
     out

@@ -23,6 +23,16 @@ fn files(n: usize) -> Vec<(MemoryPath, String)> {
         .collect()
 }
 
+/// `n` files of one line in `/memories/<dir>/`.
+fn small(dir: &str, n: usize) -> Vec<(MemoryPath, String)> {
+    (0..n)
+        .map(|i| {
+            let path = MemoryPath::parse(&format!("/memories/{dir}/g{i:04}.md")).unwrap();
+            (path, "x\n".to_string())
+        })
+        .collect()
+}
+
 /// Requests of the proxy's log whose line starts with `prefix`.
 fn count(log: &[String], prefix: &str) -> usize {
     log.iter().filter(|l| l.starts_with(prefix)).count()
@@ -89,16 +99,8 @@ async fn one_bulk_request_per_hundred_files(b: Backend) {
 
     // Without an existing file among them: exactly one request per 1,000 (`large-bulk`).
     proxy.take_log();
-    let more: Vec<_> = (0..1_200)
-        .map(|i| {
-            (
-                MemoryPath::parse(&format!("/memories/more/g{i:03}.md")).unwrap(),
-                "x\n".to_string(),
-            )
-        })
-        .collect();
     assert!(
-        tool.create_many("import", &more)
+        tool.create_many("import", &small("more", 1_200))
             .await
             .iter()
             .all(|r| r.is_ok())
@@ -108,16 +110,8 @@ async fn one_bulk_request_per_hundred_files(b: Backend) {
     // A server that does not say `large-bulk` (an earlier contextq-server): one per 100.
     let older = Proxy::hiding(&server.url, &["large-bulk"]).await;
     let tool = contextq_memory_tool(options(&older.url, &key).workspace("ws")).unwrap();
-    let last: Vec<_> = (0..250)
-        .map(|i| {
-            (
-                MemoryPath::parse(&format!("/memories/last/h{i:03}.md")).unwrap(),
-                "x\n".to_string(),
-            )
-        })
-        .collect();
     assert!(
-        tool.create_many("import", &last)
+        tool.create_many("import", &small("last", 250))
             .await
             .iter()
             .all(|r| r.is_ok())
