@@ -36,11 +36,12 @@ pub struct Batch {
     statements: Vec<(String, Vec<Bind>, Option<u64>)>,
     /// Statements each dialect writes its own way (the search index: an FTS5 table on SQLite,
     /// a `tsvector` table on PostgreSQL), run after every common statement, group after group
-    /// in the order added; they may change any number of rows. Last because FTS5 writes the
-    /// terms it holds in memory to a new segment of the index whenever a later statement of the
-    /// transaction opens a statement savepoint (a multi-row insert, an `INSERT ... SELECT`):
-    /// in the middle of a bulk upsert that was a segment per file, then their merges, most of
-    /// an import's time (docs/benchmarks.md, "Import at scale").
+    /// in the order added; they may change any number of rows. Last so that no statement that
+    /// opens a statement savepoint (a multi-row insert, an `INSERT ... SELECT`) comes after the
+    /// index's terms: at each one FTS5 writes the terms it holds to a new segment. The index's
+    /// own statements write one row each for the same reason (`store::search`), which is what
+    /// removed a segment per file from a bulk upsert (docs/costs.md counts it); this order keeps
+    /// a later change to the other statements from bringing it back.
     dialects: Vec<Dialects>,
 }
 
