@@ -10,6 +10,10 @@
 //! comparison, `NORMAL` (`ordered`); PostgreSQL through one connection with the server's own
 //! `synchronous_commit` (on unless the server was told otherwise; the table says which), the
 //! transaction sent as one simple-query batch: one round trip and one WAL flush per write.
+//!
+//! Then the same on the second floor (module `rows`): the rows a memory-tool write writes, in
+//! the server's own schema, so that a write's distance from it is our code's and not our
+//! schema's.
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +23,8 @@ use contextq_server::testing::TestDatabase;
 use sqlx::Connection as _;
 
 use crate::{Stats, stats};
+
+mod rows;
 
 /// The note each write stores (the trace's notes are about this long).
 const NOTE: &str = "note: the deploy of service-7 moved to rack r3 on Tuesday.\n";
@@ -40,17 +46,133 @@ pub async fn run(writes: usize, postgres: Option<String>) -> Result<()> {
     }
     if let Some(admin) = postgres {
         let (s, synchronous_commit) = postgres_floor(writes, &admin).await?;
+        let durability = if synchronous_commit == "off" {
+            "ordered"
+        } else {
+            "synced"
+        };
         row(
             &format!("PostgreSQL (one round trip, synchronous_commit = {synchronous_commit})"),
-            if synchronous_commit == "off" {
-                "ordered"
-            } else {
-                "synced"
-            },
+            durability,
+            &s,
+        );
+        let s = postgres_rows(writes, &admin).await?;
+        row(
+            &format!(
+                "PostgreSQL, the rows of a memory-tool write (one round trip, synchronous_commit = {synchronous_commit})"
+            ),
+            durability,
+            &s,
+        );
+    }
+    for (durability, synchronous) in [("synced", "FULL"), ("ordered", "NORMAL")] {
+        let s = sqlite_rows(writes, synchronous).await?;
+        row(
+            &format!(
+                "SQLite, the rows of a memory-tool write (rusqlite, WAL, synchronous = {synchronous})"
+            ),
+            durability,
             &s,
         );
     }
     Ok(())
+}
+
+/// The second floor on SQLite: the server's schema (its migrations run by opening it), then
+/// each write's statements (module `rows`) prepared once and bound, one transaction each.
+async fn sqlite_rows(writes: usize, synchronous: &str) -> Result<Stats> {
+    let database = TestDatabase::create(Backend::Sqlite, None).await?;
+    let db = contextq_server::Db::connect(&database.url, &contextq_server::DbOptions::default())
+        .await
+        .context("migrating the floor's SQLite database")?;
+    db.close().await;
+    let file = database.url.trim_start_matches("sqlite:").to_string();
+    let conn = rusqlite::Connection::open(&file)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", synchronous)?;
+    let run = |statements: Vec<rows::Statement>| -> Result<()> {
+        for (sql, values) in statements {
+            let values = values.into_iter().map(|v| match v {
+                rows::V::Text(s) => rusqlite::types::Value::Text(s),
+                rows::V::Int(n) => rusqlite::types::Value::Integer(n),
+                rows::V::Null => rusqlite::types::Value::Null,
+            });
+            conn.prepare_cached(sql)?
+                .execute(rusqlite::params_from_iter(values))
+                .with_context(|| format!("the floor's statement {sql}"))?;
+        }
+        Ok(())
+    };
+    run(rows::setup())?;
+    let mut w = rows::Writes::new(Backend::Sqlite);
+    let mut lat = Vec::with_capacity(writes);
+    let started = Instant::now();
+    for i in 0..writes {
+        let t = Instant::now();
+        let tx =
+            rusqlite::Transaction::new_unchecked(&conn, rusqlite::TransactionBehavior::Immediate)?;
+        run(w.next(i))?;
+        tx.commit()?;
+        lat.push(t.elapsed());
+    }
+    Ok(stats(lat, started.elapsed()))
+}
+
+/// The second floor on PostgreSQL: the server's schema, each write as one simple-query batch
+/// (`BEGIN`, its statements, `COMMIT`): one round trip. Each statement is `PREPARE`d on the
+/// connection the first time it is sent (in the same batch) and `EXECUTE`d with literals after,
+/// as the server's write connections do, so that the floor does not plan what the server does
+/// not.
+async fn postgres_rows(writes: usize, admin: &str) -> Result<Stats> {
+    let database = TestDatabase::create(Backend::Postgres, Some(admin)).await?;
+    let db = contextq_server::Db::connect(&database.url, &contextq_server::DbOptions::default())
+        .await
+        .context("migrating the floor's PostgreSQL database")?;
+    db.close().await;
+    let mut conn = sqlx::PgConnection::connect(&database.url)
+        .await
+        .context("connecting to the floor's database")?;
+    let mut prepared: std::collections::HashMap<&'static str, usize> = Default::default();
+    let mut batch = |statements: Vec<rows::Statement>| {
+        let mut sql = String::from("BEGIN;");
+        for (s, values) in statements {
+            let next = prepared.len();
+            let name = *prepared.entry(s).or_insert_with(|| {
+                let numbered = (1..=values.len()).rev().fold(s.to_string(), |q, k| {
+                    q.replace(&format!("?{k}"), &format!("${k}"))
+                });
+                sql.push_str(&format!("PREPARE floor_{next} AS {numbered};"));
+                next
+            });
+            let args: Vec<String> = (0..values.len()).map(|k| format!("?{}", k + 1)).collect();
+            let execute = if args.is_empty() {
+                format!("EXECUTE floor_{name}")
+            } else {
+                format!("EXECUTE floor_{name}({})", args.join(", "))
+            };
+            sql.push_str(&rows::inline(&execute, &values));
+            sql.push(';');
+        }
+        sql.push_str("COMMIT;");
+        sql
+    };
+    sqlx::raw_sql(sqlx::AssertSqlSafe(batch(rows::setup())))
+        .execute(&mut conn)
+        .await?;
+    let mut w = rows::Writes::new(Backend::Postgres);
+    let mut lat = Vec::with_capacity(writes);
+    let started = Instant::now();
+    for i in 0..writes {
+        let t = Instant::now();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(batch(w.next(i))))
+            .execute(&mut conn)
+            .await?;
+        lat.push(t.elapsed());
+    }
+    let wall = started.elapsed();
+    conn.close().await?;
+    drop(database);
+    Ok(stats(lat, wall))
 }
 
 fn row(name: &str, durability: &str, s: &Stats) {

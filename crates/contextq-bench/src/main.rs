@@ -158,10 +158,10 @@ enum Cmd {
         #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
         postgres_url: Option<String>,
     },
-    /// The floor of a durable write on this machine: one client committing, one transaction at
-    /// a time, the rows a write needs at the least (file, version, audit), on SQLite with
-    /// `synchronous = FULL` and `NORMAL` and, with --postgres-url, on PostgreSQL in one round
-    /// trip each.
+    /// The floors of a durable write on this machine: one client committing, one transaction at
+    /// a time, the rows a write needs at the least (file, version, audit), then the rows a
+    /// memory-tool write writes in the server's schema, on SQLite with `synchronous = FULL` and
+    /// `NORMAL` and, with --postgres-url, on PostgreSQL in one round trip each.
     Floor {
         /// Writes per floor.
         #[arg(long, default_value_t = 2000)]
