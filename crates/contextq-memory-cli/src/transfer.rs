@@ -15,13 +15,18 @@
 //! A progress bar is drawn on a terminal (stderr), nothing when piped; each ends with one line:
 //! `exported 12 files (3.4K), skipped 2, failed 0`.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use contextq_memory_tool::contextq::ErrorCode;
 use contextq_memory_tool::render::human_size;
+use contextq_memory_tool::store::Page;
 use contextq_memory_tool::{Error, MemoryPath, MemoryTool, PutMode, Store};
+
+mod walk;
 
 /// What a transfer did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -233,121 +238,117 @@ fn import_root(dir: &Path) -> PathBuf {
     if sdk.is_dir() { sdk } else { dir.to_path_buf() }
 }
 
-/// The files beneath `dir`, as path segments below it; what `view` hides is counted in
-/// `hidden` (with everything beneath it) unless `include_hidden`.
-fn collect(
-    dir: &Path,
-    rel: &mut Vec<String>,
-    out: &mut Vec<(Vec<String>, PathBuf)>,
-    include_hidden: bool,
-    hidden: &mut usize,
-) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let meta = std::fs::symlink_metadata(e.path())?;
-        let name = e.file_name().to_string_lossy().to_string();
-        if meta.file_type().is_symlink() || name.starts_with(".cqmem-") {
-            continue;
-        }
-        if !include_hidden && contextq_memory_tool::render::hidden(&name) {
-            let mut skipped = Vec::new();
-            if meta.is_dir() {
-                collect(&e.path(), &mut Vec::new(), &mut skipped, true, &mut 0)?;
-                *hidden += skipped.len();
-            } else if meta.is_file() {
-                *hidden += 1;
-            }
-            continue;
-        }
-        rel.push(name);
-        if meta.is_dir() {
-            collect(&e.path(), rel, out, include_hidden, hidden)?;
-        } else if meta.is_file() {
-            out.push((rel.clone(), e.path()));
-        }
-        rel.pop();
-    }
-    Ok(())
-}
-
 /// Imports the files under `dir` (or `dir/memories`) through `tool`, so under its write policy:
 /// a read-only tool refuses the import before anything is read, and a file the secret guard
 /// refuses fails (named on stderr) while the others go on.
 ///
-/// Files the store does not hold (one listing of the store says which) are created together,
-/// [`CREATE_CHUNK`] at a time, through [`MemoryTool::create_many`] (ContextQ: one bulk-upsert per
-/// 100 files); a file created by someone else meanwhile, and every file when the store cannot
-/// list everything, goes the careful way: read, compared, then created, overwritten
-/// (`--overwrite`) or skipped.
+/// Streaming: the folder is walked in the text order of the files' paths ([`walk::Walk`]) and
+/// imported a window of [`WINDOW`] files at a time, so that what is held stays bounded however
+/// many files there are. For each window, what the store holds in the window's range of paths
+/// is listed page by page when the store pages ([`Store::pages`]: ContextQ with its listing
+/// extensions); a store that cannot is listed once, beneath the deepest directory every file
+/// shares. Files the store does not hold are created together, [`CREATE_CHUNK`] at a time,
+/// through [`MemoryTool::create_many`] (ContextQ: one bulk-upsert per 100 or 1,000 files); a
+/// file created by someone else meanwhile, and every file whose presence is not known, goes the
+/// careful way: read, compared, then created, overwritten (`--overwrite`) or skipped. What the
+/// listing says is never relied on for safety: a create never overwrites.
 pub async fn import<S: Store>(
     tool: &MemoryTool<S>,
     dir: &Path,
     options: ImportOptions,
 ) -> Result<Summary> {
-    let ImportOptions {
-        overwrite,
-        include_hidden,
-    } = options;
     if tool.is_read_only() {
         anyhow::bail!(Error::ReadOnly { command: "import" }.tool_message());
     }
     let store = tool.store();
     let root = import_root(dir);
-    let mut files = Vec::new();
-    let mut hidden = 0;
-    collect(
-        &root,
-        &mut Vec::new(),
-        &mut files,
-        include_hidden,
-        &mut hidden,
-    )
-    .with_context(|| format!("cannot read {}", root.display()))?;
-    let bar = progress(files.len());
-    let mut run = Run {
-        summary: Summary {
-            hidden,
-            ..Summary::default()
-        },
-        bar: &bar,
+    let unreadable = || format!("cannot read {}", root.display());
+    // A terminal's bar needs the total (one walk more, names only); a pipe gets no bar.
+    let bar = if std::io::stderr().is_terminal() {
+        let mut count = 0;
+        for file in walk::Walk::new(&root, options.include_hidden).with_context(unreadable)? {
+            file.with_context(unreadable)?;
+            count += 1;
+        }
+        progress(count)
+    } else {
+        indicatif::ProgressBar::hidden()
     };
-    // Files that the store keeps as one (Store::key): the first is imported, each later one
-    // fails, named with the one it collides with, instead of silently overwriting it.
-    let mut keys: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    let mut ready = Vec::with_capacity(files.len());
-    for (segments, fs_path) in files {
-        let shown = fs_path.display().to_string();
-        match claim(store, &mut keys, &segments, &shown) {
-            Ok(path) => ready.push(Ready {
-                shown,
-                path,
-                fs_path,
-            }),
-            Err(e) => {
-                run.outcome(&shown, Err(e));
+    let mut held = if store.pages().await {
+        Held::Paged { after: None }
+    } else {
+        // One listing, beneath what every file shares (a walk of names to find it).
+        let mut common = Common::default();
+        for file in walk::Walk::new(&root, options.include_hidden).with_context(unreadable)? {
+            if let Ok(path) = MemoryPath::from_segments(&file.with_context(unreadable)?.0) {
+                common.add(&path);
             }
         }
-    }
-
-    // What the store holds already, by key (`None`: it cannot say for all), beneath the
-    // deepest directory holding every file imported: not the whole store when they share one.
-    let held: Option<std::collections::HashSet<String>> = match store
-        .list(&common_directory(ready.iter().map(|r| &r.path)))
-        .await
-    {
-        Ok(Some(l)) if !l.truncated => Some(l.files.iter().map(|f| store.key(&f.path)).collect()),
-        Ok(None) => Some(Default::default()),
-        _ => None,
+        Held::Once(match store.list(&common.directory()).await {
+            Ok(Some(l)) if !l.truncated => {
+                Some(l.files.iter().map(|f| store.key(&f.path)).collect())
+            }
+            Ok(None) => Some(Default::default()),
+            _ => None,
+        })
     };
-    let (absent, mut present): (Vec<Ready>, Vec<Ready>) = ready.into_iter().partition(|r| {
-        held.as_ref()
-            .is_some_and(|h| !h.contains(&store.key(&r.path)))
-    });
+    let mut walk = walk::Walk::new(&root, options.include_hidden).with_context(unreadable)?;
+    let mut run = Run {
+        summary: Summary::default(),
+        bar: &bar,
+    };
+    let mut claims = Claims::default();
+    loop {
+        let mut window = Vec::with_capacity(WINDOW);
+        for file in walk.by_ref() {
+            let (segments, fs_path) = file.with_context(unreadable)?;
+            let shown = fs_path.display().to_string();
+            match claims.claim(store, &segments, &shown, &root, options.include_hidden) {
+                Ok(path) => window.push(Ready {
+                    shown,
+                    path,
+                    fs_path,
+                }),
+                Err(e) => {
+                    run.outcome(&shown, Err(e));
+                }
+            }
+            if window.len() == WINDOW {
+                break;
+            }
+        }
+        if window.is_empty() {
+            break;
+        }
+        let known = held.of(store, &window).await;
+        let (absent, present): (Vec<Ready>, Vec<Ready>) = window.into_iter().partition(|r| {
+            known
+                .as_ref()
+                .is_some_and(|h| !h.contains(&store.key(&r.path)))
+        });
+        if import_window(tool, absent, present, options.overwrite, &mut run).await {
+            break;
+        }
+    }
+    run.summary.hidden = walk.hidden;
+    bar.finish_and_clear();
+    Ok(run.summary)
+}
 
+/// Imports one window: `absent` files created together, `present` ones (and those created by
+/// someone else meanwhile) the careful way. `true` when the import must stop.
+async fn import_window<S: Store>(
+    tool: &MemoryTool<S>,
+    absent: Vec<Ready>,
+    mut present: Vec<Ready>,
+    overwrite: bool,
+    run: &mut Run<'_>,
+) -> bool {
+    let store = tool.store();
+    let bar = run.bar;
     // A few chunks in flight at a time (the requests of one overlap the reading and sending of
     // the next); outcomes are counted in order, and a stop lets those in flight finish.
-    'created: for group in absent.chunks(CREATE_CHUNK * IN_FLIGHT) {
+    for group in absent.chunks(CREATE_CHUNK * IN_FLIGHT) {
         let chunks = group.chunks(CREATE_CHUNK).map(|chunk| async move {
             // Read a chunk at a time: what is held stays bounded, whatever the directory holds.
             let read: Vec<(&Ready, Result<String, Error>)> =
@@ -379,21 +380,15 @@ pub async fn import<S: Store>(
                     },
                 };
                 if run.outcome(&file.shown, result) {
-                    break 'created;
+                    return true;
                 }
             }
         }
     }
-    if run.summary.stopped.is_some() {
-        bar.finish_and_clear();
-        return Ok(run.summary);
-    }
 
     // Files the store may hold: read, compared, then written or left alone, a few at a time.
-    let shared_bar = &bar;
     for group in present.chunks(IN_FLIGHT * 8) {
         let each = group.iter().map(|file| async move {
-            let bar = shared_bar;
             let outcome: Result<(bool, u64), Error> = async {
                 let content = &read_text(&file.fs_path)?;
                 let path = &file.path;
@@ -429,13 +424,69 @@ pub async fn import<S: Store>(
                 written
             });
             if run.outcome(&file.shown, outcome) {
-                bar.finish_and_clear();
-                return Ok(run.summary);
+                return true;
             }
         }
     }
-    bar.finish_and_clear();
-    Ok(run.summary)
+    false
+}
+
+/// Files an import reads and sends per window: the most it holds at once (their paths; their
+/// contents a chunk of [`CREATE_CHUNK`] at a time, [`IN_FLIGHT`] chunks in flight).
+pub const WINDOW: usize = CREATE_CHUNK * IN_FLIGHT;
+
+/// What the store holds of an import's files, as their keys.
+enum Held {
+    /// Listed per window, in the window's range of paths; `after`: the last path of the
+    /// previous window, where this one's range starts.
+    Paged { after: Option<MemoryPath> },
+    /// Listed once (`None`: the store could not say for every file).
+    Once(Option<std::collections::HashSet<String>>),
+}
+
+/// Files per page of a window's listing (the server's largest page).
+const LIST_PAGE: usize = 500;
+
+impl Held {
+    /// The keys the store holds among `window`'s paths (`None`: not known, every file goes the
+    /// careful way). Paged: the files after the previous window's last path up to this one's,
+    /// beneath the directory the window's files share; a failed listing is `None`.
+    async fn of<'a, S: Store>(
+        &'a mut self,
+        store: &S,
+        window: &[Ready],
+    ) -> Option<Cow<'a, HashSet<String>>> {
+        let after = match self {
+            Held::Once(keys) => return keys.as_ref().map(Cow::Borrowed),
+            Held::Paged { after } => after,
+        };
+        let last = window.iter().map(|r| r.path.normalized()).max()?;
+        let mut common = Common::default();
+        window.iter().for_each(|r| common.add(&r.path));
+        let dir = common.directory();
+        let mut keys = HashSet::new();
+        let mut from = after.take();
+        *after = MemoryPath::parse(&last).ok();
+        loop {
+            let page = Page {
+                after: from.as_ref(),
+                limit: LIST_PAGE,
+            };
+            let files = store.list_after(&dir, page).await.ok()?;
+            let mut past = false;
+            for f in &files {
+                if f.path.normalized() > last {
+                    past = true;
+                    break;
+                }
+                keys.insert(store.key(&f.path));
+            }
+            match files.last() {
+                Some(f) if files.len() == LIST_PAGE && !past => from = Some(f.path.clone()),
+                _ => return Some(Cow::Owned(keys)),
+            }
+        }
+    }
 }
 
 /// How many chunks of [`CREATE_CHUNK`] files an import has in flight at once (and, times 8, how
@@ -486,12 +537,14 @@ impl Run<'_> {
     }
 }
 
-/// The deepest directory that holds every one of `files` (`/memories` when they share none).
-fn common_directory<'a>(files: impl Iterator<Item = &'a MemoryPath>) -> MemoryPath {
-    let mut common: Option<Vec<String>> = None;
-    for file in files {
+/// The deepest directory that holds every file added (`/memories` when they share none).
+#[derive(Default)]
+struct Common(Option<Vec<String>>);
+
+impl Common {
+    fn add(&mut self, file: &MemoryPath) {
         let dir = &file.segments()[..file.segments().len().saturating_sub(1)];
-        common = Some(match common {
+        self.0 = Some(match self.0.take() {
             None => dir.to_vec(),
             Some(mut c) => {
                 let same = c.iter().zip(dir).take_while(|(a, b)| a == b).count();
@@ -500,37 +553,82 @@ fn common_directory<'a>(files: impl Iterator<Item = &'a MemoryPath>) -> MemoryPa
             }
         });
     }
-    common
-        .and_then(|c| MemoryPath::from_segments(&c).ok())
-        .unwrap_or_else(MemoryPath::root)
+
+    fn directory(&self) -> MemoryPath {
+        self.0
+            .as_ref()
+            .and_then(|c| MemoryPath::from_segments(c).ok())
+            .unwrap_or_else(MemoryPath::root)
+    }
 }
 
-/// The path of the file at `segments` below `/memories`, refusing a second file the store
-/// would keep under the same key as an earlier one.
-fn claim<S: Store>(
-    store: &S,
-    keys: &mut std::collections::HashMap<String, String>,
-    segments: &[String],
-    shown: &str,
-) -> Result<MemoryPath, Error> {
-    let path = MemoryPath::from_segments(segments)?;
-    match keys.entry(store.key(&path)) {
-        std::collections::hash_map::Entry::Occupied(first) => Err(Error::Io {
+/// The keys ([`Store::key`]) an import has claimed, so that a second file the store would keep
+/// as the same one as an earlier file fails, named with it, instead of overwriting it. Held as
+/// 128-bit digests (about 32 bytes a file, never the names); the earlier file's name is found
+/// by one more walk of the folder when a collision first happens.
+#[derive(Default)]
+struct Claims {
+    seen: HashSet<u128>,
+    names: Option<std::collections::HashMap<u128, String>>,
+}
+
+fn digest(key: &str) -> u128 {
+    use std::hash::{Hash as _, Hasher as _};
+    let half = |salt: u8| {
+        let mut h = std::hash::DefaultHasher::new();
+        salt.hash(&mut h);
+        key.hash(&mut h);
+        h.finish()
+    };
+    (u128::from(half(0)) << 64) | u128::from(half(1))
+}
+
+impl Claims {
+    /// The path of the file at `segments` below `/memories`, unless an earlier file of this
+    /// import (walked from `root`) has its key.
+    fn claim<S: Store>(
+        &mut self,
+        store: &S,
+        segments: &[String],
+        shown: &str,
+        root: &Path,
+        include_hidden: bool,
+    ) -> Result<MemoryPath, Error> {
+        let path = MemoryPath::from_segments(segments)?;
+        let key = digest(&store.key(&path));
+        if self.seen.insert(key) {
+            return Ok(path);
+        }
+        let names = self.names.get_or_insert_with(|| {
+            let mut names = std::collections::HashMap::new();
+            for (segments, _) in walk::Walk::new(root, include_hidden)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if let Ok(p) = MemoryPath::from_segments(&segments) {
+                    names
+                        .entry(digest(&store.key(&p)))
+                        .or_insert_with(|| p.normalized());
+                }
+            }
+            names
+        });
+        let first = names
+            .get(&key)
+            .cloned()
+            .unwrap_or_else(|| "an earlier file".into());
+        Err(Error::Io {
             operation: "import",
             path: shown.to_string(),
             source: std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
                 format!(
-                    "{} and {} are one file in this store (its names are not case-sensitive here); not imported, rename one of them",
+                    "{} and {first} are one file in this store (its names are not case-sensitive here); not imported, rename one of them",
                     path.normalized(),
-                    first.get()
                 ),
             ),
-        }),
-        std::collections::hash_map::Entry::Vacant(slot) => {
-            slot.insert(path.normalized());
-            Ok(path)
-        }
+        })
     }
 }
 
@@ -561,7 +659,9 @@ mod tests {
             .iter()
             .map(|f| MemoryPath::parse(f).unwrap())
             .collect();
-        common_directory(paths.iter()).normalized()
+        let mut common = Common::default();
+        paths.iter().for_each(|p| common.add(p));
+        common.directory().normalized()
     }
 
     #[test]

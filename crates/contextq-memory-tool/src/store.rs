@@ -272,6 +272,13 @@ pub trait Store: Send + Sync + 'static {
         steps::list_after(self, dir, page).await
     }
 
+    /// Whether [`Store::list_after`] costs a page (the store starts a listing at a path) rather
+    /// than the whole listing cut, so that a caller walking a large store in windows (an import)
+    /// may ask it once per window. Default: no.
+    async fn pages(&self) -> bool {
+        false
+    }
+
     /// Writes `text` (the whole file) at `path` under `mode`; returns the new version.
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>>;
 
@@ -385,6 +392,9 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     }
     async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
         (**self).list_after(dir, page).await
+    }
+    async fn pages(&self) -> bool {
+        (**self).pages().await
     }
     async fn put(&self, path: &MemoryPath, text: &str, mode: PutMode) -> Result<Option<Version>> {
         (**self).put(path, text, mode).await

@@ -511,7 +511,83 @@ async fn import_stops_at_a_refused_key_and_says_what_to_fix(b: Backend) {
     assert!(err.contains("hint: check CONTEXT_API_URL"), "{err}");
 }
 
+/// A folder larger than an import's window (4,000 files) is imported a window at a time: each
+/// window asks the store what it holds in its own range of paths (one page of an empty store;
+/// a re-import pages through what it holds, never the whole store per window) and creates
+/// what is absent in bulk; a ContextQ without the listing extensions is listed once. Nothing is
+/// lost or written twice either way.
+async fn a_large_folder_is_imported_a_window_at_a_time(b: Backend) {
+    use contextq_memory_tool::testing::proxy::Proxy;
+    let served = Served::start(b, Plan::Unlimited).await;
+    let src = tempfile::tempdir().unwrap();
+    const FILES: usize = 4_100;
+    for i in 0..FILES {
+        let d = src.path().join("memories").join(format!("d{}", i % 2));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("f{i:05}.md")), format!("note {i}\n")).unwrap();
+    }
+    let data = tempfile::tempdir().unwrap();
+    let import = async |url: &str| {
+        let o = tokio::process::Command::new(BIN)
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env("CONTEXT_API_URL", url)
+            .env("CONTEXT_API_KEY", &served.key)
+            .args(["--workspace", "ws", "import", src.path().to_str().unwrap()])
+            .output()
+            .await
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        stdout(&o)
+    };
+    let count = |log: &[String], what: &str| log.iter().filter(|l| *l == what).count();
+    let proxy = Proxy::start(&served.url).await;
+    assert!(
+        import(&proxy.url)
+            .await
+            .starts_with("imported 4100 files (")
+    );
+    let log = proxy.take_log();
+    // 4,000 then 100 files: 1,000 per bulk request (extension `large-bulk`). On PostgreSQL a
+    // request that waited past the server's 5 s for a write connection (4 in flight on a busy
+    // machine) is answered 503 and repeated with its key: more requests, never more files.
+    let bulk = count(&log, "POST /api/contexts/bulk-upsert");
+    match b {
+        Backend::Sqlite => assert_eq!(bulk, 5, "{log:?}"),
+        Backend::Postgres => assert!((5..=8).contains(&bulk), "{log:?}"),
+    }
+    // The extension probe (`GET /api/contexts?limit=1`, read for its header), then one
+    // listing per window: the store holds nothing in either range.
+    assert_eq!(count(&log, "GET /api/contexts"), 1 + 2, "{log:?}");
+
+    assert_eq!(
+        import(&proxy.url).await,
+        "imported 0 files (0B), skipped 4100, failed 0"
+    );
+    let log = proxy.take_log();
+    assert_eq!(count(&log, "POST /api/contexts/bulk-upsert"), 0, "{log:?}");
+    // The probe, then pages of 500 through the 4,100 rows, once: 9 for the first window (the
+    // ninth reaches past its range), 1 for the second.
+    assert_eq!(count(&log, "GET /api/contexts"), 1 + 10, "{log:?}");
+
+    // A ContextQ without cursors: listed once, and still nothing written twice.
+    let seed = Proxy::hiding(&served.url, &["start-after", "cursor"]).await;
+    assert_eq!(
+        import(&seed.url).await,
+        "imported 0 files (0B), skipped 4100, failed 0"
+    );
+    assert_eq!(
+        served.content("mem-tool:ws/f04099.md").await,
+        None,
+        "paths keep their folders"
+    );
+    assert_eq!(
+        served.content("mem-tool:ws/d1/f04099.md").await.as_deref(),
+        Some("note 4099\n")
+    );
+}
+
 contextq_server::database_tests!(
+    a_large_folder_is_imported_a_window_at_a_time,
     import_stops_at_a_refused_key_and_says_what_to_fix,
     import_reports_case_collisions_per_file,
     round_trip_is_byte_identical_and_idempotent,

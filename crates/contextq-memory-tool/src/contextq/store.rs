@@ -899,6 +899,14 @@ impl Store for ContextQStore {
         Ok(Some(listing))
     }
 
+    /// With the `start-after`, `cursor` and `external-id-prefix` extensions (those
+    /// [`Store::list_after`] pages with); a server that cannot be asked: no.
+    async fn pages(&self) -> bool {
+        self.extensions()
+            .await
+            .is_ok_and(|e| e.start_after && e.cursor && e.external_id_prefix)
+    }
+
     /// With the `start-after`, `cursor` and `external-id-prefix` extensions: the server's pages
     /// from the file after `after`, never the whole directory; else the whole listing, cut.
     async fn list_after(&self, dir: &MemoryPath, page: Page<'_>) -> Result<Vec<FileMeta>> {
