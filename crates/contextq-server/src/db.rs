@@ -28,6 +28,7 @@
 //! - [`row`]: [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
 //!   read them.
 //! - `direct`: SQLite's direct connection (crate-private).
+//! - [`merges`]: SQLite's search index merged between writes, in the background.
 //! - [`search`]: searches' own connections, their per-tenant limit and time budget
 //!   ([`search::SearchLimits`]).
 //! - [`outage`]: which failures mean the database is unavailable (503), which leave a commit's
@@ -50,9 +51,13 @@ macro_rules! as_itself {
 }
 pub(crate) use as_itself;
 
+#[cfg(any(test, feature = "test-util"))]
+pub(crate) use direct::MERGE_MARK;
+
 pub mod backend;
 pub mod batch;
 mod direct;
+pub mod merges;
 mod migrate;
 pub mod outage;
 pub mod pool;

@@ -222,6 +222,8 @@ async fn an_mcp_call_costs_what_the_tool_call_costs() {
     let config = ServerConfig::default().key_cache_ttl(Duration::from_secs(3600));
     let mut db_options = DbOptions::default();
     db_options.max_connections = 1;
+    // As the in-process table's server: no background merge of the search index.
+    db_options.index_merge_interval = None;
     let server = TestServer::start_over(database, &url, config, db_options).await;
     let file = server.db.sqlite_file().expect("a SQLite file");
     let tenant = server.tenant(Plan::Unlimited, ALL_SCOPES, "ws").await;

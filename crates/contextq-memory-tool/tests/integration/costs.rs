@@ -237,6 +237,9 @@ async fn measure(backend: Backend, door: Door) -> Vec<(&'static str, Cost)> {
     // second pass never pays a preparation that depends on which connection answered.
     let mut db_options = DbOptions::default();
     db_options.max_connections = 1;
+    // No background merge of the search index: when it runs would decide how many index rows
+    // a later write touches (docs/costs.md).
+    db_options.index_merge_interval = None;
     let server = TestServer::start_over(database, &url, config.clone(), db_options).await;
     let meter = match meter {
         Some(proxy) => Meter::Postgres(proxy),
@@ -441,7 +444,13 @@ async fn the_tables_a_write_touches_hold() {
     let database = TestDatabase::fresh(Backend::Sqlite).await;
     let url = database.url.clone();
     let config = ServerConfig::default().key_cache_ttl(Duration::from_secs(3600));
-    let server = TestServer::start_over(database, &url, config, DbOptions::default()).await;
+    let server = TestServer::start_over(
+        database,
+        &url,
+        config,
+        DbOptions::default().index_merge_interval(None),
+    )
+    .await;
     let file = server.db.sqlite_file().expect("a SQLite file");
     let tenant = server.tenant(Plan::Unlimited, ALL, "ws").await;
     let tool =

@@ -250,6 +250,45 @@ fn apply(
     out
 }
 
+/// What marks the statements of an index merge, for the counts of `testing::sqlite_counts`.
+pub(crate) const MERGE_MARK: &str = "/* index merge */";
+
+/// One step of FTS5's `merge` (at most about `pages` pages of work, and only when a level holds
+/// enough segments to merge) in a transaction of its own, not counted as a commit. It is
+/// committed without a flush of its own (`synchronous = NORMAL` for its span when commits
+/// flush): losing it to a power cut loses only the merge, the index stays whole, and the next
+/// write's flush carries it, since the log is written in order. Another process's write in
+/// progress: nothing, `false`.
+fn merge_step(conn: &Connection, pages: u32, synced: bool) -> rusqlite::Result<bool> {
+    rollback(conn);
+    let batch = |sql: &str| conn.execute_batch(&format!("{MERGE_MARK} {sql}"));
+    if synced {
+        batch("PRAGMA synchronous = NORMAL")?;
+    }
+    let step = || -> rusqlite::Result<bool> {
+        batch("BEGIN IMMEDIATE")?;
+        let before = conn.total_changes();
+        batch(&format!(
+            "INSERT INTO context_fts (context_fts, rank) VALUES ('merge', {pages})"
+        ))?;
+        // The command's own row aside, FTS5 writes its segments' pages when it merges.
+        let merged = conn.total_changes() - before > 1;
+        batch("COMMIT")?;
+        Ok(merged)
+    };
+    let out = match step() {
+        Err(e) if is_busy(&e) => Ok(false),
+        out => out,
+    };
+    if out.is_err() || !conn.is_autocommit() {
+        rollback(conn);
+    }
+    if synced {
+        batch("PRAGMA synchronous = FULL")?;
+    }
+    out
+}
+
 impl From<sqlx::Error> for CommitError {
     fn from(e: sqlx::Error) -> Self {
         CommitError::Database(e)
@@ -409,6 +448,20 @@ impl DirectConnection {
             .on_thread(slot, move |conn| apply(conn, &statements, &commits), |_| {})
             .await?;
         out.map(|()| slot)
+    }
+
+    /// One step of merging the search index's segments (module `merges`), on the connection's
+    /// thread with the writer `slot` (released when it ends): `true` when FTS5 had work to do.
+    pub(crate) async fn merge_index(
+        &self,
+        slot: Slot,
+        pages: u32,
+        synced: bool,
+    ) -> Result<bool, sqlx::Error> {
+        let (out, _slot) = self
+            .on_thread(slot, move |conn| merge_step(conn, pages, synced), rollback)
+            .await?;
+        out.map_err(to_sqlx)
     }
 
     /// Ends the open write without changes (a refused write, or one dropped before commit).

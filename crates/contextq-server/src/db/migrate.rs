@@ -120,6 +120,11 @@ const MIGRATIONS: &[Migration] = &[
         "tables keyed by text without rowids",
         "0016_keyed_tables.sql"
     ),
+    migration!(
+        17,
+        "search index merged between writes",
+        "0017_index_merges_between_writes.sql"
+    ),
 ];
 
 /// The migration after whose SQL every existing context is indexed for search (in Rust: the

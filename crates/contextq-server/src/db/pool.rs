@@ -37,6 +37,9 @@ pub struct Db {
     /// SQLite: the background checkpoint ([`DbOptions::checkpoint_interval`]), stopped when
     /// the last clone of this `Db` is dropped; `None` when SQLite checkpoints on its own.
     checkpointer: Option<std::sync::Arc<AbortOnDrop>>,
+    /// SQLite: the background merge of the search index ([`DbOptions::index_merge_interval`]),
+    /// stopped when the last clone of this `Db` is dropped.
+    merger: Option<std::sync::Arc<AbortOnDrop>>,
     /// SQLite: held by whoever checkpoints in this process (the background checkpoint,
     /// [`Db::truncate_wal`]): SQLite refuses a checkpoint while another runs, without waiting,
     /// so a redaction's truncation would otherwise find the log busy now and then.
@@ -272,6 +275,13 @@ pub struct DbOptions {
     /// checkpoint, run by the commit that takes the log past 1,000 pages. PostgreSQL: no
     /// effect.
     pub checkpoint_interval: Option<Duration>,
+    /// SQLite: how often a background task merges the search index's segments, a bounded
+    /// step at a time, when there were writes (default
+    /// [`super::merges::DEFAULT_INDEX_MERGE_INTERVAL`], 100 ms; module [`super::merges`]).
+    /// Writes never merge them themselves (migration 17) until a level holds 16 segments.
+    /// `None`: no background merge (then writes merge at 16). Not on a read-only database.
+    /// PostgreSQL: no effect.
+    pub index_merge_interval: Option<Duration>,
     /// How searches are bounded: their own connections, searches in flight per tenant, and a
     /// time budget per search (default [`SearchLimits::default`]: 4, 2, 2 s).
     pub search: SearchLimits,
@@ -291,6 +301,7 @@ contextq_api::setters!(DbOptions {
     versions_kept: u32,
     sync_commits: bool,
     checkpoint_interval: Option<Duration>,
+    index_merge_interval: Option<Duration>,
     search: SearchLimits,
 });
 
@@ -307,6 +318,7 @@ impl Default for DbOptions {
             versions_kept: DEFAULT_VERSIONS_KEPT,
             sync_commits: true,
             checkpoint_interval: Some(DEFAULT_CHECKPOINT_INTERVAL),
+            index_merge_interval: Some(super::merges::DEFAULT_INDEX_MERGE_INTERVAL),
             search: SearchLimits::default(),
         }
     }
@@ -445,6 +457,7 @@ impl Db {
             sync_commits: options.sync_commits,
             commits,
             checkpointer,
+            merger: None,
             checkpointing,
             truncations_waited: std::sync::Arc::default(),
             direct: None,
@@ -457,7 +470,19 @@ impl Db {
         }
         db.migrate().await?;
         if backend == Backend::Sqlite {
-            db.direct = Some(std::sync::Arc::new(db.open_direct()?));
+            let direct = std::sync::Arc::new(db.open_direct()?);
+            let read_only = options.reads_only || db.url.contains("mode=ro");
+            if let (Some(interval), false) = (options.index_merge_interval, read_only) {
+                let task = tokio::spawn(super::merges::merge_in_background(
+                    std::sync::Arc::downgrade(&direct),
+                    db.writer.clone(),
+                    db.commits.clone(),
+                    interval.max(Duration::from_millis(1)),
+                    db.sync_commits,
+                ));
+                db.merger = Some(std::sync::Arc::new(AbortOnDrop(task.abort_handle())));
+            }
+            db.direct = Some(direct);
         }
         Ok(db)
     }

@@ -29,6 +29,12 @@ pub struct SqliteCounts {
     pub index_statements: u64,
     /// Background checkpoints (`PRAGMA wal_checkpoint`).
     pub checkpoints: u64,
+    /// Statements of the background merge of the search index (module `db::merges`: its
+    /// transactions, its FTS5 `merge` commands and the statements FTS5 runs for them). They run
+    /// on a timer, so they are counted apart, and so are the rows they write.
+    pub merge_statements: u64,
+    /// Rows the background merge wrote.
+    pub merge_rows_written: u64,
     /// Rows inserted, updated or deleted (SQLite's `total_changes`: by the server's statements,
     /// by triggers and by the search index's own statements).
     pub rows_written: u64,
@@ -55,6 +61,8 @@ impl std::ops::Sub for SqliteCounts {
             statements: self.statements - before.statements,
             index_statements: self.index_statements - before.index_statements,
             checkpoints: self.checkpoints - before.checkpoints,
+            merge_statements: self.merge_statements - before.merge_statements,
+            merge_rows_written: self.merge_rows_written - before.merge_rows_written,
             rows_written: self.rows_written - before.rows_written,
             bytes_bound: self.bytes_bound - before.bytes_bound,
             flushes: self.flushes - before.flushes,
@@ -163,12 +171,14 @@ unsafe extern "C" fn trace(
         // SAFETY: for SQLITE_TRACE_STMT, `p` is the statement starting, valid during the call.
         let sql = unsafe { ffi::sqlite3_sql(stmt) };
         // SAFETY: SQLite's text of the statement, NUL-terminated, valid while it is.
-        if !sql.is_null()
-            && unsafe { CStr::from_ptr(sql) }
-                .to_bytes()
-                .starts_with(CHECKPOINT)
-        {
-            vfs::IN_CHECKPOINT.set(true);
+        if !sql.is_null() {
+            // SAFETY: as above.
+            let text = unsafe { CStr::from_ptr(sql) }.to_bytes();
+            if text.starts_with(CHECKPOINT) {
+                vfs::IN_CHECKPOINT.set(true);
+            } else if text.starts_with(MERGE) {
+                vfs::IN_MERGE.set(true);
+            }
         }
         return 0;
     }
@@ -225,6 +235,15 @@ unsafe extern "C" fn trace(
     };
     let mut counts = COUNTS.lock().unwrap_or_else(|p| p.into_inner());
     let c = counts.entry(file).or_default();
+    // The statements FTS5 runs inside a merge's, and the merge's own, are the merge's.
+    if vfs::IN_MERGE.get() {
+        c.merge_rows_written += written;
+        c.merge_statements += 1;
+        if matches!(kind, Kind::Merge) {
+            vfs::IN_MERGE.set(false);
+        }
+        return 0;
+    }
     c.rows_written += written;
     match kind {
         Kind::Server => {
@@ -236,9 +255,14 @@ unsafe extern "C" fn trace(
             c.checkpoints += 1;
             vfs::IN_CHECKPOINT.set(false);
         }
+        // Not reached: a merge's statement sets `IN_MERGE` when it starts.
+        Kind::Merge => c.merge_statements += 1,
     }
     0
 }
+
+/// How the background merge's statements start (`db::direct::MERGE_MARK`).
+const MERGE: &[u8] = crate::db::MERGE_MARK.as_bytes();
 
 /// How the background checkpoint's statement starts.
 const CHECKPOINT: &[u8] = b"PRAGMA wal_checkpoint";
@@ -252,12 +276,16 @@ enum Kind {
     Index,
     /// The background checkpoint's: it runs on a timer, not per request.
     Checkpoint,
+    /// The background merge of the search index's: on a timer too.
+    Merge,
 }
 
 impl Kind {
     fn of(sql: &[u8]) -> Kind {
         if sql.starts_with(CHECKPOINT) {
             Kind::Checkpoint
+        } else if sql.starts_with(MERGE) {
+            Kind::Merge
         } else if sql.windows(7).any(|w| w == b"'main'.") {
             Kind::Index
         } else {
@@ -280,6 +308,9 @@ mod vfs {
         /// Set while this thread runs a background checkpoint's statement (SQLite runs a
         /// statement, and so its file calls, on the thread that steps it).
         pub(super) static IN_CHECKPOINT: Cell<bool> = const { Cell::new(false) };
+        /// Set while this thread runs a statement of the background merge of the search index
+        /// (whose commit writes pages to the log, never flushing).
+        pub(super) static IN_MERGE: Cell<bool> = const { Cell::new(false) };
     }
 
     /// The platform's VFS (address), which every call goes on to.
@@ -394,7 +425,8 @@ mod vfs {
         let database = unsafe {
             let file = &mut *f.cast::<File>();
             file.header_written = file.is_log && offset == 0 && amount == 32;
-            (file.is_log && !IN_CHECKPOINT.get()).then(|| (*file.database).clone())
+            (file.is_log && !IN_CHECKPOINT.get() && !IN_MERGE.get())
+                .then(|| (*file.database).clone())
         };
         // A frame is its 24-byte header (the page's number first, big-endian), then the page.
         if let Some(database) = database

@@ -19,6 +19,7 @@ mod durability;
 #[cfg(unix)]
 mod flood;
 mod history;
+mod index_merges;
 #[cfg(unix)]
 mod local_exposure;
 mod operations;

@@ -51,7 +51,19 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         db.schema_version().await.unwrap(),
         contextq_server::db::latest_schema_version()
     );
-    assert_eq!(contextq_server::db::latest_schema_version(), 16);
+    assert_eq!(contextq_server::db::latest_schema_version(), 17);
+    if b == Backend::Sqlite {
+        // Migration 17: the search index is merged between writes, never by one.
+        let row = db
+            .read_one(
+                "SELECT v FROM context_fts_config WHERE k = 'automerge'",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .expect("the index's automerge is set");
+        assert_eq!(row.try_get::<i64, _>("v").unwrap(), 0);
+    }
     // Migration 6 counted what each tenant holds, as a write would have kept it.
     assert_eq!(admin::recount(&db).await.unwrap(), vec![]);
     let v = admin::verify_audit(&db, None).await.unwrap();
