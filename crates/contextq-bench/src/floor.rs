@@ -160,18 +160,30 @@ async fn postgres_rows(writes: usize, admin: &str) -> Result<Stats> {
         .execute(&mut conn)
         .await?;
     let mut w = rows::Writes::new(Backend::Postgres);
+    let s = timed_batches(conn, writes, |i| batch(w.next(i))).await?;
+    drop(database);
+    Ok(s)
+}
+
+/// Sends `writes` transactions made by `batch` on `conn`, each one simple query (one round
+/// trip), each timed from sending to its answer; then closes the connection.
+async fn timed_batches(
+    mut conn: sqlx::PgConnection,
+    writes: usize,
+    mut batch: impl FnMut(usize) -> String,
+) -> Result<Stats> {
     let mut lat = Vec::with_capacity(writes);
     let started = Instant::now();
     for i in 0..writes {
+        let sql = batch(i);
         let t = Instant::now();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(batch(w.next(i))))
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut conn)
             .await?;
         lat.push(t.elapsed());
     }
     let wall = started.elapsed();
     conn.close().await?;
-    drop(database);
     Ok(stats(lat, wall))
 }
 
@@ -240,13 +252,10 @@ async fn postgres_floor(writes: usize, admin: &str) -> Result<(Stats, String)> {
     let (synchronous_commit,): (String,) = sqlx::query_as("SHOW synchronous_commit")
         .fetch_one(&mut conn)
         .await?;
-    let mut lat = Vec::with_capacity(writes);
-    let started = Instant::now();
-    for i in 0..writes {
-        let t = Instant::now();
-        // Literals: the texts are this module's constants (no quotes in them), so the whole
-        // transaction goes as one simple query, one round trip.
-        let batch = format!(
+    // Literals: the texts are this module's constants (no quotes in them), so the whole
+    // transaction goes as one simple query, one round trip.
+    let s = timed_batches(conn, writes, |i| {
+        format!(
             "BEGIN;
              WITH f AS (INSERT INTO files (path, content, version) VALUES ('{p}', '{NOTE}', 1)
                         ON CONFLICT (path) DO UPDATE SET content = excluded.content, version = files.version + 1
@@ -255,14 +264,9 @@ async fn postgres_floor(writes: usize, admin: &str) -> Result<(Stats, String)> {
              INSERT INTO audit (id, detail) VALUES ({i}, '{AUDIT}');
              COMMIT;",
             p = path(i)
-        );
-        sqlx::raw_sql(sqlx::AssertSqlSafe(batch))
-            .execute(&mut conn)
-            .await?;
-        lat.push(t.elapsed());
-    }
-    let wall = started.elapsed();
-    conn.close().await?;
+        )
+    })
+    .await?;
     drop(database);
-    Ok((stats(lat, wall), synchronous_commit))
+    Ok((s, synchronous_commit))
 }
