@@ -2,15 +2,14 @@
 //!
 //! FTS5 writes each transaction's terms as a new segment, and by default (`automerge = 4`) the
 //! write that completes a level's fourth segment merges them: a large file's edit paid for
-//! merging everyone's postings, about 30% of a 64 KiB edit (docs/benchmarks.md, "SQLite's page
+//! merging everyone's postings, 20-30% of a 64 KiB edit (docs/benchmarks.md, "SQLite's page
 //! size and FTS5's merges"). Migration 17 turns that off; this task merges instead, a bounded
-//! step at a time (FTS5's `merge` command, [`STEP_PAGES`] pages of work at most), at its start
-//! and then when there were commits since its last step or its last step found more to do, on
-//! the direct connection
-//! with this process's writer slot, in a transaction of its own that does not flush (module
-//! `direct`, `merge_step`). A search in between reads a few more segments; FTS5 still merges
-//! inside a write once a level holds `crisismerge` (16) segments, so an index whose merger is
-//! off or behind stays bounded.
+//! step at a time (FTS5's `merge` command, [`STEP_PAGES`] pages of work at most), once at its
+//! start and then whenever there were commits since its last step or its last step found more
+//! to do, on the direct connection with this process's writer slot, in a transaction of its
+//! own that does not flush (module `direct`, `merge_step`). A search in between reads a few
+//! more segments; FTS5 still merges inside a write once a level holds `crisismerge` (16)
+//! segments, so an index whose merger is off or behind stays bounded.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
