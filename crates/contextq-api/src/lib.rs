@@ -17,6 +17,7 @@
 //! - [`limits`]: every bound of the contract.
 //! - [`error`]: the error envelope and its codes; [`Error`], this crate's own error.
 //! - [`extensions`]: [`Extensions`] and the `ContextQ-Extensions` header.
+//! - [`endpoints`]: every endpoint of the contract and the extension that adds it.
 //! - [`history`]: versions of contexts (extension `history`).
 //! - [`audit`]: a tenant's own activity log (extension `audit-log`).
 //! - [`search`]: full-text search (extension `search`): the query language, the terms an
@@ -27,6 +28,7 @@
 pub mod audit;
 pub mod bodies;
 pub mod edit;
+pub mod endpoints;
 pub mod error;
 pub mod extensions;
 pub mod history;

@@ -367,31 +367,12 @@ async fn forward(
     out.body(Body::from(bytes)).unwrap()
 }
 
-/// `path?query` without the named query parameters.
-/// Whether a plain ContextQ (the contract without extensions) has this endpoint (its workspaces and contexts, not
-/// one of contextq-server's extensions).
+/// Whether a plain ContextQ has `method path`: the contract's table, without its extensions.
 fn plain_endpoint(method: &Method, path: &str) -> bool {
-    let path = path.split('?').next().unwrap_or("");
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let m = method.as_str();
-    match segments.as_slice() {
-        ["health"] => m == "GET",
-        ["api", "workspaces"] => matches!(m, "GET" | "POST"),
-        ["api", "workspaces", _, "archive"] => m == "POST",
-        ["api", "workspaces", _] => m == "DELETE",
-        ["api", "contexts"] => m == "GET",
-        ["api", "contexts", "bulk-upsert"] => m == "POST",
-        ["api", "contexts", "by-external", _] => m == "GET",
-        [
-            "api",
-            "contexts",
-            "by-external" | "search" | "by-prefix" | "tree",
-        ] => false,
-        ["api", "contexts", _] => matches!(m, "GET" | "PUT" | "DELETE"),
-        _ => false,
-    }
+    contextq_api::endpoints::find(method.as_str(), path).is_some_and(|e| e.extension.is_none())
 }
 
+/// `path?query` without the named query parameters.
 fn strip_query(path: &str, names: &[&str]) -> String {
     let Some((p, q)) = path.split_once('?') else {
         return path.to_string();

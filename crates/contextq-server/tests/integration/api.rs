@@ -1970,7 +1970,56 @@ async fn many_row_endpoints_stay_in_their_tenant(b: Backend) {
     s.stop_consistent().await;
 }
 
+/// The server's routes are the contract's table (`contextq_api::endpoints`), no more: each
+/// endpoint answers a request without a key with 401 (it is routed), and the table's paths with
+/// another method, or a path not in it, are "no such endpoint" or 405.
+async fn routes_are_the_contracts_table(b: Backend) {
+    use contextq_api::endpoints::{ENDPOINTS, find};
+    let s = TestServer::start(b).await;
+    let http = reqwest::Client::new();
+    let send = |method: &str, path: &str| {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        http.request(method, format!("{}{path}", s.url)).send()
+    };
+    for e in ENDPOINTS {
+        let path = e
+            .path
+            .split('/')
+            .map(|seg| if seg.starts_with('{') { "x1" } else { seg })
+            .collect::<Vec<_>>()
+            .join("/");
+        let status = send(e.method, &path).await.unwrap().status();
+        let expected = if e.path == "/health" {
+            StatusCode::OK
+        } else {
+            StatusCode::UNAUTHORIZED
+        };
+        assert_eq!(status, expected, "{} {}", e.method, e.path);
+        for other in ["GET", "POST", "PUT", "DELETE"] {
+            if find(other, &path).is_none() {
+                let status = send(other, &path).await.unwrap().status();
+                assert!(
+                    matches!(
+                        status,
+                        StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_FOUND
+                    ),
+                    "{other} {path}: {status}"
+                );
+            }
+        }
+    }
+    for path in [
+        "/api/contexts/by-prefix/move",
+        "/api/nothing",
+        "/api/contexts/a/b/c",
+    ] {
+        let status = send("GET", path).await.unwrap().status();
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+}
+
 contextq_server::database_tests!(
+    routes_are_the_contracts_table,
     delete_by_external_extension,
     many_row_endpoints_stay_in_their_tenant,
     rename_extension,
