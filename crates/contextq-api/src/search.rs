@@ -7,8 +7,10 @@
 //! accents removed, `ß` as `ss`; Chinese and Japanese (which have no spaces) as overlapping pairs
 //! of characters. Punctuation separates terms, and a query word with punctuation in it is the
 //! phrase of its terms, so `OPS-4471`, `v1.31.4` or `a.b@example.pt` find exactly that sequence.
-//! The engines never see the user's query: [`Query::parse`] checks it, and [`Query::fts5`] and
-//! [`Query::tsquery`] write each term quoted, so no character of the query is engine syntax.
+//! The engines never see the user's query: [`Query::parse`] checks it and gives its terms
+//! ([`Query::items`]), which the server's dialects write each quoted in their engine's syntax
+//! (contextq-server's `db::dialect`), so no character of the query is engine syntax. This crate
+//! holds no engine's syntax itself.
 
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
@@ -416,54 +418,6 @@ impl Query {
         hits as f64 / (1.0 + (1.0 + content_terms.len() as f64 / 100.0).ln())
     }
 
-    /// The query as an SQLite FTS5 expression over the columns `path` and `body`: each term a
-    /// double-quoted string (terms hold only letters, digits and marks, never `"`), phrases
-    /// joined with `+`, items with `AND`.
-    pub fn fts5(&self) -> String {
-        let items: Vec<String> = self
-            .items
-            .iter()
-            .map(|i| {
-                let phrase: Vec<String> = i
-                    .iter()
-                    .map(|t| {
-                        format!(
-                            "\"{}\"{}",
-                            t.term.replace('"', "\"\""),
-                            if t.prefix { "*" } else { "" }
-                        )
-                    })
-                    .collect();
-                format!("({})", phrase.join(" + "))
-            })
-            .collect();
-        format!("{{path body}} : ({})", items.join(" AND "))
-    }
-
-    /// The query as PostgreSQL `tsquery` text: each term a single-quoted lexeme (`'` and `\`
-    /// escaped, though terms hold neither), `:*` for a prefix, phrases joined with `<->`, items
-    /// with `&`.
-    pub fn tsquery(&self) -> String {
-        let items: Vec<String> = self
-            .items
-            .iter()
-            .map(|i| {
-                let phrase: Vec<String> = i
-                    .iter()
-                    .map(|t| {
-                        format!(
-                            "'{}'{}",
-                            t.term.replace('\\', "\\\\").replace('\'', "''"),
-                            if t.prefix { ":*" } else { "" }
-                        )
-                    })
-                    .collect();
-                format!("({})", phrase.join(" <-> "))
-            })
-            .collect();
-        items.join(" & ")
-    }
-
     /// Up to [`MAX_SNIPPETS`] lines of `content` that the query matches best (most items, then
     /// first), in line order, numbered from 1 as `view` numbers them, the matched terms marked.
     pub fn snippets(&self, content: &str) -> Vec<LineMatch> {
@@ -777,8 +731,8 @@ mod tests {
         // Engine operators are words.
         let q = Query::parse("NEAR( OR NOT foo:bar").unwrap();
         assert_eq!(q.items().len(), 4);
-        assert!(q.fts5().starts_with("{path body} : ((\"near\")"));
-        assert_eq!(Query::parse("it's").unwrap().tsquery(), "('it' <-> 's')");
+        assert_eq!(q.items()[0][0].term, "near");
+        assert_eq!(Query::parse("it's").unwrap().items()[0].len(), 2);
     }
 
     #[test]

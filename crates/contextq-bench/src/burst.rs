@@ -16,7 +16,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{Server, backends, serve, server_bin};
+use crate::harness::{Server, backends, serve, server_bin};
 
 fn rss_mib(server: &Server, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.process.child.id()))
@@ -210,4 +210,30 @@ pub async fn run(concurrency: usize, rounds: usize, postgres: Option<String>) ->
         }
     }
     Ok(())
+}
+
+/// Server memory under bursts of large requests: peak and settled RSS with the default
+/// budget of bodies in flight and with a budget large enough to be no limit.
+#[derive(clap::Args)]
+pub(crate) struct Burst {
+    /// Concurrent requests per burst.
+    #[arg(long, default_value_t = 48)]
+    concurrency: usize,
+    /// Bursts of the largest legitimate writes.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Also run on PostgreSQL.
+    #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+    postgres_url: Option<String>,
+}
+
+impl Burst {
+    pub(crate) async fn run(self) -> Result<()> {
+        let Burst {
+            concurrency,
+            rounds,
+            postgres_url,
+        } = self;
+        run(concurrency, rounds, postgres_url).await
+    }
 }

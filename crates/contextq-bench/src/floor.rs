@@ -22,7 +22,7 @@ use contextq_server::Backend;
 use contextq_server::testing::TestDatabase;
 use sqlx::Connection as _;
 
-use crate::{Stats, stats};
+use crate::harness::{Stats, stats};
 
 mod rows;
 
@@ -271,4 +271,28 @@ async fn postgres_floor(writes: usize, admin: &str) -> Result<(Stats, String)> {
     .await?;
     drop(database);
     Ok((s, synchronous_commit))
+}
+
+/// The floors of a durable write on this machine: one client committing, one transaction at
+/// a time, the rows a write needs at the least (file, version, audit), then the rows a
+/// memory-tool write writes in the server's schema, on SQLite with `synchronous = FULL` and
+/// `NORMAL` and, with --postgres-url, on PostgreSQL in one round trip each.
+#[derive(clap::Args)]
+pub(crate) struct Floor {
+    /// Writes per floor.
+    #[arg(long, default_value_t = 2000)]
+    writes: usize,
+    /// Also on PostgreSQL (a fresh database is created through this admin URL).
+    #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+    postgres_url: Option<String>,
+}
+
+impl Floor {
+    pub(crate) async fn run(self) -> Result<()> {
+        let Floor {
+            writes,
+            postgres_url,
+        } = self;
+        run(writes, postgres_url).await
+    }
 }

@@ -15,7 +15,7 @@ use contextq_memory_tool::MemoryToolHandlers;
 use contextq_memory_tool::contextq::history::StepAction;
 use serde_json::json;
 
-use crate::{backends, serve};
+use crate::harness::{backends, serve};
 
 fn median_ms(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(|a, b| a.total_cmp(b));
@@ -153,4 +153,30 @@ pub async fn run(versions: usize, files: usize, postgres: Option<String>) -> Res
         drop(server);
     }
     Ok(())
+}
+
+/// Versions: writes of one file with many versions, reading its history and one version,
+/// planning and carrying out the restore of a tree to a point in time.
+#[derive(clap::Args)]
+pub(crate) struct History {
+    /// Versions of the one file (also the server's --versions-kept).
+    #[arg(long, default_value_t = 1000)]
+    versions: usize,
+    /// Files in the tree restored.
+    #[arg(long, default_value_t = 1000)]
+    files: usize,
+    /// Also run on PostgreSQL.
+    #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+    postgres_url: Option<String>,
+}
+
+impl History {
+    pub(crate) async fn run(self) -> Result<()> {
+        let History {
+            versions,
+            files,
+            postgres_url,
+        } = self;
+        run(versions, files, postgres_url).await
+    }
 }

@@ -24,7 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use contextq_memory_tool::testing::proxy::Proxy;
 
-use crate::{spawn_server, tool};
+use crate::harness::{spawn_server, tool};
 
 /// One tenant's key (each tenant has the workspace `ws`).
 #[derive(Clone)]
@@ -305,4 +305,40 @@ async fn read(url: &str, key: &str, path: &str) -> Result<String> {
         .as_str()
         .context("a context has content")?
         .to_string())
+}
+
+/// Two replicas on one PostgreSQL behind a delaying proxy: writes/s of one tenant and of 8
+/// tenants, database round trips per write, concurrent inserts into one file.
+#[derive(clap::Args)]
+pub(crate) struct Scaleout {
+    /// Admin URL of PostgreSQL (a fresh database is created through it).
+    #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+    postgres_url: String,
+    /// Delays of each direction between the servers and PostgreSQL, in milliseconds, run in
+    /// turn after a run without delay (the proxy's timer adds up to 1 ms more; the measured
+    /// round trip is printed).
+    #[arg(long, value_delimiter = ',', default_values_t = [0.5, 1.0])]
+    one_way_ms: Vec<f64>,
+    /// Seconds per throughput phase.
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+}
+
+impl Scaleout {
+    pub(crate) async fn run(self) -> Result<()> {
+        let Scaleout {
+            postgres_url,
+            one_way_ms,
+            seconds,
+        } = self;
+        run(Options {
+            postgres: postgres_url,
+            delays: one_way_ms
+                .iter()
+                .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+                .collect(),
+            seconds,
+        })
+        .await
+    }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::Result;
 use serde_json::{Value, json};
 
-use super::{backends, ms, serve, stats};
+use crate::harness::{backends, ms, serve, stats};
 
 /// A word of the vocabulary: two to four syllables, a distinct word per index.
 fn word(n: usize) -> String {
@@ -386,6 +386,58 @@ pub async fn flood(files: usize, concurrency: usize, postgres: Option<String>) -
         std::io::stdout().flush()?;
     }
     Ok(())
+}
+
+/// Full-text search (extension `search`): p50/p99 of each kind of query (an identifier, two
+/// words, a common word, a prefix, a phrase) as the tenant grows.
+#[derive(clap::Args)]
+pub(crate) struct Search {
+    /// Files the tenant holds, in turn.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 20_000, 100_000])]
+    files: Vec<usize>,
+    /// Queries of each kind at each size.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// Also run on PostgreSQL.
+    #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+    postgres_url: Option<String>,
+}
+
+impl Search {
+    pub(crate) async fn run(self) -> Result<()> {
+        let Search {
+            files,
+            queries,
+            postgres_url,
+        } = self;
+        run(files, queries, postgres_url).await
+    }
+}
+
+/// One tenant's flood of heavy searches against another tenant's reads (docs/search.md,
+/// "Fair under load"): latencies, answers by status, the server's peak RSS.
+#[derive(clap::Args)]
+pub(crate) struct SearchFlood {
+    /// Files the searching tenant holds.
+    #[arg(long, default_value_t = 100_000)]
+    files: usize,
+    /// Its searches at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Also run on PostgreSQL.
+    #[arg(long, env = "CONTEXTQ_BENCH_POSTGRES_URL")]
+    postgres_url: Option<String>,
+}
+
+impl SearchFlood {
+    pub(crate) async fn run(self) -> Result<()> {
+        let SearchFlood {
+            files,
+            concurrency,
+            postgres_url,
+        } = self;
+        flood(files, concurrency, postgres_url).await
+    }
 }
 
 #[cfg(test)]

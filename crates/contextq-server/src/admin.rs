@@ -5,8 +5,10 @@
 //! ([`crate::store`], whose error type they return), so that no caller writes SQL of its own. Creating tenants, users and
 //! keys is not an audited change in the contract; workspace changes are, as through the API.
 
-pub mod backup;
 pub mod text;
+
+/// `admin backup` and `admin restore`: each database's own consistent copy (`db::backup`).
+pub use crate::db::backup;
 
 use contextq_api::{Plan, Scope, Workspace, valid_key_format, valid_slug};
 use serde::Serialize;

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use crate::db::{Backend, Batch, Bind, Db};
+use crate::db::{Batch, Bind, Db, Dialect};
 use crate::error::Error;
 
 type Result<T> = std::result::Result<T, sqlx::Error>;
@@ -246,22 +246,12 @@ impl Head {
 
     /// Adds the appended rows and the head's move to `batch`. The head moves only from the
     /// sequence it was read at (the lock makes that certain; the check makes it visible).
-    pub fn write(self, batch: &mut Batch, backend: Backend) {
+    pub(crate) fn write(self, batch: &mut Batch, dialect: &dyn Dialect) {
         if self.appended.is_empty() && self.usage == (0, 0) {
             return;
         }
         for row in &self.appended {
-            // PostgreSQL numbers rows with a sequence; SQLite (one writer) with the next value.
-            let sql = match backend {
-                Backend::Postgres => {
-                    "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-                }
-                Backend::Sqlite => {
-                    "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
-                     VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM activity_logs), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-                }
-            };
+            let sql = dialect.insert_activity();
             batch.push(
                 sql,
                 vec![
@@ -388,14 +378,9 @@ pub async fn adopt_key(db: &Db, key: &AuditKey) -> crate::Result<()> {
         .execute(&mut *tx)
         .await?;
     anchor_legacy(&mut tx, key).await?;
-    let heads = sqlx::query(match db.backend() {
-        Backend::Postgres => {
-            "SELECT tenant_id, seq, last_hash FROM audit_heads WHERE mac IS NULL FOR UPDATE"
-        }
-        Backend::Sqlite => "SELECT tenant_id, seq, last_hash FROM audit_heads WHERE mac IS NULL",
-    })
-    .fetch_all(&mut *tx)
-    .await?;
+    let heads = sqlx::query(db.dialect().unsealed_heads())
+        .fetch_all(&mut *tx)
+        .await?;
     for head in heads {
         let tenant_id: String = head.try_get("tenant_id")?;
         let seq: i64 = head.try_get("seq")?;

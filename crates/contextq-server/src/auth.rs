@@ -284,7 +284,7 @@ impl KeyCache {
 /// trusted only while listening. Does nothing on SQLite or outside a runtime (the cache then
 /// stays untrusted: every request looks its key up).
 pub fn watch_revocations(db: &crate::Db, cache: &std::sync::Arc<KeyCache>) {
-    if db.backend() != crate::Backend::Postgres {
+    if db.dialect().revocation_notice().is_none() {
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {

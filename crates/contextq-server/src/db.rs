@@ -23,8 +23,12 @@
 //! - [`pool`]: [`Db`], [`DbOptions`], the writer slot, [`Write`], [`WriteTx`], [`Reader`].
 //! - [`backend`]: [`Backend`], URL forms, [`redact_url`], [`create_postgres_database`],
 //!   [`drop_postgres_database`].
+//! - [`backup`]: the whole database copied while serving, and put back (`admin backup`,
+//!   `admin restore`), each engine's own way.
 //! - `migrate`: the list of migrations and their runner.
 //! - [`batch`]: [`Batch`], [`Bind`], [`inline`]: a write's statements.
+//! - `dialect`: the SQL each engine writes its own way, one module per database
+//!   (`dialect/sqlite.rs`, `dialect/postgres.rs`) behind one trait, [`Db::dialect`].
 //! - [`row`]: [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
 //!   read them.
 //! - `direct`: SQLite's direct connection (crate-private).
@@ -55,7 +59,9 @@ pub(crate) use as_itself;
 pub(crate) use direct::MERGE_MARK;
 
 pub mod backend;
+pub mod backup;
 pub mod batch;
+mod dialect;
 mod direct;
 pub mod merges;
 mod migrate;
@@ -73,6 +79,7 @@ pub use backend::{
 pub use batch::{
     Batch, BatchError, BatchMismatch, Bind, Dialects, bind_all, has_nul, inline, placeholders,
 };
+pub(crate) use dialect::{Dialect, MERGE_ALL, SearchFrom};
 pub use migrate::latest_schema_version;
 pub use pool::{
     DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_VERSIONS_KEPT, Db, DbOptions, Reader, Write, WriteTx,

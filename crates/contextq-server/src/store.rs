@@ -23,7 +23,7 @@
 //! - [`tenants`]: tenants, users and API keys (operator commands and authentication).
 
 use crate::audit::{Head, Record};
-use crate::db::{Backend, Batch, BatchError, Bind, Db, Row, has_nul};
+use crate::db::{Batch, BatchError, Bind, Db, Row, has_nul};
 pub use crate::db::{new_id, now};
 
 pub mod activity;
@@ -265,12 +265,6 @@ impl<'a> Actor<'a> {
     }
 }
 
-/// The statement that locks the tenant's chain head (`audit_heads`) until the transaction
-/// ends, and returns no rows: PostgreSQL locks the rows a locking `SELECT` skips by `OFFSET`
-/// ("rows skipped over by OFFSET will get locked", the `SELECT` reference). SQLite's
-/// `BEGIN IMMEDIATE` already holds its one writer lock.
-const LOCK_HEAD: &str = "SELECT 1 FROM audit_heads WHERE tenant_id = $1 FOR UPDATE OFFSET 1";
-
 /// The locked head from a read statement's `head_seq`, `head_hash`, `head_keyed_from` and
 /// `head_mac` columns; with an audit key its MAC must verify (a write never extends a chain
 /// whose head was tampered with).
@@ -303,7 +297,7 @@ enum Outcome<T> {
 }
 
 /// One write transaction, two round trips on PostgreSQL (docs/schema.md):
-/// `BEGIN`, the lock of the tenant's head ([`LOCK_HEAD`]) and `read` (what the write needs;
+/// `BEGIN`, the lock of the tenant's head (the dialect's `lock_head`) and `read` (what the write needs;
 /// `$1` is the tenant) in one query; then `decide` runs on the row, in Rust; then the batch it
 /// returns, the audit rows and the head's move, and `COMMIT`, in one query. A refusal from `decide` rolls back; a batch
 /// statement that changed an unexpected number of rows rolls everything back
@@ -329,7 +323,9 @@ async fn write<T: 'static>(
     if has_nul(&binds) {
         return Err(nul());
     }
-    let (tx, row) = db.begin_with_read(LOCK_HEAD, &sql, binds).await?;
+    let (tx, row) = db
+        .begin_with_read(db.dialect().lock_head(), &sql, binds)
+        .await?;
     let max_n = match (keyed, &row) {
         (Some(k), Some(row)) => match outcome::Prior::from_row(row).and_then(|p| p.replay(k)) {
             Ok(max_n) => Some(max_n),
@@ -371,7 +367,7 @@ async fn write<T: 'static>(
         return Err(nul());
     }
     keep(&mut batch, keyed.and_then(|k| (k.answer)(&out)));
-    head.write(&mut batch, db.backend());
+    head.write(&mut batch, db.dialect());
     finish(tx, batch, entity, out).await
 }
 
@@ -402,17 +398,7 @@ fn decode<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
 /// A JSON array (as text) of one object per row of the enclosing `FROM`, with `fields`
 /// (`(name, SQL expression)`): PostgreSQL's and SQLite's spellings.
 fn json_rows(db: &Db, fields: &[(&str, &str)]) -> String {
-    let pairs: Vec<String> = fields
-        .iter()
-        .map(|(name, expr)| format!("'{name}', {expr}"))
-        .collect();
-    match db.backend() {
-        Backend::Postgres => format!(
-            "COALESCE(json_agg(json_build_object({}))::text, '[]')",
-            pairs.join(", ")
-        ),
-        Backend::Sqlite => format!("json_group_array(json_object({}))", pairs.join(", ")),
-    }
+    db.dialect().json_objects(fields)
 }
 
 /// ` AND w.slug IN (<params>)`: a key's workspaces (`workspace-keys`), none admitting nothing.

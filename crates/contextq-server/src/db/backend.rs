@@ -39,30 +39,6 @@ impl Backend {
             Backend::Postgres => "postgresql",
         }
     }
-
-    /// The SQL function giving the 1-based position of a text in another (0: not in it):
-    /// `instr(text, part)` in SQLite, `strpos(text, part)` in PostgreSQL.
-    pub fn position_fn(self) -> &'static str {
-        match self {
-            Backend::Sqlite => "instr",
-            Backend::Postgres => "strpos",
-        }
-    }
-
-    /// `query`'s rows as one row with one text column, `rows`: a JSON array holding each row
-    /// as an array of `columns` (`[]` when there is none). A listing of many small rows comes
-    /// back as one value instead of one message per row from sqlx's SQLite worker thread.
-    pub fn json_rows(self, query: &str, columns: &[&str]) -> String {
-        let columns = columns.join(", ");
-        match self {
-            Backend::Sqlite => format!(
-                "SELECT COALESCE(json_group_array(json_array({columns})), '[]') AS rows FROM ({query}) j"
-            ),
-            Backend::Postgres => format!(
-                "SELECT COALESCE(json_agg(json_build_array({columns}))::text, '[]') AS rows FROM ({query}) j"
-            ),
-        }
-    }
 }
 
 /// A URL with its password replaced by `***`, for messages and logs.

@@ -12,6 +12,7 @@
 //! both databases.
 
 use super::Backend;
+use super::dialect::Dialect;
 
 /// A value bound to a statement of a [`Batch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,20 +49,22 @@ pub struct Batch {
 /// A group of statements each dialect writes its own way, with its own values, made only for
 /// the database the batch commits to (the search index's terms and `tsvector` are work worth
 /// doing once). Their values must never hold NUL ([`Batch::has_nul`] does not see them).
-pub struct Dialects(Box<dyn FnOnce(Backend) -> Vec<Statement> + Send>);
+pub struct Dialects(Box<dyn FnOnce(&'static dyn Dialect) -> Vec<Statement> + Send>);
 
 /// One statement of a [`Dialects`] group: its SQL and its values.
 pub type Statement = (String, Vec<Bind>);
 
 impl Dialects {
-    /// The statements `make` writes for the backend it is given.
-    pub fn new(make: impl FnOnce(Backend) -> Vec<Statement> + Send + 'static) -> Self {
+    /// The statements `make` writes in the dialect it is given.
+    pub(crate) fn new(
+        make: impl FnOnce(&'static dyn Dialect) -> Vec<Statement> + Send + 'static,
+    ) -> Self {
         Dialects(Box::new(make))
     }
 
     /// The statements for `backend`.
     pub fn statements(self, backend: Backend) -> Vec<Statement> {
-        (self.0)(backend)
+        (self.0)(backend.dialect())
     }
 }
 

@@ -165,7 +165,7 @@ impl Db {
                 .await
                 .map_err(|e| Error::Migration(m.version, e))?;
             if m.version == SEARCH_INDEX {
-                let n = crate::store::search::backfill(&mut tx, self.backend())
+                let n = crate::store::search::backfill(&mut tx, self.backend().dialect())
                     .await
                     .map_err(|e| match e {
                         crate::store::Error::Database(e) => Error::Migration(m.version, e),

@@ -562,6 +562,11 @@ impl Db {
         self.backend
     }
 
+    /// The SQL of this database's engine, for what the two spell differently.
+    pub(crate) fn dialect(&self) -> &'static dyn super::Dialect {
+        self.backend.dialect()
+    }
+
     /// A connection for reads. On SQLite, the slot's sqlx connection when no write or
     /// provisioning transaction holds the slot (nothing is checked out of the pool, so there
     /// is no release ping: one hop to sqlx's worker thread per query instead of two); a pooled

@@ -10,7 +10,7 @@ use contextq_api::audit::{AuditEntry, AuditPage};
 use sqlx::Row;
 
 use super::Result;
-use crate::db::{Backend, Bind, Db};
+use crate::db::{Bind, Db};
 
 /// Filters and page of `GET /api/audit`.
 #[derive(Debug, Clone, Default)]
@@ -131,10 +131,7 @@ async fn page(
     chain: Chain,
     limit: i64,
 ) -> Result<Vec<sqlx::any::AnyRow>> {
-    let external_id = match db.backend() {
-        Backend::Postgres => "((a.detail::json) ->> 'externalId') COLLATE \"C\"",
-        Backend::Sqlite => "json_extract(a.detail, '$.externalId')",
-    };
+    let external_id = db.dialect().detail_external_id();
     let mut binds = vec![Bind::Text(tenant_id.to_string())];
     let mut sql = String::from(
         "SELECT a.seq, a.tenant_seq, a.action, a.entity_type, a.entity_id, a.detail, a.api_key_id, k.key_last4, k.name AS key_name, a.created_at \

@@ -778,7 +778,7 @@ mod tests {
         v.finish(&mut batch, &mut head);
         assert!(batch.is_empty());
         // One version in, one out: nothing to add to the tenant's count.
-        head.write(&mut batch, crate::db::Backend::Sqlite);
+        head.write(&mut batch, crate::db::Backend::Sqlite.dialect());
         assert!(batch.is_empty());
     }
 
@@ -806,7 +806,7 @@ mod tests {
         let mut head = fresh_head();
         v.push(&mut batch, change("new"));
         v.finish(&mut batch, &mut head);
-        head.write(&mut batch, crate::db::Backend::Sqlite);
+        head.write(&mut batch, crate::db::Backend::Sqlite.dialect());
         sqlite_text(batch)
     }
 

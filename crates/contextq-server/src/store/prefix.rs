@@ -153,7 +153,7 @@ pub async fn tree(
          FROM {from} WHERE {filter}",
         start = prefix.chars().count() + 1,
     );
-    let rows = db.backend().json_rows(&sql, &["rel", "sz", "at"]);
+    let rows = db.dialect().json_rows(&sql, &["rel", "sz", "at"]);
     let ws = workspace.as_ref().map_or("''", |(_, id)| id.as_str());
     let sql = format!("SELECT {ws} AS ws, ({rows}) AS rows");
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));

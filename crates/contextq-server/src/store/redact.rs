@@ -202,7 +202,7 @@ pub async fn redact(db: &Db, actor: Actor<'_>, request: Request<'_>) -> Result<R
     // The search index holds current content only, but a page of it may still hold a replaced
     // file's terms as a separator (`context_fts_idx`) until its segment is merged: merged now.
     let wal_truncated = db
-        .truncate_wal_after(Some(super::search::MERGE_ALL))
+        .truncate_wal_after(Some(crate::db::MERGE_ALL))
         .await
         .unwrap_or_else(|e| {
             tracing::warn!(error = %e, "the write-ahead log was not truncated after a redaction");
@@ -228,7 +228,7 @@ fn read(
         binds.push(b);
         format!("${}", binds.len())
     };
-    let find = db.backend().position_fn();
+    let find = db.dialect().position_fn();
     // Conditions on the versions (`v`) and, for matching, on the live contexts (`c`).
     let mut versions = String::new();
     let mut live = String::new();

@@ -6,7 +6,7 @@ use sqlx::{AnyConnection, Row};
 
 use super::{Actor, Error, Outcome, Result, new_id, now, write};
 use crate::auth::{KeyRecord, generate_key, hash_key};
-use crate::db::{Backend, Db};
+use crate::db::Db;
 use crate::db::{Batch, Bind};
 
 /// A key just minted: its id and the key itself, which is never stored and shown only once.
@@ -557,8 +557,8 @@ pub async fn delete_key(db: &Db, key_id: &str) -> Result<bool> {
 /// listeners by a notification, SQLite's by the signal file. Best effort: a server that misses
 /// it still stops trusting its cache within [`crate::auth::KeyCache::TTL`].
 async fn announce_revocation(db: &Db) {
-    if db.backend() == Backend::Postgres
-        && let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
+    if let Some(notice) = db.dialect().revocation_notice()
+        && let Err(e) = sqlx::query(notice)
             .bind(crate::auth::REVOCATIONS_CHANNEL)
             .execute(db.pool())
             .await
@@ -572,8 +572,8 @@ async fn announce_revocation(db: &Db) {
 /// were revoked or removed; the notification is delivered when `tx` commits. (On SQLite the
 /// caller signals after committing: [`crate::auth::signal_revocation`].)
 async fn notify_revocation(db: &Db, tx: &mut sqlx::AnyConnection) -> Result<()> {
-    if db.backend() == Backend::Postgres {
-        sqlx::query("SELECT pg_notify($1, '')")
+    if let Some(notice) = db.dialect().revocation_notice() {
+        sqlx::query(notice)
             .bind(crate::auth::REVOCATIONS_CHANNEL)
             .execute(&mut *tx)
             .await?;
@@ -909,7 +909,7 @@ pub async fn delete_tenant(db: &Db, tenant_id: &str) -> Result<TenantDeletion> {
             )));
         }
     }
-    super::search::remove_tenant(&mut tx, db.backend(), tenant_id).await?;
+    super::search::remove_tenant(&mut tx, db.dialect(), tenant_id).await?;
     for sql in [
         "DELETE FROM activity_logs WHERE tenant_id = $1",
         "DELETE FROM context_tags WHERE tenant_id = $1",
@@ -963,10 +963,7 @@ pub struct Recounted {
 /// on a request's path. Holds every tenant's head lock while it runs.
 pub async fn recount(db: &Db) -> Result<Vec<Recounted>> {
     let mut tx = db.begin_write().await?;
-    let lock = match db.backend() {
-        Backend::Postgres => " FOR UPDATE OF h",
-        Backend::Sqlite => "",
-    };
+    let lock = db.dialect().lock_rows_of("h");
     const PRUNABLE: &str = "CASE WHEN v.action = 'delete' OR v.version < (SELECT n.last_version \
          FROM version_counters n WHERE n.tenant_id = v.tenant_id AND n.external_id = v.external_id) \
          THEN 1 ELSE 0 END";

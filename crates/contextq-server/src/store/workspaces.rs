@@ -163,7 +163,7 @@ pub(crate) async fn create_first(
     let actor = Actor::operator(tenant_id);
     let mut batch = Batch::default();
     let ws = insert(actor, slug, slug, &mut head, &mut batch);
-    head.write(&mut batch, db.backend());
+    head.write(&mut batch, db.dialect());
     batch.run_in(conn).await.map_err(|e| match e {
         BatchError::Database(e) => Error::from(e),
         BatchError::Mismatch(_) => Error::ChangedConcurrently {

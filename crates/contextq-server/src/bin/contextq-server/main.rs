@@ -1,0 +1,58 @@
+//! `contextq-server`: serve the ContextQ API, or run an operator command. A table of
+//! contents: each command is a module (`serve`, `admin` and its families); the work is in the
+//! library (`contextq_server`), which its tests reach.
+
+mod admin;
+mod serve;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use contextq_server::DbOptions;
+
+#[derive(Parser)]
+#[command(
+    name = "contextq-server",
+    version,
+    about = "A ContextQ-compatible context store server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    logs: contextq_server::logs::LogArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API; prints its URL (http://ADDR:PORT) on stdout once listening.
+    Serve(serve::ServeArgs),
+    /// Operator commands, run directly on the database.
+    Admin(admin::AdminArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    contextq_server::logs::init("warn,contextq=info", cli.logs.log_format);
+    let ran = match cli.command {
+        Command::Serve(args) => serve::run(args).await,
+        Command::Admin(args) => admin::run(args).await,
+    };
+    match ran {
+        Ok(code) => code,
+        Err(e) => {
+            contextq_server::logs::fatal(&format!("{e:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Database options with the audit key in `key_file`, if given.
+fn db_options(key_file: Option<&std::path::Path>) -> Result<DbOptions> {
+    let key = key_file
+        .map(contextq_server::audit::AuditKey::load)
+        .transpose()?;
+    Ok(DbOptions::default().audit_key(key))
+}

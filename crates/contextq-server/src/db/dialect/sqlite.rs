@@ -1,0 +1,246 @@
+//! SQLite's SQL ([`super::Dialect`]): JSON with `json_group_array`, one writer (no row locks),
+//! and the search index as a contentless FTS5 table (`context_fts`, rows numbered by
+//! `search_docs.n`) whose deletes are tombstones until a merge; ranked by BM25 (`cq_rank`).
+
+use contextq_api::search::{MAX_PATH_TERMS, Query, index_terms};
+
+use super::{Dialect, SearchFrom, scope_term};
+use crate::db::{Bind, batch::Statement};
+
+/// The statement that merges the index into one segment, leaving no page that held a replaced
+/// file's terms (after a redaction; its cost grows with the whole index).
+pub(crate) const MERGE_ALL: &str = "INSERT INTO context_fts (context_fts) VALUES ('optimize')";
+
+pub(super) struct Sqlite;
+
+impl Dialect for Sqlite {
+    fn position_fn(&self) -> &'static str {
+        "instr"
+    }
+
+    fn json_rows(&self, query: &str, columns: &[&str]) -> String {
+        let columns = columns.join(", ");
+        format!(
+            "SELECT COALESCE(json_group_array(json_array({columns})), '[]') AS rows FROM ({query}) j"
+        )
+    }
+
+    fn json_objects(&self, fields: &[(&str, &str)]) -> String {
+        format!("json_group_array(json_object({}))", pairs(fields))
+    }
+
+    fn detail_external_id(&self) -> &'static str {
+        "json_extract(a.detail, '$.externalId')"
+    }
+
+    fn insert_activity(&self) -> &'static str {
+        // One writer: the next number is the largest plus one.
+        "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+         VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM activity_logs), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    }
+
+    fn lock_head(&self) -> &'static str {
+        // `BEGIN IMMEDIATE` already holds the one writer lock; not sent.
+        ""
+    }
+
+    fn unsealed_heads(&self) -> &'static str {
+        "SELECT tenant_id, seq, last_hash FROM audit_heads WHERE mac IS NULL"
+    }
+
+    fn lock_rows_of(&self, _alias: &str) -> String {
+        String::new()
+    }
+
+    fn revocation_notice(&self) -> Option<&'static str> {
+        None
+    }
+
+    fn index_put(
+        &self,
+        tenant_id: &str,
+        id: &str,
+        path: &[String],
+        content: &[String],
+        fresh: bool,
+    ) -> Vec<Statement> {
+        let id = Bind::Text(id.to_string());
+        // Each statement inserts or deletes one row (`VALUES`, never `INSERT ... SELECT`): a
+        // statement that may write several rows opens a statement savepoint, at which FTS5
+        // writes the terms it holds to a new segment (Batch's `dialects`). An existing row is
+        // met with its own number, so the insert takes none from AUTOINCREMENT and writes
+        // nothing (not even `sqlite_sequence`).
+        let mut out = vec![(
+            if fresh {
+                "INSERT INTO search_docs (context_id) VALUES ($1)"
+            } else {
+                "INSERT INTO search_docs (n, context_id) \
+                 VALUES ((SELECT n FROM search_docs WHERE context_id = $1), $1) \
+                 ON CONFLICT DO NOTHING"
+            }
+            .to_string(),
+            vec![id.clone()],
+        )];
+        if !fresh {
+            out.push((
+                "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
+                    .into(),
+                vec![id.clone()],
+            ));
+        }
+        out.push((
+            "INSERT INTO context_fts (rowid, scope, path, body) \
+             VALUES ((SELECT n FROM search_docs WHERE context_id = $1), $2, $3, $4)"
+                .into(),
+            vec![
+                id,
+                Bind::Text(scope_term(tenant_id)),
+                Bind::Text(path.join(" ")),
+                Bind::Text(content.join(" ")),
+            ],
+        ));
+        out
+    }
+
+    fn index_remove(&self, id: &str) -> Vec<Statement> {
+        let id = Bind::Text(id.to_string());
+        vec![
+            (
+                "DELETE FROM context_fts WHERE rowid = (SELECT n FROM search_docs WHERE context_id = $1)"
+                    .into(),
+                vec![id.clone()],
+            ),
+            ("DELETE FROM search_docs WHERE context_id = $1".into(), vec![id]),
+        ]
+    }
+
+    fn index_remove_tenant(&self, tenant_id: &str) -> Vec<Statement> {
+        vec![
+            (
+                "DELETE FROM context_fts WHERE context_fts MATCH $1".into(),
+                vec![Bind::Text(format!("scope : \"{}\"", scope_term(tenant_id)))],
+            ),
+            (
+                "DELETE FROM search_docs WHERE context_id IN (SELECT id FROM contexts WHERE tenant_id = $1)"
+                    .into(),
+                vec![Bind::Text(tenant_id.to_string())],
+            ),
+        ]
+    }
+
+    fn search_from(
+        &self,
+        tenant_id: &str,
+        query: &Query,
+        prefix: Option<&str>,
+        p: &mut dyn FnMut(Bind) -> String,
+    ) -> SearchFrom {
+        // The query's phrases first: `cq_rank` scores the first n (db::search::rank).
+        let mut m = format!("{} AND scope : \"{}\"", fts5(query), scope_term(tenant_id));
+        if let Some(anchor) = prefix.and_then(path_anchor) {
+            m.push_str(" AND ");
+            m.push_str(&anchor);
+        }
+        SearchFrom {
+            matches: format!(
+                "context_fts MATCH {} AND s.n = context_fts.rowid AND c.id = s.context_id",
+                p(Bind::Text(m))
+            ),
+            rank: format!("cq_rank(context_fts, {})", query.items().len()),
+            from: "context_fts CROSS JOIN search_docs s CROSS JOIN contexts c".to_string(),
+        }
+    }
+
+    fn search_workspace_join(&self) -> &'static str {
+        " CROSS JOIN workspaces w"
+    }
+
+    fn search_candidates(
+        &self,
+        _tenant_id: &str,
+        _query: &Query,
+        (columns, from, filter): (&str, &str, &str),
+        max: usize,
+        _p: &mut dyn FnMut(Bind) -> String,
+    ) -> String {
+        // The newest matches: FTS5 walks its rowids backwards, no sort.
+        format!(
+            "SELECT {columns} FROM {from} WHERE {filter} ORDER BY context_fts.rowid DESC LIMIT {max}"
+        )
+    }
+
+    fn explain(&self) -> (&'static str, &'static str) {
+        ("EXPLAIN QUERY PLAN", "detail")
+    }
+}
+
+/// `'name', expr, ...`: the arguments of a JSON object constructor.
+pub(super) fn pairs(fields: &[(&str, &str)]) -> String {
+    fields
+        .iter()
+        .map(|(name, expr)| format!("'{name}', {expr}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The query as an FTS5 expression over the columns `path` and `body`: each term a
+/// double-quoted string (terms hold only letters, digits and marks, never `"`), phrases joined
+/// with `+`, items with `AND`.
+fn fts5(query: &Query) -> String {
+    let items: Vec<String> = query
+        .items()
+        .iter()
+        .map(|i| {
+            let phrase: Vec<String> = i
+                .iter()
+                .map(|t| {
+                    format!(
+                        "\"{}\"{}",
+                        t.term.replace('"', "\"\""),
+                        if t.prefix { "*" } else { "" }
+                    )
+                })
+                .collect();
+            format!("({})", phrase.join(" + "))
+        })
+        .collect();
+    format!("{{path body}} : ({})", items.join(" AND "))
+}
+
+/// The external-id prefix as a phrase that must start the `path` column (its last term a
+/// prefix when the prefix ends inside a segment), so that the index itself keeps to the
+/// prefix; `None` when it cannot be said exactly (no terms, Chinese or Japanese).
+fn path_anchor(prefix: &str) -> Option<String> {
+    let terms = index_terms(prefix, MAX_PATH_TERMS);
+    if terms.is_empty() || terms.len() > 64 || !prefix.is_ascii() {
+        return None;
+    }
+    let open = prefix.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let n = terms.len();
+    let phrase: Vec<String> = terms
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("\"{t}\"{}", if open && i + 1 == n { "*" } else { "" }))
+        .collect();
+    Some(format!("path : ^ {}", phrase.join(" + ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_become_quoted_phrases() {
+        let q = Query::parse("near \"ops log\" dep*").unwrap();
+        assert_eq!(
+            fts5(&q),
+            "{path body} : ((\"near\") AND (\"ops\" + \"log\") AND (\"dep\"*))"
+        );
+        assert_eq!(
+            path_anchor("notes/ops").as_deref(),
+            Some("path : ^ \"notes\" + \"ops\"*")
+        );
+        assert_eq!(path_anchor("notes/"), Some("path : ^ \"notes\"".into()));
+        assert_eq!(path_anchor("日本/"), None);
+    }
+}
