@@ -57,6 +57,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::path::MemoryPath;
+use crate::search::{Query, Searched};
 pub use contextq_api::{EditFailure, TextEdit};
 
 pub mod local;
@@ -347,12 +348,7 @@ pub trait Store: Send + Sync + 'static {
     /// (bounded), when the store [`Store::scans`]; else [`crate::Error::NotSupported`], and the
     /// tool tells Claude search is not available (never a listing in its place). A store with
     /// an index (ContextQ's `search` extension) overrides it.
-    async fn search(
-        &self,
-        query: &crate::search::Query,
-        dir: &MemoryPath,
-        limit: usize,
-    ) -> Result<crate::search::Searched> {
+    async fn search(&self, query: &Query, dir: &MemoryPath, limit: usize) -> Result<Searched> {
         if !self.scans() {
             return Err(crate::Error::NotSupported {
                 operation: "search",
@@ -424,12 +420,7 @@ impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
         (**self).create_many(files).await
     }
 
-    async fn search(
-        &self,
-        query: &crate::search::Query,
-        dir: &MemoryPath,
-        limit: usize,
-    ) -> Result<crate::search::Searched> {
+    async fn search(&self, query: &Query, dir: &MemoryPath, limit: usize) -> Result<Searched> {
         (**self).search(query, dir, limit).await
     }
 

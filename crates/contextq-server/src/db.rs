@@ -79,7 +79,7 @@ pub use backend::{
 pub use batch::{
     Batch, BatchError, BatchMismatch, Bind, Dialects, bind_all, has_nul, inline, placeholders,
 };
-pub(crate) use dialect::{Dialect, MERGE_ALL, SearchFrom};
+pub(crate) use dialect::{Dialect, IndexDoc, MERGE_ALL, Search, SearchFrom, Select};
 pub use migrate::latest_schema_version;
 pub use pool::{
     DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_VERSIONS_KEPT, Db, DbOptions, Reader, Write, WriteTx,

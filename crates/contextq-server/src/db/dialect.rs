@@ -14,6 +14,34 @@ mod sqlite;
 
 pub(crate) use sqlite::MERGE_ALL;
 
+/// A document of the search index: context `id` of `tenant_id`, its path's and content's terms
+/// (`contextq_api::search::index_terms`); `fresh`: created in this batch, nothing to replace.
+pub(crate) struct IndexDoc<'a> {
+    pub tenant_id: &'a str,
+    pub id: &'a str,
+    pub path: &'a [String],
+    pub content: &'a [String],
+    pub fresh: bool,
+}
+
+/// A search as the dialects see it: the tenant, the checked query, the external-id prefix.
+pub(crate) struct Search<'a> {
+    pub tenant_id: &'a str,
+    pub query: &'a Query,
+    pub prefix: Option<&'a str>,
+}
+
+/// The candidates' statement: its columns, `FROM` list and filter, and at most `max` rows.
+pub(crate) struct Select<'a> {
+    pub columns: &'a str,
+    pub from: &'a str,
+    pub filter: &'a str,
+    pub max: usize,
+}
+
+/// Binds a value to the statement being written and gives its placeholder (`$n`).
+pub(crate) type Placeholder<'a> = &'a mut dyn FnMut(Bind) -> String;
+
 /// What a search reads its candidates from, and how it ranks them: the parts of the ranking
 /// statement an engine writes its own way (`store::search` puts them together).
 pub(crate) struct SearchFrom {
@@ -33,11 +61,29 @@ pub(crate) trait Dialect: Send + Sync {
     /// `query`'s rows as one row with one text column, `rows`: a JSON array holding each row
     /// as an array of `columns` (`[]` when there is none). A listing of many small rows comes
     /// back as one value instead of one message per row from sqlx's SQLite worker thread.
-    fn json_rows(&self, query: &str, columns: &[&str]) -> String;
+    fn json_rows(&self, query: &str, columns: &[&str]) -> String {
+        let row = self.json_array(&columns.join(", "));
+        format!("SELECT {} AS rows FROM ({query}) j", self.json_agg(&row))
+    }
 
     /// A JSON array (as text) of one object per row of the enclosing `FROM`, with `fields`
     /// (`(name, SQL expression)`).
-    fn json_objects(&self, fields: &[(&str, &str)]) -> String;
+    fn json_objects(&self, fields: &[(&str, &str)]) -> String {
+        let pairs: Vec<String> = fields
+            .iter()
+            .map(|(name, expr)| format!("'{name}', {expr}"))
+            .collect();
+        self.json_agg(&self.json_object(&pairs.join(", ")))
+    }
+
+    /// The JSON array of these comma-separated SQL values.
+    fn json_array(&self, values: &str) -> String;
+
+    /// The JSON object of these comma-separated `'name', value` pairs.
+    fn json_object(&self, pairs: &str) -> String;
+
+    /// The JSON array (as text, `[]` for no rows) of `element` over the rows of the `FROM`.
+    fn json_agg(&self, element: &str) -> String;
 
     /// An activity log row's `detail.externalId`, as text ordered bytewise.
     fn detail_external_id(&self) -> &'static str;
@@ -62,17 +108,8 @@ pub(crate) trait Dialect: Send + Sync {
     /// the signal file and the key cache's TTL.
     fn revocation_notice(&self) -> Option<&'static str>;
 
-    /// The statements that make the search index hold `path` and `content` (terms of
-    /// `contextq_api::search::index_terms`) for context `id` of `tenant_id`, replacing what it
-    /// held (`fresh`: the context is created in this batch, nothing to replace).
-    fn index_put(
-        &self,
-        tenant_id: &str,
-        id: &str,
-        path: &[String],
-        content: &[String],
-        fresh: bool,
-    ) -> Vec<Statement>;
+    /// The statements that make the search index hold `doc`, replacing what it held.
+    fn index_put(&self, doc: IndexDoc<'_>) -> Vec<Statement>;
 
     /// The statements that take context `id` out of the search index.
     fn index_remove(&self, id: &str) -> Vec<Statement>;
@@ -81,27 +118,19 @@ pub(crate) trait Dialect: Send + Sync {
     /// its contexts are deleted).
     fn index_remove_tenant(&self, tenant_id: &str) -> Vec<Statement>;
 
-    /// A search's candidates and their rank; `p` binds a value and gives its placeholder.
-    fn search_from(
-        &self,
-        tenant_id: &str,
-        query: &Query,
-        prefix: Option<&str>,
-        p: &mut dyn FnMut(Bind) -> String,
-    ) -> SearchFrom;
+    /// A search's candidates and their rank.
+    fn search_from(&self, search: &Search<'_>, p: Placeholder<'_>) -> SearchFrom;
 
     /// The join that gives each candidate `c` its workspace `w` (to keep to a key's
     /// workspaces), without letting the planner start from the workspaces.
     fn search_workspace_join(&self) -> &'static str;
 
-    /// The statement of at most `max` candidates: `columns` of `from` where `filter` holds.
+    /// The statement of at most `max` candidates: `select`'s columns, from and filter.
     fn search_candidates(
         &self,
-        tenant_id: &str,
-        query: &Query,
-        candidates: (&str, &str, &str),
-        max: usize,
-        p: &mut dyn FnMut(Bind) -> String,
+        search: &Search<'_>,
+        select: Select<'_>,
+        p: Placeholder<'_>,
     ) -> String;
 
     /// The prefix that makes a statement its plan, and the plan's column.

@@ -2,6 +2,10 @@
 //! settings ([`DbOptions`]), this process's SQLite writer slot, and the transactions a write
 //! runs in ([`WriteTx`], [`Write`]) and reads use ([`Reader`]).
 
+mod options;
+mod sqlite;
+mod write;
+
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -15,6 +19,12 @@ use super::search::{SearchConnection, SearchFailure, SearchLimits, Searchers};
 use super::writers::{Writer, Writers};
 use super::{Backend, redact_url};
 use crate::error::{Error, Result};
+
+pub use options::{DEFAULT_VERSIONS_KEPT, DbOptions};
+pub use sqlite::DEFAULT_CHECKPOINT_INTERVAL;
+use sqlite::{WRITER_CACHE, checkpoint_in_background, sqlite_setup, use_wal};
+use write::Held;
+pub use write::{Reader, Write};
 
 /// A connection pool and its backend.
 #[derive(Debug, Clone)]
@@ -69,126 +79,6 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Puts a SQLite database in write-ahead-log mode (persistent in the file). Changing the mode
-/// takes an exclusive lock that SQLite's busy timeout does not wait for, so when several
-/// processes open a new database at once all but one find it busy: they try again, for as long
-/// as the busy timeout would have waited.
-async fn use_wal(pool: &sqlx::AnyPool) -> Result<()> {
-    let deadline = std::time::Instant::now() + super::direct::BUSY_TIMEOUT;
-    loop {
-        match sqlx::query("PRAGMA journal_mode = WAL").execute(pool).await {
-            Ok(_) => return Ok(()),
-            Err(e) if is_busy(&e) && std::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-/// Whether SQLite refused for another connection's lock (`SQLITE_BUSY` or `SQLITE_LOCKED`,
-/// with their extended codes).
-fn is_busy(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d)
-        if d.code().and_then(|c| c.parse::<i32>().ok()).is_some_and(|c| matches!(c & 0xff, 5 | 6)))
-}
-
-/// Set on every SQLite connection.
-const SQLITE_PRAGMAS: &[&str] = &[
-    // `direct::BUSY_TIMEOUT`.
-    "PRAGMA busy_timeout = 30000",
-    "PRAGMA foreign_keys = ON",
-    // Freed content is overwritten with zeros, so that a file's old text, a pruned or a
-    // redacted version does not linger in free space of the database file (docs/history.md).
-    "PRAGMA secure_delete = ON",
-    // A write-ahead log that grew under a burst of writes is cut back to 16 MiB when it starts
-    // over (it is rewound, not truncated, otherwise).
-    "PRAGMA journal_size_limit = 16777216",
-];
-
-/// The page cache of the connection that writes (SQLite's default is 2 MiB): a bulk upsert of a
-/// thousand files dirties more pages than that, and a full cache spills them to the log before
-/// the commit and reads index pages back from the file (docs/benchmarks.md, "Import at
-/// scale"). Pages are allocated as they are used, so a small database never holds this much.
-const WRITER_CACHE: &str = "PRAGMA cache_size = -65536";
-
-/// Every pragma a SQLite connection is set up with: [`SQLITE_PRAGMAS`], how it commits
-/// ([`DbOptions::sync_commits`]): flushing the write-ahead log before a commit is answered, or
-/// leaving the flush to checkpoints (still atomic and consistent), and whether a commit may run
-/// a checkpoint itself (not when they run in the background, [`DbOptions::checkpoint_interval`]).
-fn sqlite_setup(
-    sync_commits: bool,
-    background_checkpoints: bool,
-) -> impl Iterator<Item = &'static str> {
-    let synchronous = if sync_commits {
-        "PRAGMA synchronous = FULL"
-    } else {
-        "PRAGMA synchronous = NORMAL"
-    };
-    let checkpoints = if background_checkpoints {
-        "PRAGMA wal_autocheckpoint = 0"
-    } else {
-        "PRAGMA wal_autocheckpoint = 1000"
-    };
-    SQLITE_PRAGMAS
-        .iter()
-        .copied()
-        .chain([synchronous, checkpoints])
-}
-
-/// Default [`DbOptions::checkpoint_interval`]: 50 ms.
-pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_millis(50);
-
-/// SQLite: the write-ahead log's length, in pages, past which the background checkpoint runs
-/// with this process's writer slot held, so that it completes and the next write starts the
-/// log over (a checkpoint racing writers never catches up, and the log would only grow).
-const CHECKPOINT_RESET_PAGES: i64 = 4000;
-
-/// SQLite: every `interval`, when there were commits since the last one, a PASSIVE checkpoint
-/// (committed pages copied from the write-ahead log into the database file, without waiting for
-/// readers) on a pooled connection, beside the writes; once the log is past
-/// [`CHECKPOINT_RESET_PAGES`], the next one holds the writer slot. Ends when the pool is closed.
-async fn checkpoint_in_background(
-    pool: AnyPool,
-    writer: std::sync::Arc<tokio::sync::Mutex<Option<sqlx::AnyConnection>>>,
-    checkpointing: std::sync::Arc<tokio::sync::Mutex<()>>,
-    commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    interval: Duration,
-) {
-    let mut tick = tokio::time::interval(interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let (mut done, mut log_pages) = (0, 0i64);
-    loop {
-        tick.tick().await;
-        if pool.is_closed() {
-            return;
-        }
-        let now = commits.load(std::sync::atomic::Ordering::Relaxed);
-        if now == done {
-            continue;
-        }
-        let _slot = if log_pages > CHECKPOINT_RESET_PAGES {
-            Some(writer.lock().await)
-        } else {
-            None
-        };
-        let _checkpointing = checkpointing.lock().await;
-        // One row: busy, pages in the log, pages checkpointed.
-        match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(&pool)
-            .await
-        {
-            Ok(row) => {
-                done = now;
-                log_pages = sqlx::Row::try_get::<i64, _>(&row, 1).unwrap_or(0);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the background checkpoint failed; it runs again at the next tick")
-            }
-        }
-    }
-}
-
 /// A write transaction (and, on SQLite, this process's writer slot until it ends).
 #[derive(Debug)]
 pub struct WriteTx {
@@ -223,73 +113,6 @@ impl std::ops::DerefMut for WriteTx {
     }
 }
 
-/// Pool settings, with documented defaults; built from `Default` with its setters.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct DbOptions {
-    /// Most connections held open (default 16; SQLite 8); on PostgreSQL as many again for
-    /// writes, which keep their prepared statements on connections of their own.
-    pub max_connections: u32,
-    /// How long a request waits for a connection (default 5 s, well inside the request
-    /// timeout): past it, the request is answered 503 `unavailable` (the pool is exhausted, or
-    /// the database does not answer and the pool keeps trying to connect).
-    pub acquire_timeout: Duration,
-    /// The audit key (default none: rows are hash-chained but carry no MAC). A database keyed
-    /// once is refused without its key ([`Db::connect`]).
-    pub audit_key: Option<crate::audit::key::AuditKey>,
-    /// Key a database whose audit log was written without a key, from its next row on (default
-    /// false: such a database is refused with a key, saying how to key it). A fresh database is
-    /// keyed without asking.
-    pub adopt_audit_key: bool,
-    /// Open a database whose audit log has rows but no keying record although a key is given,
-    /// to verify it (`verify-audit`, which then reports it; default false: such a database is
-    /// refused, since it was never keyed or was stripped of its keying).
-    pub inspect_audit: bool,
-    /// Open a keyed database without its audit key, for a command that changes nothing
-    /// (`list-keys`, `list-tenants`, `list-workspaces`; default false: a keyed database needs
-    /// its key, since every change extends the log).
-    pub reads_only: bool,
-    /// Open an existing database only (default false: a SQLite file that does not exist is
-    /// created, with its directories). Operator commands that only read or change what is there
-    /// set it, so that a typo in the URL is an error rather than a new, empty database.
-    pub existing_only: bool,
-    /// Versions kept of each external id (extension `history`; default
-    /// [`DEFAULT_VERSIONS_KEPT`], 100; at least 1). A tenant keeps at most its plan's context cap
-    /// times this many versions in all (a deleted context's versions count until pruned, oldest
-    /// first).
-    pub versions_kept: u32,
-    /// SQLite: every commit flushes the write-ahead log before it is answered, so that an
-    /// answered write survives a power cut (`synchronous = FULL`; default true). False:
-    /// `synchronous = NORMAL`, a commit survives a crash of the process and the database stays
-    /// consistent, but a power cut or OS crash may roll back the last commits; the embedded
-    /// default's `--durability ordered`. A commit that does not flush (false, with background
-    /// checkpoints) runs on the calling thread; one that flushes runs on the direct
-    /// connection's thread, so no runtime thread waits for the disk. PostgreSQL: no effect (its
-    /// own `synchronous_commit`).
-    pub sync_commits: bool,
-    /// SQLite: how often a background task checkpoints the write-ahead log (copies committed
-    /// pages into the database file, a PASSIVE checkpoint), when there were commits since the
-    /// last time (default [`DEFAULT_CHECKPOINT_INTERVAL`], 50 ms). Commits then never run a
-    /// checkpoint themselves (`wal_autocheckpoint = 0`), so no write waits for one
-    /// (docs/benchmarks.md has what that saves). `None`: SQLite's own
-    /// checkpoint, run by the commit that takes the log past 1,000 pages. PostgreSQL: no
-    /// effect.
-    pub checkpoint_interval: Option<Duration>,
-    /// SQLite: how often a background task merges the search index's segments, a bounded
-    /// step at a time, when there were writes (default
-    /// [`super::merges::DEFAULT_INDEX_MERGE_INTERVAL`], 100 ms; module [`super::merges`]).
-    /// Writes never merge them themselves (migration 17) until a level holds 16 segments.
-    /// `None`: no background merge (then writes merge at 16). Not on a read-only database.
-    /// PostgreSQL: no effect.
-    pub index_merge_interval: Option<Duration>,
-    /// How searches are bounded: their own connections, searches in flight per tenant, and a
-    /// time budget per search (default [`SearchLimits::default`]: 4, 2, 2 s).
-    pub search: SearchLimits,
-}
-
-/// Default [`DbOptions::versions_kept`]: 100.
-pub const DEFAULT_VERSIONS_KEPT: u32 = 100;
-
 contextq_api::setters!(DbOptions {
     max_connections: u32,
     acquire_timeout: Duration,
@@ -304,25 +127,6 @@ contextq_api::setters!(DbOptions {
     index_merge_interval: Option<Duration>,
     search: SearchLimits,
 });
-
-impl Default for DbOptions {
-    fn default() -> Self {
-        DbOptions {
-            max_connections: 16,
-            acquire_timeout: Duration::from_secs(5),
-            audit_key: None,
-            adopt_audit_key: false,
-            inspect_audit: false,
-            reads_only: false,
-            existing_only: false,
-            versions_kept: DEFAULT_VERSIONS_KEPT,
-            sync_commits: true,
-            checkpoint_interval: Some(DEFAULT_CHECKPOINT_INTERVAL),
-            index_merge_interval: Some(super::merges::DEFAULT_INDEX_MERGE_INTERVAL),
-            search: SearchLimits::default(),
-        }
-    }
-}
 
 impl Db {
     /// Connects to `url` (`sqlite:PATH`, created if missing unless `existing_only`; or
@@ -737,282 +541,9 @@ impl Db {
     }
 }
 
-/// A write transaction opened by its read (see [`Db::begin_with_read`]); finished by
-/// [`Write::commit`] with the batch of its changes, or by [`Write::abort`].
-///
-/// On PostgreSQL a write connection inside a transaction begun by hand: if it is dropped
-/// before commit or rollback (a panic, a cancelled request), it is closed, not reused, so that
-/// the database rolls the transaction back and no other request ever runs inside it. On SQLite the
-/// direct connection with this process's writer slot: dropped early, it rolls back before the
-/// slot is released.
-#[derive(Debug)]
-pub struct Write {
-    conn: WriteConn,
-    /// Not yet committed nor rolled back.
-    open: bool,
-    commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-/// The connection a [`Write`] runs on.
-#[derive(Debug)]
-enum WriteConn {
-    /// PostgreSQL: a write connection (module `writers`).
-    Postgres(Writer),
-    /// SQLite: the direct connection, with this process's writer slot (`None` while a job on
-    /// the connection's thread carries it).
-    Sqlite {
-        slot: Option<Slot>,
-        direct: std::sync::Arc<DirectConnection>,
-    },
-}
-
-/// The connection a [`Write`] or a [`Reader`] holds.
-#[derive(Debug)]
-enum Held {
-    /// A pooled connection (PostgreSQL; SQLite reads while a write holds the slot).
-    Pooled(sqlx::pool::PoolConnection<Any>),
-    /// SQLite: the write connection, in the writer slot (held until the write or read ends).
-    Slot(tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>),
-}
-
-impl Held {
-    fn get(&mut self) -> &mut sqlx::AnyConnection {
-        match self {
-            Held::Pooled(c) => c,
-            Held::Slot(slot) => slot.as_mut().expect("the slot holds a connection"),
-        }
-    }
-}
-
-/// A connection for reads ([`Db::reader`]); `&mut *reader` is an executor.
-#[derive(Debug)]
-pub struct Reader(Held);
-
-impl std::ops::Deref for Reader {
-    type Target = sqlx::AnyConnection;
-    fn deref(&self) -> &Self::Target {
-        match &self.0 {
-            Held::Pooled(c) => c,
-            Held::Slot(slot) => slot.as_ref().expect("the slot holds a connection"),
-        }
-    }
-}
-
-impl std::ops::DerefMut for Reader {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        self.0.get()
-    }
-}
-
-impl Drop for Write {
-    fn drop(&mut self) {
-        if !self.open {
-            return;
-        }
-        match &mut self.conn {
-            // Not marked reusable: closed, and the database rolls the transaction back.
-            WriteConn::Postgres(_) => {}
-            // Ended before the slot is released (a job that carries the slot ends its own).
-            WriteConn::Sqlite {
-                slot: Some(_),
-                direct,
-            } => direct.rollback(),
-            WriteConn::Sqlite { slot: None, .. } => {}
-        }
-    }
-}
-
-impl Db {
-    /// Round trip 1 of a write: begins the transaction, runs `lock` (a statement that takes
-    /// the write's row locks and returns no rows), then `read` (which reads what the write
-    /// needs), both with `binds`, and gives the first row of `read`. On PostgreSQL it is one
-    /// simple-protocol query on a write connection (module `writers`): `lock` inlined, `read`
-    /// `EXECUTE`d (prepared on that connection first when it is not yet, one more round trip),
-    /// and `read` runs after `lock` was granted, with a snapshot of its own (READ COMMITTED), so
-    /// it sees every write committed before the lock. On SQLite, `BEGIN IMMEDIATE` is the lock (one writer;
-    /// `lock` is not sent), taken after this process's writer slot, so that writers queue
-    /// fairly instead of polling SQLite's lock; `read` runs bound, prepared once, on the
-    /// direct connection: on the calling thread when the lock is free, on the connection's
-    /// thread (waiting up to the busy timeout) when another process holds it.
-    pub async fn begin_with_read(
-        &self,
-        lock: &str,
-        read: &str,
-        binds: Vec<Bind>,
-    ) -> Result<(Write, Option<Row>), sqlx::Error> {
-        if let Some(direct) = &self.direct {
-            let slot = self.writer.clone().lock_owned().await;
-            let (row, slot) = direct.begin_with_read(slot, read, binds).await?;
-            let write = Write {
-                conn: WriteConn::Sqlite {
-                    slot: Some(slot),
-                    direct: direct.clone(),
-                },
-                open: true,
-                commits: self.commits.clone(),
-            };
-            return Ok((write, row));
-        }
-        let writers = self
-            .writers
-            .as_ref()
-            .expect("PostgreSQL has write connections");
-        let mut retried = false;
-        loop {
-            let mut writer = writers.acquire().await?;
-            let was_idle = writer.was_idle();
-            let row = async {
-                let read = writer.statement(read, &binds).await?;
-                let query = format!(
-                    "{}BEGIN; {}; {read}",
-                    writer.take_evicted(),
-                    inline(lock, &binds, Backend::Postgres),
-                );
-                let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-                    .fetch_all(writer.connection())
-                    .await?;
-                rows.first().map(Row::from_any).transpose()
-            }
-            .await;
-            let mut write = Write {
-                conn: WriteConn::Postgres(writer),
-                open: true,
-                commits: self.commits.clone(),
-            };
-            match row {
-                Ok(row) => return Ok((write, row)),
-                Err(e) if super::outage::is_unavailable(&e) => {
-                    write.dead();
-                    // A connection that died while idle (the database restarted or failed
-                    // over since): nothing was sent that commits, so the write starts again
-                    // once on a new connection instead of answering 503.
-                    if was_idle && !retried && matches!(e, sqlx::Error::Io(_)) {
-                        retried = true;
-                        continue;
-                    }
-                    return Err(e);
-                }
-                Err(e) => {
-                    write.rollback().await;
-                    return Err(e);
-                }
-            }
-        }
-    }
-}
-
-impl Write {
-    /// Round trip 2 of a write: every statement of `batch`, each checked for the rows it had to
-    /// change, and `COMMIT`: on PostgreSQL in one query ([`Batch::into_postgres`]); on SQLite
-    /// statement by statement on the direct connection, on the calling thread when the commit
-    /// does not flush to disk, on the connection's thread when it does. Nothing is committed
-    /// when a check fails or the database refuses a statement.
-    pub async fn commit(mut self, batch: Batch) -> Result<(), BatchError> {
-        let writer = match &mut self.conn {
-            WriteConn::Sqlite { slot, direct } => {
-                let expected = batch.expected();
-                let direct = direct.clone();
-                let taken = slot.take().expect("an open write holds the slot");
-                return match direct
-                    .commit(taken, batch.into_statements(), self.commits.clone())
-                    .await
-                {
-                    // Committed, or rolled back by the failure: ended either way.
-                    Ok(_slot) => {
-                        self.open = false;
-                        Ok(())
-                    }
-                    Err(CommitError::Mismatch) => {
-                        self.open = false;
-                        Err(BatchError::Mismatch(BatchMismatch { expected }))
-                    }
-                    Err(CommitError::Database(e)) => {
-                        self.open = false;
-                        Err(BatchError::Database(e))
-                    }
-                };
-            }
-            WriteConn::Postgres(writer) => writer,
-        };
-        let (sql, binds, expects) = batch.into_postgres();
-        // `Err((true, e))`: the batch and its COMMIT were sent; `(false, e)`: not yet (preparing
-        // sends nothing that commits), so a failure there leaves nothing applied.
-        let sent = async {
-            let statement = writer
-                .statement(&sql, &binds)
-                .await
-                .map_err(|e| (false, e))?;
-            let query = format!("{}{statement}; COMMIT", writer.take_evicted());
-            sqlx::raw_sql(sqlx::AssertSqlSafe(query))
-                .execute(writer.connection())
-                .await
-                .map_err(|e| (true, e))
-        }
-        .await;
-        match sent {
-            Ok(_) => {
-                writer.set_reusable(true);
-                self.open = false;
-                self.commits
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                Ok(())
-            }
-            Err((sent, e)) => {
-                if super::outage::is_unavailable(&e) {
-                    self.dead();
-                } else {
-                    self.rollback().await;
-                }
-                if is_failed_check(&e) {
-                    Err(BatchError::Mismatch(BatchMismatch { expected: expects }))
-                } else if sent {
-                    // The batch ends with its COMMIT: a lost connection leaves it unknown.
-                    Err(BatchError::Database(super::outage::outcome_unknown(e)))
-                } else {
-                    Err(BatchError::Database(e))
-                }
-            }
-        }
-    }
-
-    /// PostgreSQL, after a failure that says the database is unavailable: the connection is
-    /// closed with every idle one (no `ROLLBACK` is sent to a connection that is gone; a
-    /// standby after a failover ends the transaction when the connection closes).
-    fn dead(&mut self) {
-        if let WriteConn::Postgres(writer) = &mut self.conn {
-            writer.dead();
-        }
-        self.open = false;
-    }
-
-    /// Ends the transaction without changing anything (a refused write).
-    pub async fn abort(mut self) {
-        self.rollback().await;
-    }
-
-    /// Ends a transaction that will not commit; a connection that cannot even do that is
-    /// closed instead of returned to the pool.
-    async fn rollback(&mut self) {
-        match &mut self.conn {
-            WriteConn::Sqlite { direct, .. } => {
-                direct.rollback();
-                self.open = false;
-            }
-            WriteConn::Postgres(writer) => {
-                match sqlx::raw_sql("ROLLBACK").execute(writer.connection()).await {
-                    Ok(_) => {
-                        writer.set_reusable(true);
-                        self.open = false;
-                    }
-                    Err(e) => tracing::warn!(error = %e, "rollback failed; closing the connection"),
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::sqlite::SQLITE_PRAGMAS;
     use super::*;
 
     #[test]

@@ -16,7 +16,7 @@ use contextq_api::search::{
 use sqlx::AnyConnection;
 
 use super::{Error, Result};
-use crate::db::{Bind, Db, Dialect, Dialects, Row, SearchFrom};
+use crate::db::{Bind, Db, Dialect, Dialects, IndexDoc, Row, Search, SearchFrom, Select};
 
 /// The terms the index holds for one context: its path's and its content's. Made before a
 /// write takes the database's write lock where the text is known by then (a bulk upsert's
@@ -51,7 +51,15 @@ pub(crate) fn put_new(tenant_id: &str, id: &str, terms: Terms) -> Dialects {
 
 fn put_as(tenant_id: &str, id: &str, terms: Terms, fresh: bool) -> Dialects {
     let (tenant_id, id) = (tenant_id.to_string(), id.to_string());
-    Dialects::new(move |d| d.index_put(&tenant_id, &id, &terms.path, &terms.content, fresh))
+    Dialects::new(move |d| {
+        d.index_put(IndexDoc {
+            tenant_id: &tenant_id,
+            id: &id,
+            path: &terms.path,
+            content: &terms.content,
+            fresh,
+        })
+    })
 }
 
 /// The statements that take context `id` out of the index: added to a write's batch.
@@ -98,8 +106,14 @@ pub(crate) async fn backfill(conn: &mut AnyConnection, dialect: &dyn Dialect) ->
             let path: String = row.try_get("external_id")?;
             let content: String = row.try_get("content")?;
             let terms = Terms::of(&path, &content);
-            for (sql, binds) in dialect.index_put(&tenant, &id, &terms.path, &terms.content, false)
-            {
+            let doc = IndexDoc {
+                tenant_id: &tenant,
+                id: &id,
+                path: &terms.path,
+                content: &terms.content,
+                fresh: false,
+            };
+            for (sql, binds) in dialect.index_put(doc) {
                 crate::db::bind_all(sqlx::query(sqlx::AssertSqlSafe(sql)), binds)
                     .execute(&mut *conn)
                     .await?;
@@ -262,6 +276,11 @@ fn ranking(
     q: &SearchQuery,
     workspace_id: Option<String>,
 ) -> (String, Vec<Bind>) {
+    let search = Search {
+        tenant_id,
+        query: &q.query,
+        prefix: q.prefix.as_deref(),
+    };
     let mut binds: Vec<Bind> = Vec::new();
     let mut p = |b: Bind| {
         binds.push(b);
@@ -271,7 +290,7 @@ fn ranking(
         matches,
         rank,
         mut from,
-    } = dialect.search_from(tenant_id, &q.query, q.prefix.as_deref(), &mut p);
+    } = dialect.search_from(&search, &mut p);
     let tenant = p(Bind::Text(tenant_id.to_string()));
     let mut filter = format!("{matches} AND c.tenant_id = {tenant}");
     if let Some(id) = workspace_id {
@@ -295,13 +314,13 @@ fn ranking(
         ));
     }
     let columns = format!("c.id, c.external_id, c.version, c.size_bytes, {rank} AS score");
-    let candidates = dialect.search_candidates(
-        tenant_id,
-        &q.query,
-        (&columns, &from, &filter),
-        MAX_RANKED,
-        &mut p,
-    );
+    let select = Select {
+        columns: &columns,
+        from: &from,
+        filter: &filter,
+        max: MAX_RANKED,
+    };
+    let candidates = dialect.search_candidates(&search, select, &mut p);
     let sql = format!(
         "WITH k AS MATERIALIZED ({candidates}) \
          SELECT (SELECT COUNT(*) FROM k) AS matched, k.* FROM k \

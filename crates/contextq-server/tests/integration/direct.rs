@@ -12,9 +12,14 @@ use contextq_server::testing::TestDatabase;
 use contextq_server::{Backend, Db, DbOptions};
 use sqlx::Connection as _;
 
+/// A database on `options` without the background index merge: its steps take the write lock
+/// at times of their own (one right after opening), and these tests hold another connection
+/// to "no busy wait" on that lock.
 async fn db(options: &DbOptions) -> (TestDatabase, Db) {
     let database = TestDatabase::fresh(Backend::Sqlite).await;
-    let db = database.open(options).await;
+    let mut options = options.clone();
+    options.index_merge_interval = None;
+    let db = database.open(&options).await;
     sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
         .execute(db.pool())
         .await

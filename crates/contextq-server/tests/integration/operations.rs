@@ -227,11 +227,7 @@ fn serve_logging(
         .args(["admin", "--database-url", &db, "bootstrap", "--tenant", "t"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let key = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["apiKey"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = common::bootstrapped_key(&out);
     let mut command = Command::new(BIN);
     command
         .args(["--log-format", "json", "serve", "--database-url", &db])

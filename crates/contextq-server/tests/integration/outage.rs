@@ -21,6 +21,31 @@ fn upsert(external_id: &str, content: &str) -> serde_json::Value {
 }
 
 /// Asserts a 503 `unavailable` with `Retry-After`.
+/// The server's `/metrics` page.
+async fn metrics_of(server: &TestServer) -> String {
+    let page = reqwest::get(format!("{}/metrics", server.url()))
+        .await
+        .unwrap();
+    page.text().await.unwrap()
+}
+
+/// `a.md` written while the database is there.
+async fn write_a(api: &Api) {
+    let reply = api
+        .post("/api/contexts/bulk-upsert", upsert("a.md", "one"))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
+}
+
+/// A read of `a.md` and a write of `b.md`, both refused as unavailable.
+async fn read_and_write_unavailable(api: &Api) {
+    assert_unavailable(&api.get("/api/contexts/by-external/a.md").await, "a read");
+    let write = api
+        .post("/api/contexts/bulk-upsert", upsert("b.md", "two"))
+        .await;
+    assert_unavailable(&write, "a write");
+}
+
 fn assert_unavailable(reply: &common::Reply, what: &str) {
     assert_eq!(
         reply.status,
@@ -67,24 +92,14 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
         .tenant(Plan::Unlimited, &[Scope::Read, Scope::Write], "ws")
         .await;
     let api = Api::new(server.url(), &key.api_key);
-    assert_eq!(
-        api.post("/api/contexts/bulk-upsert", upsert("a.md", "one"))
-            .await
-            .status,
-        StatusCode::OK
-    );
+    write_a(&api).await;
 
     // The database is gone: every request is a 503 `unavailable` with Retry-After, an unknown
     // key too (a 401 would tell its client the key is wrong).
     proxy.set(Mode::Down);
     tokio::time::sleep(Duration::from_millis(100)).await;
     for _ in 0..3 {
-        assert_unavailable(&api.get("/api/contexts/by-external/a.md").await, "a read");
-        assert_unavailable(
-            &api.post("/api/contexts/bulk-upsert", upsert("b.md", "two"))
-                .await,
-            "a write",
-        );
+        read_and_write_unavailable(&api).await;
         assert_unavailable(
             &api.delete("/api/contexts/by-external/a.md", None).await,
             "a delete",
@@ -131,12 +146,7 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
             StatusCode::SERVICE_UNAVAILABLE
         );
     }
-    let metrics = reqwest::get(format!("{}/metrics", server.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_of(&server).await;
     assert!(metrics.contains("\ncontextq_db_up 0\n"), "{metrics}");
     assert!(
         metrics.contains("\ncontextq_db_unavailable_requests_total 12\n"),
@@ -177,12 +187,7 @@ async fn a_database_outage_is_503_and_the_server_serves_again_after_it() {
         .post("/api/contexts/bulk-upsert", upsert("w.md", "back"))
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.body);
-    let metrics = reqwest::get(format!("{}/metrics", server.url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_of(&server).await;
     assert!(metrics.contains("\ncontextq_db_up 1\n"), "{metrics}");
     // An outage that only reads met: the write connections idle through it are all cut, and
     // still the first write after it is served.
@@ -310,11 +315,7 @@ async fn an_outage_is_one_warning_and_one_all_clear_in_the_log() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let key = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["apiKey"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = common::bootstrapped_key(&out);
     let proxy = contextq_server::testing::OutageProxy::in_front_of(&database.url).await;
     let (mut child, url) = contextq_server::testing::spawn_serving_logged(
         std::process::Command::new(BIN)
@@ -330,21 +331,11 @@ async fn an_outage_is_one_warning_and_one_all_clear_in_the_log() {
         std::process::Stdio::piped(),
     );
     let api = Api::new(&url, &key);
-    assert_eq!(
-        api.post("/api/contexts/bulk-upsert", upsert("a.md", "one"))
-            .await
-            .status,
-        StatusCode::OK
-    );
+    write_a(&api).await;
     proxy.set(Mode::Down);
     tokio::time::sleep(Duration::from_millis(100)).await;
     for _ in 0..6 {
-        assert_unavailable(&api.get("/api/contexts/by-external/a.md").await, "a read");
-        assert_unavailable(
-            &api.post("/api/contexts/bulk-upsert", upsert("b.md", "two"))
-                .await,
-            "a write",
-        );
+        read_and_write_unavailable(&api).await;
     }
     proxy.set(Mode::Up);
     let reply = once_back(Duration::from_secs(10), || {

@@ -5,7 +5,7 @@
 
 use contextq_api::search::{FILLER, Query};
 
-use super::{Dialect, SearchFrom, scope_term};
+use super::{Dialect, IndexDoc, Placeholder, Search, SearchFrom, Select, scope_term};
 use crate::db::{Bind, batch::Statement};
 
 /// Where a path's terms start in a document, and its content's.
@@ -19,18 +19,16 @@ impl Dialect for Postgres {
         "strpos"
     }
 
-    fn json_rows(&self, query: &str, columns: &[&str]) -> String {
-        let columns = columns.join(", ");
-        format!(
-            "SELECT COALESCE(json_agg(json_build_array({columns}))::text, '[]') AS rows FROM ({query}) j"
-        )
+    fn json_array(&self, values: &str) -> String {
+        format!("json_build_array({values})")
     }
 
-    fn json_objects(&self, fields: &[(&str, &str)]) -> String {
-        format!(
-            "COALESCE(json_agg(json_build_object({}))::text, '[]')",
-            super::sqlite::pairs(fields)
-        )
+    fn json_object(&self, pairs: &str) -> String {
+        format!("json_build_object({pairs})")
+    }
+
+    fn json_agg(&self, element: &str) -> String {
+        format!("COALESCE(json_agg({element})::text, '[]')")
     }
 
     fn detail_external_id(&self) -> &'static str {
@@ -61,22 +59,15 @@ impl Dialect for Postgres {
         Some("SELECT pg_notify($1, '')")
     }
 
-    fn index_put(
-        &self,
-        tenant_id: &str,
-        id: &str,
-        path: &[String],
-        content: &[String],
-        _fresh: bool,
-    ) -> Vec<Statement> {
+    fn index_put(&self, doc: IndexDoc<'_>) -> Vec<Statement> {
         vec![(
             "INSERT INTO context_search (context_id, tenant_id, doc) VALUES ($1, $2, $3::tsvector) \
              ON CONFLICT (context_id) DO UPDATE SET doc = EXCLUDED.doc, tenant_id = EXCLUDED.tenant_id"
                 .into(),
             vec![
-                Bind::Text(id.to_string()),
-                Bind::Text(tenant_id.to_string()),
-                Bind::Text(tsvector(tenant_id, path, content)),
+                Bind::Text(doc.id.to_string()),
+                Bind::Text(doc.tenant_id.to_string()),
+                Bind::Text(tsvector(doc.tenant_id, doc.path, doc.content)),
             ],
         )]
     }
@@ -95,14 +86,8 @@ impl Dialect for Postgres {
         )]
     }
 
-    fn search_from(
-        &self,
-        _tenant_id: &str,
-        query: &Query,
-        _prefix: Option<&str>,
-        p: &mut dyn FnMut(Bind) -> String,
-    ) -> SearchFrom {
-        let user = p(Bind::Text(tsquery(query)));
+    fn search_from(&self, search: &Search<'_>, p: Placeholder<'_>) -> SearchFrom {
+        let user = p(Bind::Text(tsquery(search.query)));
         // Each match's context by key: a lateral subquery with `OFFSET 0` is never flattened,
         // and with only the key in it no other index can serve it (a tenant condition beside
         // the key let the planner scan the tenant per match).
@@ -122,20 +107,19 @@ impl Dialect for Postgres {
         " CROSS JOIN LATERAL (SELECT id, slug FROM workspaces WHERE id = c.workspace_id OFFSET 0) w"
     }
 
-    fn search_candidates(
-        &self,
-        tenant_id: &str,
-        query: &Query,
-        (columns, from, filter): (&str, &str, &str),
-        max: usize,
-        p: &mut dyn FnMut(Bind) -> String,
-    ) -> String {
+    fn search_candidates(&self, search: &Search<'_>, s: Select<'_>, p: Placeholder<'_>) -> String {
+        let Select {
+            columns,
+            from,
+            filter,
+            max,
+        } = s;
         // A materialized match list that only the tenant's documents can be in: the GIN index
         // drives, the first matches it yields are taken.
         let scoped = p(Bind::Text(format!(
             "'{}' & ({})",
-            scope_term(tenant_id),
-            tsquery(query)
+            scope_term(search.tenant_id),
+            tsquery(search.query)
         )));
         format!(
             "WITH m AS MATERIALIZED (SELECT context_id, doc FROM context_search \

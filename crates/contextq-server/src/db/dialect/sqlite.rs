@@ -4,7 +4,7 @@
 
 use contextq_api::search::{MAX_PATH_TERMS, Query, index_terms};
 
-use super::{Dialect, SearchFrom, scope_term};
+use super::{Dialect, IndexDoc, Placeholder, Search, SearchFrom, Select, scope_term};
 use crate::db::{Bind, batch::Statement};
 
 /// The statement that merges the index into one segment, leaving no page that held a replaced
@@ -18,15 +18,16 @@ impl Dialect for Sqlite {
         "instr"
     }
 
-    fn json_rows(&self, query: &str, columns: &[&str]) -> String {
-        let columns = columns.join(", ");
-        format!(
-            "SELECT COALESCE(json_group_array(json_array({columns})), '[]') AS rows FROM ({query}) j"
-        )
+    fn json_array(&self, values: &str) -> String {
+        format!("json_array({values})")
     }
 
-    fn json_objects(&self, fields: &[(&str, &str)]) -> String {
-        format!("json_group_array(json_object({}))", pairs(fields))
+    fn json_object(&self, pairs: &str) -> String {
+        format!("json_object({pairs})")
+    }
+
+    fn json_agg(&self, element: &str) -> String {
+        format!("COALESCE(json_group_array({element}), '[]')")
     }
 
     fn detail_external_id(&self) -> &'static str {
@@ -56,15 +57,9 @@ impl Dialect for Sqlite {
         None
     }
 
-    fn index_put(
-        &self,
-        tenant_id: &str,
-        id: &str,
-        path: &[String],
-        content: &[String],
-        fresh: bool,
-    ) -> Vec<Statement> {
-        let id = Bind::Text(id.to_string());
+    fn index_put(&self, doc: IndexDoc<'_>) -> Vec<Statement> {
+        let fresh = doc.fresh;
+        let id = Bind::Text(doc.id.to_string());
         // Each statement inserts or deletes one row (`VALUES`, never `INSERT ... SELECT`): a
         // statement that may write several rows opens a statement savepoint, at which FTS5
         // writes the terms it holds to a new segment (Batch's `dialects`). An existing row is
@@ -94,9 +89,9 @@ impl Dialect for Sqlite {
                 .into(),
             vec![
                 id,
-                Bind::Text(scope_term(tenant_id)),
-                Bind::Text(path.join(" ")),
-                Bind::Text(content.join(" ")),
+                Bind::Text(scope_term(doc.tenant_id)),
+                Bind::Text(doc.path.join(" ")),
+                Bind::Text(doc.content.join(" ")),
             ],
         ));
         out
@@ -128,15 +123,14 @@ impl Dialect for Sqlite {
         ]
     }
 
-    fn search_from(
-        &self,
-        tenant_id: &str,
-        query: &Query,
-        prefix: Option<&str>,
-        p: &mut dyn FnMut(Bind) -> String,
-    ) -> SearchFrom {
+    fn search_from(&self, search: &Search<'_>, p: Placeholder<'_>) -> SearchFrom {
+        let (query, prefix) = (search.query, search.prefix);
         // The query's phrases first: `cq_rank` scores the first n (db::search::rank).
-        let mut m = format!("{} AND scope : \"{}\"", fts5(query), scope_term(tenant_id));
+        let mut m = format!(
+            "{} AND scope : \"{}\"",
+            fts5(query),
+            scope_term(search.tenant_id)
+        );
         if let Some(anchor) = prefix.and_then(path_anchor) {
             m.push_str(" AND ");
             m.push_str(&anchor);
@@ -155,15 +149,14 @@ impl Dialect for Sqlite {
         " CROSS JOIN workspaces w"
     }
 
-    fn search_candidates(
-        &self,
-        _tenant_id: &str,
-        _query: &Query,
-        (columns, from, filter): (&str, &str, &str),
-        max: usize,
-        _p: &mut dyn FnMut(Bind) -> String,
-    ) -> String {
+    fn search_candidates(&self, _: &Search<'_>, s: Select<'_>, _: Placeholder<'_>) -> String {
         // The newest matches: FTS5 walks its rowids backwards, no sort.
+        let Select {
+            columns,
+            from,
+            filter,
+            max,
+        } = s;
         format!(
             "SELECT {columns} FROM {from} WHERE {filter} ORDER BY context_fts.rowid DESC LIMIT {max}"
         )
@@ -172,15 +165,6 @@ impl Dialect for Sqlite {
     fn explain(&self) -> (&'static str, &'static str) {
         ("EXPLAIN QUERY PLAN", "detail")
     }
-}
-
-/// `'name', expr, ...`: the arguments of a JSON object constructor.
-pub(super) fn pairs(fields: &[(&str, &str)]) -> String {
-    fields
-        .iter()
-        .map(|(name, expr)| format!("'{name}', {expr}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The query as an FTS5 expression over the columns `path` and `body`: each term a

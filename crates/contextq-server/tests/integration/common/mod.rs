@@ -494,3 +494,10 @@ pub async fn consistent(db: &contextq_server::Db) {
         "the search index does not hold exactly the live contexts"
     );
 }
+
+/// The key `admin bootstrap` printed (`out`: its finished process, which must have succeeded).
+pub fn bootstrapped_key(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "{out:?}");
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    printed["apiKey"].as_str().unwrap().to_string()
+}

@@ -1,0 +1,187 @@
+//! A context changed in place (`PUT`, a text edit) or deleted (by id, or by external id with
+//! extension `delete-by-external`).
+
+use super::*;
+
+/// A context changed in place (new content, title or tags; the same id and external id).
+pub(super) struct Updated<'a> {
+    old: &'a Context,
+    new: &'a Context,
+}
+
+impl Updated<'_> {
+    /// The change's writes: the row (and its search document), its audit record, its version.
+    pub(super) fn write(
+        &self,
+        batch: &mut Batch,
+        head: &mut Head,
+        actor: Actor<'_>,
+        versions: Versions<'_>,
+        workspace_id: &str,
+    ) {
+        let (old, new) = (self.old, self.new);
+        rewrite(batch, actor.tenant_id, old, new);
+        let (name, detail) = written(actor, "context.update", &old.external_id, new.version);
+        let seq = head.append(actor.record(name, "context", &old.id, detail));
+        record_version(
+            batch,
+            head,
+            versions,
+            (Action::Update, actor.restored_from),
+            workspace_id,
+            new,
+            seq,
+        );
+    }
+}
+
+/// `PUT /api/contexts/:id`: new content; `title` absent keeps it, `Some(None)` clears it;
+/// `tags` absent keeps them. With `if_match`, only from that version.
+pub async fn update(
+    db: &Db,
+    actor: Actor<'_>,
+    id: &str,
+    content: &str,
+    title: Option<Option<String>>,
+    tags: Option<Vec<String>>,
+    if_match: Option<i64>,
+) -> Result<Context> {
+    check_content(content)?;
+    check_title("title", title.as_ref().and_then(|t| t.as_deref()))?;
+    if let Some(tags) = &tags {
+        check_tags(tags)?;
+    }
+    let read = lock_context(db, actor.tenant_id, "c.id", id);
+    write(db, actor, id, read, |mut head, row| {
+        let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
+        let new = Context {
+            content: content.to_string(),
+            title: title.unwrap_or_else(|| old.title.clone()),
+            tags: tags.clone().unwrap_or_else(|| old.tags.clone()),
+            version: old.version + 1,
+            updated_at: now(),
+            ..old.clone()
+        };
+        let mut batch = Batch::default();
+        if tags.is_some() {
+            retag(&mut batch, actor.tenant_id, id, &old.tags, &new.tags);
+        }
+        let change = Updated {
+            old: &old,
+            new: &new,
+        };
+        change.write(&mut batch, &mut head, actor, versions, &workspace_id);
+        Ok(Outcome::Write(head, batch, new))
+    })
+    .await
+}
+
+/// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): applies `edit`
+/// under the lock, so concurrent edits never conflict. The context must be within `scope` (else
+/// it is "not found"), and be at `if_match` when given. Sent with an `Idempotency-Key`
+/// (`actor.keyed`), a repeat is answered with the first outcome ([`crate::store::outcome`]).
+pub async fn edit(
+    db: &Db,
+    actor: Actor<'_>,
+    external_id: &str,
+    edit: &TextEdit,
+    scope: Scope<'_>,
+    if_match: Option<i64>,
+) -> Result<EditedContext> {
+    let read = lock_context(db, actor.tenant_id, "c.external_id", external_id);
+    write(db, actor, external_id, read, |mut head, row| {
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let Locked { context, .. } = locked;
+        let context = context.filter(|(c, _)| scope.admits(c));
+        let old = writable(context, external_id, if_match)?;
+        let applied = contextq_api::edit::apply(&old.content, edit).map_err(Error::EditFailed)?;
+        check_content(&applied.content)?;
+        let new = Context {
+            content: applied.content,
+            version: old.version + 1,
+            updated_at: now(),
+            ..old.clone()
+        };
+        let mut batch = Batch::default();
+        let workspace_id = present(workspace_id)?;
+        let change = Updated {
+            old: &old,
+            new: &new,
+        };
+        change.write(&mut batch, &mut head, actor, versions, &workspace_id);
+        Ok(Outcome::Write(
+            head,
+            batch,
+            EditedContext {
+                context: new,
+                changed_line: applied.changed_line,
+                replayed: false,
+            },
+        ))
+    })
+    .await
+}
+
+/// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
+pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
+    let read = lock_context(db, actor.tenant_id, "c.id", id);
+    write(db, actor, id, read, |head, row| {
+        let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
+        Ok(deletion(head, actor, old, &workspace_id, versions))
+    })
+    .await
+}
+
+/// `DELETE /api/contexts/by-external/:externalId` (extension `delete-by-external`): the
+/// context at `external_id` deleted in one transaction, if it is within `scope` (else it is
+/// "not found") and, with `if_match`, at that version. The same `delete` version and audit row
+/// as [`delete`].
+pub async fn delete_by_external(
+    db: &Db,
+    actor: Actor<'_>,
+    external_id: &str,
+    scope: Scope<'_>,
+    if_match: Option<i64>,
+) -> Result<()> {
+    let read = lock_context(db, actor.tenant_id, "c.external_id", external_id);
+    write(db, actor, external_id, read, |head, row| {
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let context = locked.context.filter(|(c, _)| scope.admits(c));
+        let old = writable(context, external_id, if_match)?;
+        let workspace_id = present(workspace_id)?;
+        Ok(deletion(head, actor, old, &workspace_id, versions))
+    })
+    .await
+}
+
+/// The writes of deleting `old`: the row, its audit row and its `delete` version.
+pub(super) fn deletion(
+    mut head: Head,
+    actor: Actor<'_>,
+    old: Context,
+    workspace_id: &str,
+    versions: Versions<'_>,
+) -> Outcome<()> {
+    let id = old.id.clone();
+    let mut batch = Batch::default();
+    let detail = serde_json::json!({"externalId": old.external_id, "version": old.version});
+    let seq = delete_row(&mut batch, &mut head, actor, &id, old.version, detail);
+    let gone = Context {
+        updated_at: now(),
+        ..old
+    };
+    record_version(
+        &mut batch,
+        &mut head,
+        versions,
+        (Action::Delete, None),
+        workspace_id,
+        &gone,
+        seq,
+    );
+    Outcome::Write(head, batch, ())
+}
