@@ -199,7 +199,7 @@ impl Head {
         })
     }
 
-    /// Appends `record` (in memory; [`Head::write`] adds the statements) and returns its
+    /// Appends `record` (in memory; `Head::write` adds the statements) and returns its
     /// sequence number in the tenant's chain.
     pub fn append(&mut self, record: Record<'_>) -> i64 {
         debug_assert_eq!(record.tenant_id, self.tenant_id);

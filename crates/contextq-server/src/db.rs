@@ -26,9 +26,10 @@
 //! - [`backup`]: the whole database copied while serving, and put back (`admin backup`,
 //!   `admin restore`), each engine's own way.
 //! - `migrate`: the list of migrations and their runner.
-//! - [`batch`]: [`Batch`], [`Bind`], [`inline`]: a write's statements.
+//! - `bind`: [`Bind`] and [`batch::Statement`], a statement's values, below everything else.
+//! - [`batch`]: [`Batch`], [`inline`]: a write's statements.
 //! - `dialect`: the SQL each engine writes its own way, one module per database
-//!   (`dialect/sqlite.rs`, `dialect/postgres.rs`) behind one trait, [`Db::dialect`].
+//!   (`dialect/sqlite.rs`, `dialect/postgres.rs`) behind one trait, `Db::dialect`.
 //! - [`row`]: [`Row`], [`Value`], [`Field`]: a row's values, owned, whichever driver
 //!   read them.
 //! - `direct`: SQLite's direct connection (crate-private).
@@ -61,6 +62,7 @@ pub(crate) use direct::MERGE_MARK;
 pub mod backend;
 pub mod backup;
 pub mod batch;
+mod bind;
 mod dialect;
 mod direct;
 pub mod merges;

@@ -586,7 +586,89 @@ async fn a_large_folder_is_imported_a_window_at_a_time(b: Backend) {
     );
 }
 
+/// Against a ContextQ with the seed's contract only (every extension hidden: no conditional
+/// requests, no large bulk, no cursors): an import checks each file and writes the absent ones
+/// in bulk requests of the contract's 100, a second import writes nothing, an existing file
+/// with other content is left alone without --overwrite and replaced with it, and the export
+/// gives the folder back byte for byte.
+async fn import_and_export_through_a_plain_contextq(b: Backend) {
+    use contextq_memory_tool::testing::proxy::Proxy;
+    let served = Served::start(b, Plan::Unlimited).await;
+    let plain = Proxy::plain(&served.url).await;
+    let (data, src, out) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let mut files = sample(src.path());
+    for i in 0..150 {
+        let rel = format!("many/n{i:03}.md");
+        let bytes = format!("note {i}\r\nno final newline").into_bytes();
+        std::fs::create_dir_all(src.path().join("memories/many")).unwrap();
+        std::fs::write(src.path().join("memories").join(&rel), &bytes).unwrap();
+        files.push((rel, bytes));
+    }
+    let run = async |args: &[&str]| {
+        let o = tokio::process::Command::new(BIN)
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env("CONTEXT_API_URL", &plain.url)
+            .env("CONTEXT_API_KEY", &served.key)
+            .args(["--workspace", "ws"])
+            .args(args)
+            .output()
+            .await
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (stdout(&o), String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let bulk = |log: &[String]| {
+        log.iter()
+            .filter(|l| *l == "POST /api/contexts/bulk-upsert")
+            .count()
+    };
+    let src_arg = src.path().to_str().unwrap();
+    assert_eq!(
+        run(&["import", src_arg]).await.0,
+        "imported 155 files (1.0M), skipped 0, failed 0"
+    );
+    assert_eq!(
+        bulk(&plain.take_log()),
+        2,
+        "155 files, 100 at the most per request"
+    );
+    assert_eq!(
+        run(&["import", src_arg]).await.0,
+        "imported 0 files (0B), skipped 155, failed 0"
+    );
+    assert_eq!(bulk(&plain.take_log()), 0, "a second import writes nothing");
+
+    std::fs::write(src.path().join("memories/notes.md"), b"changed\n").unwrap();
+    let (line, said) = run(&["import", src_arg]).await;
+    assert_eq!(line, "imported 0 files (0B), skipped 155, failed 0");
+    assert!(
+        said.contains("/memories/notes.md exists with other content"),
+        "{said}"
+    );
+    assert_eq!(
+        served.content("mem-tool:ws/notes.md").await.as_deref(),
+        Some("top level\n")
+    );
+    assert_eq!(
+        run(&["import", src_arg, "--overwrite"]).await.0,
+        "imported 1 file (8B), skipped 154, failed 0"
+    );
+    files[0].1 = b"changed\n".to_vec();
+
+    let (line, _) = run(&["export", "--out", out.path().to_str().unwrap()]).await;
+    assert!(
+        line.starts_with("exported 155 files (1.0M), skipped 0, failed 0"),
+        "{line}"
+    );
+    same_files(out.path(), &files);
+}
+
 contextq_server::database_tests!(
+    import_and_export_through_a_plain_contextq,
     a_large_folder_is_imported_a_window_at_a_time,
     import_stops_at_a_refused_key_and_says_what_to_fix,
     import_reports_case_collisions_per_file,

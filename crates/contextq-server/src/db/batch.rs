@@ -12,20 +12,8 @@
 //! both databases.
 
 use super::Backend;
+pub use super::bind::{Bind, Statement};
 use super::dialect::Dialect;
-
-/// A value bound to a statement of a [`Batch`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Bind {
-    /// `TEXT`.
-    Text(String),
-    /// `TEXT` or `NULL`.
-    OptText(Option<String>),
-    /// `BIGINT`.
-    Int(i64),
-    /// `BIGINT` or `NULL`.
-    OptInt(Option<i64>),
-}
 
 /// The writes of one transaction, decided before any is made, committed by [`super::Write::commit`]:
 /// one round trip on PostgreSQL (the statements become one statement of data-modifying CTEs,
@@ -50,9 +38,6 @@ pub struct Batch {
 /// the database the batch commits to (the search index's terms and `tsvector` are work worth
 /// doing once). Their values must never hold NUL ([`Batch::has_nul`] does not see them).
 pub struct Dialects(Box<dyn FnOnce(&'static dyn Dialect) -> Vec<Statement> + Send>);
-
-/// One statement of a [`Dialects`] group: its SQL and its values.
-pub type Statement = (String, Vec<Bind>);
 
 impl Dialects {
     /// The statements `make` writes in the dialect it is given.

@@ -7,7 +7,8 @@
 
 use contextq_api::search::Query;
 
-use super::{Backend, Bind, batch::Statement};
+use super::Backend;
+use super::bind::{Bind, Statement};
 
 mod postgres;
 mod sqlite;

@@ -6,7 +6,7 @@
 use contextq_api::search::{FILLER, Query};
 
 use super::{Dialect, IndexDoc, Placeholder, Search, SearchFrom, Select, scope_term};
-use crate::db::{Bind, batch::Statement};
+use crate::db::bind::{Bind, Statement};
 
 /// Where a path's terms start in a document, and its content's.
 const PATH_FROM: usize = 1;

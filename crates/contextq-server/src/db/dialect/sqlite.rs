@@ -5,7 +5,7 @@
 use contextq_api::search::{MAX_PATH_TERMS, Query, index_terms};
 
 use super::{Dialect, IndexDoc, Placeholder, Search, SearchFrom, Select, scope_term};
-use crate::db::{Bind, batch::Statement};
+use crate::db::bind::{Bind, Statement};
 
 /// The statement that merges the index into one segment, leaving no page that held a replaced
 /// file's terms (after a redaction; its cost grows with the whole index).
