@@ -1,4 +1,4 @@
-//! `contextq-memory chat`.
+//! `contextq-memory chat`: its arguments; the conversation with Claude is `crate::chat`.
 
 use std::process::ExitCode;
 

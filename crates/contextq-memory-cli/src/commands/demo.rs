@@ -1,4 +1,4 @@
-//! `contextq-memory demo`.
+//! `contextq-memory demo`: its arguments; the session it runs is `crate::demo`.
 
 use std::process::ExitCode;
 

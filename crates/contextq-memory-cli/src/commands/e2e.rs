@@ -1,4 +1,4 @@
-//! `contextq-memory e2e`.
+//! `contextq-memory e2e`: its arguments and exit code; the live check is `crate::e2e`.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,5 @@
-//! `contextq-memory exec`.
+//! `contextq-memory exec`: its arguments, and the exit code when the store failed a command
+//! (the loop itself is `crate::exec`).
 
 use std::process::ExitCode;
 

@@ -1,4 +1,5 @@
-//! `contextq-memory mcp`.
+//! `contextq-memory mcp`: over stdio on any store, or over streamable HTTP in front of a
+//! ContextQ (each client's key its memory's); the session limits `serve`'s /mcp shares.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,4 @@
-//! `contextq-memory search`.
+//! `contextq-memory search`: its arguments; the query and its answer are `crate::search`.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,5 @@
-//! `contextq-memory transfer`.
+//! `contextq-memory export` and `import`: their arguments and summaries; the copying is
+//! `crate::transfer`.
 
 use std::process::ExitCode;
 
