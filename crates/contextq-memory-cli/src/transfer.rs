@@ -461,11 +461,12 @@ impl Held {
             Held::Paged { after } => after,
         };
         let last = window.iter().map(|r| r.path.normalized()).max()?;
+        let first = window.iter().map(|r| r.path.normalized()).min()?;
         let mut common = Common::default();
         window.iter().for_each(|r| common.add(&r.path));
         let dir = common.directory();
         let mut keys = HashSet::new();
-        let mut from = after.take();
+        let mut from = later(after.take(), just_before(&first));
         *after = MemoryPath::parse(&last).ok();
         loop {
             let page = Page {
@@ -486,6 +487,29 @@ impl Held {
                 _ => return Some(Cow::Owned(keys)),
             }
         }
+    }
+}
+
+/// A path that sorts before `first` and after nearly every path that does: `first` less its
+/// last character (a path has no predecessor to name), so that a window's listing starts at
+/// its own files, not at the start of its directory (whatever the store holds there before
+/// them). `None` when that is no path, or does not sort before `first`.
+fn just_before(first: &str) -> Option<MemoryPath> {
+    let (cut, _) = first.char_indices().last()?;
+    MemoryPath::parse(&first[..cut])
+        .ok()
+        .filter(|p| p.normalized().as_str() < first)
+}
+
+/// The later of two positions to list after.
+fn later(a: Option<MemoryPath>, b: Option<MemoryPath>) -> Option<MemoryPath> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.normalized() > a.normalized() {
+            b
+        } else {
+            a
+        }),
+        (a, b) => a.or(b),
     }
 }
 

@@ -667,7 +667,52 @@ async fn import_and_export_through_a_plain_contextq(b: Backend) {
     same_files(out.path(), &files);
 }
 
+/// A window lists the store from just before its own first file, not from the start of its
+/// directory: importing one file after 1,500 the store holds beneath the same directory lists one
+/// page, not the 1,500 first.
+async fn a_window_lists_from_its_own_first_file(b: Backend) {
+    use contextq_memory_tool::testing::proxy::Proxy;
+    let served = Served::start(b, Plan::Unlimited).await;
+    let (data, held, one) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    std::fs::create_dir_all(held.path().join("memories/a")).unwrap();
+    for i in 0..1_500 {
+        let file = held.path().join(format!("memories/a/n{i:04}.md"));
+        std::fs::write(file, format!("{i}\n")).unwrap();
+    }
+    std::fs::create_dir_all(one.path().join("memories")).unwrap();
+    std::fs::write(one.path().join("memories/z.md"), "last\n").unwrap();
+    let proxy = Proxy::start(&served.url).await;
+    let import = async |dir: &Path| {
+        let o = tokio::process::Command::new(BIN)
+            .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+            .env("CONTEXT_API_URL", &proxy.url)
+            .env("CONTEXT_API_KEY", &served.key)
+            .args(["--workspace", "ws", "import", dir.to_str().unwrap()])
+            .output()
+            .await
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        stdout(&o)
+    };
+    assert!(import(held.path()).await.starts_with("imported 1500 files"));
+    proxy.take_log();
+    assert!(import(one.path()).await.starts_with("imported 1 file"));
+    let log = proxy.take_log();
+    let listings = log.iter().filter(|l| *l == "GET /api/contexts").count();
+    // The extension probe, then one page that starts after `/memories/z.m`.
+    assert_eq!(listings, 1 + 1, "{log:?}");
+    assert_eq!(
+        served.content("mem-tool:ws/z.md").await.as_deref(),
+        Some("last\n")
+    );
+}
+
 contextq_server::database_tests!(
+    a_window_lists_from_its_own_first_file,
     import_and_export_through_a_plain_contextq,
     a_large_folder_is_imported_a_window_at_a_time,
     import_stops_at_a_refused_key_and_says_what_to_fix,
