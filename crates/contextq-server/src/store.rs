@@ -389,16 +389,10 @@ async fn finish<T>(tx: crate::db::pool::Write, batch: Batch, entity: &str, out: 
     }
 }
 
-/// `json` (a column a read built with [`json_rows`]) as `T`; `what` names it when it does not
+/// `json` (a column a read built with the dialect's `json_objects`) as `T`; `what` names it when it does not
 /// decode (a corrupt row).
 fn decode<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T> {
     serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("{what}: {e}")))
-}
-
-/// A JSON array (as text) of one object per row of the enclosing `FROM`, with `fields`
-/// (`(name, SQL expression)`): PostgreSQL's and SQLite's spellings.
-fn json_rows(db: &Db, fields: &[(&str, &str)]) -> String {
-    db.dialect().json_objects(fields)
 }
 
 /// ` AND w.slug IN (<params>)`: a key's workspaces (`workspace-keys`), none admitting nothing.

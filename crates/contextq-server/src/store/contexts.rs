@@ -18,9 +18,7 @@ use sqlx::AnyConnection;
 use super::decode;
 use super::history::{Change, Kept, Usage, Versions, kept_columns, kept_from, usage_columns};
 use super::search::Terms;
-use super::{
-    Actor, Error, Outcome, Result, json_rows, new_id, now, tags_from, tags_text, workspaces, write,
-};
+use super::{Actor, Error, Outcome, Result, new_id, now, tags_from, tags_text, workspaces, write};
 use crate::audit::Head;
 use crate::db::{Batch, Bind, Db, Row, placeholders};
 use contextq_api::history::Action;

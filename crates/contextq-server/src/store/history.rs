@@ -79,7 +79,7 @@ pub(super) fn usage_columns(db: &Db, appends: usize, changed: &str) -> String {
                 .map(|cap| format!(" WHEN '{}' THEN {}", p.as_str(), cap.saturating_mul(kept)))
         })
         .collect();
-    let seqs = super::json_rows(db, &[("seq", "p.s")]);
+    let seqs = db.dialect().json_objects(&[("seq", "p.s")]);
     format!(
         "h.contexts AS usage_contexts, h.versions AS usage_versions, \
          CASE WHEN h.versions + {appends} > (CASE t.plan{arms} END) THEN \

@@ -21,7 +21,7 @@ use sqlx::Row as _;
 
 use super::contexts::{Moving, Scope, push_move};
 use super::history::{Change, Kept, Usage, Versions, usage_columns};
-use super::{Actor, Error, Outcome, Result, decode, json_rows, now, tags_from, write};
+use super::{Actor, Error, Outcome, Result, decode, now, tags_from, write};
 use crate::db::{Batch, Bind, Db, Row};
 
 /// What a [`rename_prefix`] moves: every context under `from` to `to` + what follows, its
@@ -416,7 +416,7 @@ fn read_prefix(db: &Db, actor: Actor<'_>, prefix: &str, to: Option<&str>) -> (St
     if rename {
         fields.extend([("co", "q.co"), ("tmn", "q.tmn"), ("tlv", "q.tlv")]);
     }
-    let rows_json = json_rows(db, &fields);
+    let rows_json = db.dialect().json_objects(&fields);
     // The destination of a row: `to` ($4) + what follows the prefix (characters, as substr
     // counts them; the rows start with the prefix, byte for byte).
     let dest = format!(

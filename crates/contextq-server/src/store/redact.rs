@@ -19,7 +19,7 @@ use contextq_api::history::{
 };
 use serde::Deserialize;
 
-use super::{Actor, Error, Outcome, Result, decode, json_rows, now, write};
+use super::{Actor, Error, Outcome, Result, decode, now, write};
 use crate::db::{Batch, Bind, Db};
 
 /// Which versions a redaction takes.
@@ -281,26 +281,23 @@ fn read(
         let s = arg(&mut binds, Bind::Int(after));
         versions.push_str(&format!(" AND v.seq > {s}"));
     }
-    let rows_json = json_rows(
-        db,
-        &[
-            ("s", "q.s"),
-            ("e", "q.e"),
-            ("n", "q.n"),
-            ("c", "q.c"),
-            ("a", "q.a"),
-            ("t", "q.t"),
-            ("z", "q.z"),
-            ("h", "q.h"),
-            ("r", "q.r"),
-            ("l", "q.l"),
-        ],
-    );
+    let rows_json = db.dialect().json_objects(&[
+        ("s", "q.s"),
+        ("e", "q.e"),
+        ("n", "q.n"),
+        ("c", "q.c"),
+        ("a", "q.a"),
+        ("t", "q.t"),
+        ("z", "q.z"),
+        ("h", "q.h"),
+        ("r", "q.r"),
+        ("l", "q.l"),
+    ]);
     let live_column = if matches!(request.target, Target::Matching { .. }) {
         format!(
             ", (SELECT {} FROM (SELECT c.external_id AS e FROM contexts c \
                WHERE c.tenant_id = $1{live} ORDER BY c.external_id LIMIT 5) q2) AS live",
-            json_rows(db, &[("e", "q2.e")])
+            db.dialect().json_objects(&[("e", "q2.e")])
         )
     } else {
         String::new()

@@ -134,31 +134,24 @@ pub(super) fn bulk_read(
     items: &[ContextInput],
     slugs: &[&str],
 ) -> (String, Vec<Bind>) {
-    let workspaces_json = json_rows(
-        db,
-        &[
-            ("id", "w.id"),
-            ("slug", "w.slug"),
-            ("archived", "w.archived"),
-        ],
-    );
-    let existing_json = json_rows(
-        db,
-        &[
-            ("id", "c.id"),
-            ("externalId", "c.external_id"),
-            ("workspaceId", "c.workspace_id"),
-            ("kind", "c.type"),
-            ("title", "c.title"),
-            ("content", "c.content"),
-            ("tags", "c.tags"),
-            ("version", "c.version"),
-        ],
-    );
-    let kept_json = json_rows(
-        db,
-        &[("externalId", "v.e"), ("min", "v.mn"), ("last", "v.lv")],
-    );
+    let workspaces_json = db.dialect().json_objects(&[
+        ("id", "w.id"),
+        ("slug", "w.slug"),
+        ("archived", "w.archived"),
+    ]);
+    let existing_json = db.dialect().json_objects(&[
+        ("id", "c.id"),
+        ("externalId", "c.external_id"),
+        ("workspaceId", "c.workspace_id"),
+        ("kind", "c.type"),
+        ("title", "c.title"),
+        ("content", "c.content"),
+        ("tags", "c.tags"),
+        ("version", "c.version"),
+    ]);
+    let kept_json =
+        db.dialect()
+            .json_objects(&[("externalId", "v.e"), ("min", "v.mn"), ("last", "v.lv")]);
     let ids = placeholders(2 + slugs.len(), items.len());
     let usage = usage_columns(db, items.len(), &ids);
     let sql = format!(
