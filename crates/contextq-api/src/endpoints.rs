@@ -83,6 +83,56 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ext("GET", "/api/history", "history"),
     ext("GET", "/api/audit", "audit-log"),
     ext("POST", "/api/redactions", "redaction"),
+    ext("GET", "/v1/memory_stores", "memory-stores"),
+    ext("POST", "/v1/memory_stores", "memory-stores"),
+    ext("GET", "/v1/memory_stores/{store_id}", "memory-stores"),
+    ext("POST", "/v1/memory_stores/{store_id}", "memory-stores"),
+    ext("DELETE", "/v1/memory_stores/{store_id}", "memory-stores"),
+    ext(
+        "POST",
+        "/v1/memory_stores/{store_id}/archive",
+        "memory-stores",
+    ),
+    ext(
+        "GET",
+        "/v1/memory_stores/{store_id}/memories",
+        "memory-stores",
+    ),
+    ext(
+        "POST",
+        "/v1/memory_stores/{store_id}/memories",
+        "memory-stores",
+    ),
+    ext(
+        "GET",
+        "/v1/memory_stores/{store_id}/memories/{memory_id}",
+        "memory-stores",
+    ),
+    ext(
+        "POST",
+        "/v1/memory_stores/{store_id}/memories/{memory_id}",
+        "memory-stores",
+    ),
+    ext(
+        "DELETE",
+        "/v1/memory_stores/{store_id}/memories/{memory_id}",
+        "memory-stores",
+    ),
+    ext(
+        "GET",
+        "/v1/memory_stores/{store_id}/memory_versions",
+        "memory-stores",
+    ),
+    ext(
+        "GET",
+        "/v1/memory_stores/{store_id}/memory_versions/{version_id}",
+        "memory-stores",
+    ),
+    ext(
+        "POST",
+        "/v1/memory_stores/{store_id}/memory_versions/{version_id}/redact",
+        "memory-stores",
+    ),
 ];
 
 /// The endpoint `method path` reaches (the query, if any, ignored), as a router matches it: a

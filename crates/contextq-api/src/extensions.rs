@@ -105,6 +105,10 @@ extensions! {
     /// items instead of the contract's [`crate::limits::MAX_BULK_ITEMS`], still all or nothing in
     /// one transaction and within the request's body limit (token `large-bulk`).
     large_bulk = "large-bulk",
+    /// `/v1/memory_stores...`: Anthropic's Memory Stores API over the same memory, a store for
+    /// each workspace and a memory for each memory-tool file (token `memory-stores`,
+    /// docs/memory-stores.md).
+    memory_stores = "memory-stores",
 }
 
 /// The header that marks a write as the restore of a version (extension `restore-marks`).
@@ -131,7 +135,7 @@ mod tests {
         let v = Extensions::ALL.header_value();
         assert_eq!(
             v,
-            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency, search, restore-marks, large-bulk"
+            "conditional-requests, external-id-prefix, cursor, size-bytes, text-edit, history, audit-log, edit-snippet, rename, by-prefix, tree, diff, start-after, workspace-keys, redaction, delete-by-external, tree-file, idempotency, search, restore-marks, large-bulk, memory-stores"
         );
         assert_eq!(Extensions::parse(&v), Extensions::ALL);
         assert_eq!(

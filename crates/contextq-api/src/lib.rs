@@ -20,6 +20,8 @@
 //! - [`endpoints`]: every endpoint of the contract and the extension that adds it.
 //! - [`history`]: versions of contexts (extension `history`).
 //! - [`audit`]: a tenant's own activity log (extension `audit-log`).
+//! - [`memory_stores`]: Anthropic's Memory Stores API as served over the same memory
+//!   (extension `memory-stores`): its objects, bodies, limits and ids.
 //! - [`search`]: full-text search (extension `search`): the query language, the terms an
 //!   index holds, matching lines, hits.
 //! - [`edit`]: text edits (`str_replace`, `insert`) defined once, for the tool and the server.
@@ -34,6 +36,7 @@ pub mod extensions;
 pub mod history;
 pub mod key;
 pub mod limits;
+pub mod memory_stores;
 pub mod resources;
 pub mod search;
 mod setters;

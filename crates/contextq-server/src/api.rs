@@ -16,6 +16,7 @@
 //! # Files (one per resource, beside `store/`'s)
 //! - `state`: [`ServerConfig`] and [`AppState`].
 //! - `workspaces`, `contexts`, `history` (versions, diff, history, audit, redactions): handlers.
+//! - `memory_stores`: Anthropic's Memory Stores API (`/v1`), its errors and page tokens.
 //! - [`extract`] (the caller, bodies, `If-Match`), [`error`] ([`ApiError`]), `keyed`
 //!   (`Idempotency-Key`), `drain` (unread bodies).
 //! - Here: the routes, the middleware every answer goes through, `/health`, `/ready`, `/metrics`.
@@ -34,6 +35,8 @@ pub mod error;
 pub mod extract;
 mod history;
 mod keyed;
+mod memory_stores;
+pub(crate) use memory_stores::anthropic_errors;
 pub mod ready;
 mod state;
 mod workspaces;
@@ -106,6 +109,50 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/api/history", get(history::at))
         .route("/api/audit", get(history::audit))
         .route("/api/redactions", post(history::redact))
+        .merge(memory_stores_routes())
+}
+
+/// The Memory Stores door (extension `memory-stores`, docs/memory-stores.md).
+fn memory_stores_routes() -> Router<AppState> {
+    use axum::routing::delete;
+    use memory_stores as m;
+    Router::new()
+        .route(
+            "/v1/memory_stores",
+            get(m::list_stores).post(m::create_store),
+        )
+        .route(
+            "/v1/memory_stores/{store_id}",
+            get(m::get_store)
+                .post(m::update_store)
+                .delete(m::delete_store),
+        )
+        .route(
+            "/v1/memory_stores/{store_id}/archive",
+            post(m::archive_store),
+        )
+        .route(
+            "/v1/memory_stores/{store_id}/memories",
+            get(m::list_memories).post(m::create_memory),
+        )
+        .route(
+            "/v1/memory_stores/{store_id}/memories/{memory_id}",
+            get(m::get_memory)
+                .post(m::update_memory)
+                .merge(delete(m::delete_memory)),
+        )
+        .route(
+            "/v1/memory_stores/{store_id}/memory_versions",
+            get(m::list_versions),
+        )
+        .route(
+            "/v1/memory_stores/{store_id}/memory_versions/{version_id}",
+            get(m::get_version),
+        )
+        .route(
+            "/v1/memory_stores/{store_id}/memory_versions/{version_id}/redact",
+            post(m::redact_version),
+        )
 }
 
 /// Logs the database's outages once each ([`crate::db::outage::Outage`]): an answer refused

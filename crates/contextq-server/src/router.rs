@@ -33,6 +33,8 @@ pub fn app(state: AppState) -> Router {
             config.request_timeout,
         ))
         .layer(axum::middleware::from_fn(crate::api::envelope_errors))
+        // Outside the contract's envelope: `/v1`'s errors are then Anthropic's.
+        .layer(axum::middleware::from_fn(crate::api::anthropic_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::api::note_outage,

@@ -29,6 +29,7 @@ pub use crate::db::{new_id, now};
 pub mod activity;
 pub mod contexts;
 pub mod history;
+pub mod memory_stores;
 pub mod outcome;
 pub mod prefix;
 pub mod redact;

@@ -129,15 +129,28 @@ impl FromRequestParts<AppState> for Caller {
             state.metrics.unauthorized(reason);
             unauthorized(message)
         };
-        let header = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| refuse("missing", "missing Authorization: Bearer <key>"))?;
-        let key = header
-            .strip_prefix("Bearer ")
-            .map(str::trim)
-            .ok_or_else(|| refuse("malformed", "use Authorization: Bearer <key>"))?;
+        // `X-Api-Key` is what Anthropic's SDKs may send instead (the Memory Stores door).
+        let key = match (
+            parts.headers.get(header::AUTHORIZATION),
+            parts.headers.get("x-api-key"),
+        ) {
+            (Some(v), _) => v
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim)
+                .ok_or_else(|| refuse("malformed", "use Authorization: Bearer <key>"))?,
+            (None, Some(v)) => v
+                .to_str()
+                .map(str::trim)
+                .map_err(|_| refuse("malformed", "X-Api-Key: the key, as text"))?,
+            (None, None) => {
+                return Err(refuse(
+                    "missing",
+                    "missing Authorization: Bearer <key> (or X-Api-Key: <key>)",
+                ));
+            }
+        };
         if !valid_key_format(key) {
             return Err(refuse(
                 "malformed",
@@ -297,7 +310,11 @@ single_body!(
     contextq_api::bodies::DeletePrefix,
     contextq_api::bodies::RenamePrefix,
     contextq_api::bodies::CreateWorkspace,
-    contextq_api::history::RedactRequest
+    contextq_api::history::RedactRequest,
+    contextq_api::memory_stores::CreateStore,
+    contextq_api::memory_stores::UpdateStore,
+    contextq_api::memory_stores::CreateMemory,
+    contextq_api::memory_stores::UpdateMemory
 );
 
 /// A JSON body whose errors are the contract's (400 bad JSON, 413 too large), read within its

@@ -125,6 +125,11 @@ const MIGRATIONS: &[Migration] = &[
         "search index merged between writes",
         "0017_index_merges_between_writes.sql"
     ),
+    migration!(
+        18,
+        "memory stores: workspace profiles, versions by workspace, redactions by key",
+        common "0018_memory_stores.sql"
+    ),
 ];
 
 /// The migration after whose SQL every existing context is indexed for search (in Rust: the

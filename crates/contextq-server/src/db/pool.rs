@@ -539,6 +539,14 @@ impl Db {
             .await?;
         row.as_ref().map(Row::from_any).transpose()
     }
+
+    /// Every row `sql` selects with `binds` (`$1..$n`), on a reader.
+    pub async fn read_all(&self, sql: &str, binds: Vec<Bind>) -> Result<Vec<Row>, sqlx::Error> {
+        let rows = bind_all(sqlx::query(sqlx::AssertSqlSafe(sql.to_string())), binds)
+            .fetch_all(&mut *self.reader().await?)
+            .await?;
+        Row::from_any_rows(&rows)
+    }
 }
 
 #[cfg(test)]

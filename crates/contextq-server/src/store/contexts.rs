@@ -24,6 +24,7 @@ use crate::db::{Batch, Bind, Db, Row, placeholders};
 use contextq_api::history::Action;
 
 pub use bulk::bulk_upsert;
+pub(crate) use change::delete_with;
 pub use change::{delete, delete_by_external, edit, update};
 pub use rename::{Rename, rename};
 

@@ -173,12 +173,13 @@ pub async fn redact(db: &Db, actor: Actor<'_>, request: Request<'_>) -> Result<R
                 continue;
             }
             batch.push(
-                "UPDATE context_versions SET content = NULL, size_bytes = 0, redacted_at = $1 \
+                "UPDATE context_versions SET content = NULL, size_bytes = 0, redacted_at = $1, redacted_by = $4 \
                  WHERE tenant_id = $2 AND seq = $3 AND redacted_at IS NULL",
                 vec![
                     Bind::Text(at.clone()),
                     Bind::Text(actor.tenant_id.to_string()),
                     Bind::Int(v.s),
+                    Bind::OptText(actor.key_id.map(str::to_string)),
                 ],
                 Some(1),
             );

@@ -91,8 +91,8 @@ pub(crate) fn check(slug: &str, name: &str) -> Result<()> {
 /// A new workspace's row and its audit record, added to `batch` and `head`.
 fn insert(
     actor: Actor<'_>,
-    slug: &str,
-    name: &str,
+    (slug, name): (&str, &str),
+    profile: Profile<'_>,
     head: &mut Head,
     batch: &mut Batch,
 ) -> Workspace {
@@ -104,13 +104,15 @@ fn insert(
         created_at: now(),
     };
     batch.push(
-        "INSERT INTO workspaces (id, tenant_id, slug, name, archived, created_at) VALUES ($1, $2, $3, $4, 0, $5)",
+        "INSERT INTO workspaces (id, tenant_id, slug, name, archived, created_at, description, metadata) VALUES ($1, $2, $3, $4, 0, $5, $6, $7)",
         vec![
             Bind::Text(ws.id.clone()),
             Bind::Text(actor.tenant_id.to_string()),
             Bind::Text(ws.slug.clone()),
             Bind::Text(ws.name.clone()),
             Bind::Text(ws.created_at.clone()),
+            Bind::OptText(profile.description.map(str::to_string)),
+            Bind::OptText(profile.metadata.map(str::to_string)),
         ],
         Some(1),
     );
@@ -123,8 +125,28 @@ fn insert(
     ws
 }
 
+/// What a memory store keeps besides a workspace's slug and name (extension `memory-stores`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Profile<'a> {
+    /// Its description (`None`: empty).
+    pub description: Option<&'a str>,
+    /// Its metadata as a JSON object of strings (`None`: empty).
+    pub metadata: Option<&'a str>,
+}
+
 /// Creates a workspace (refused if the slug exists). An empty `name` becomes the slug.
 pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result<Workspace> {
+    create_with(db, actor, slug, name, Profile::default()).await
+}
+
+/// [`create`] with a memory store's description and metadata.
+pub(crate) async fn create_with(
+    db: &Db,
+    actor: Actor<'_>,
+    slug: &str,
+    name: &str,
+    profile: Profile<'_>,
+) -> Result<Workspace> {
     check(slug, name)?;
     let read = lock_workspace(actor.tenant_id, slug);
     write(db, actor, slug, read, |mut head, row| {
@@ -134,7 +156,7 @@ pub async fn create(db: &Db, actor: Actor<'_>, slug: &str, name: &str) -> Result
             });
         }
         let mut batch = Batch::default();
-        let ws = insert(actor, slug, name, &mut head, &mut batch);
+        let ws = insert(actor, (slug, name), profile, &mut head, &mut batch);
         Ok(Outcome::Write(head, batch, ws))
     })
     .await
@@ -162,7 +184,13 @@ pub(crate) async fn create_first(
     .map_err(Error::Corrupt)?;
     let actor = Actor::operator(tenant_id);
     let mut batch = Batch::default();
-    let ws = insert(actor, slug, slug, &mut head, &mut batch);
+    let ws = insert(
+        actor,
+        (slug, slug),
+        Profile::default(),
+        &mut head,
+        &mut batch,
+    );
     head.write(&mut batch, db.dialect());
     batch.run_in(conn).await.map_err(|e| match e {
         BatchError::Database(e) => Error::from(e),
@@ -173,8 +201,8 @@ pub(crate) async fn create_first(
     Ok(ws)
 }
 
-/// The batch of a change to the workspace `ws` (`sql` with its id as `$1` and the tenant as
-/// `$2`, changing its one row), and its audit record `action`.
+/// The batch of a change to the workspace `ws` (`sql` with its id as `$1`, the tenant as `$2`
+/// and, when it names it, the time as `$3`, changing its one row), and its audit record `action`.
 fn change(
     actor: Actor<'_>,
     head: &mut Head,
@@ -183,14 +211,14 @@ fn change(
     action: &'static str,
 ) -> Batch {
     let mut batch = Batch::default();
-    batch.push(
-        sql,
-        vec![
-            Bind::Text(ws.id.clone()),
-            Bind::Text(actor.tenant_id.to_string()),
-        ],
-        Some(1),
-    );
+    let mut binds = vec![
+        Bind::Text(ws.id.clone()),
+        Bind::Text(actor.tenant_id.to_string()),
+    ];
+    if sql.contains("$3") {
+        binds.push(Bind::Text(now()));
+    }
+    batch.push(sql, binds, Some(1));
     head.append(actor.record(
         action,
         "workspace",
@@ -214,7 +242,7 @@ pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace>
             actor,
             &mut head,
             &ws,
-            "UPDATE workspaces SET archived = 1 WHERE id = $1 AND tenant_id = $2 AND archived = 0",
+            "UPDATE workspaces SET archived = 1, archived_at = $3, updated_at = $3 WHERE id = $1 AND tenant_id = $2 AND archived = 0",
             "workspace.archive",
         );
         ws.archived = true;

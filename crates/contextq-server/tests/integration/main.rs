@@ -22,6 +22,7 @@ mod history;
 mod index_merges;
 #[cfg(unix)]
 mod local_exposure;
+mod memory_stores;
 mod operations;
 mod outage;
 mod outcomes;

@@ -51,7 +51,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         db.schema_version().await.unwrap(),
         contextq_server::db::latest_schema_version()
     );
-    assert_eq!(contextq_server::db::latest_schema_version(), 17);
+    assert_eq!(contextq_server::db::latest_schema_version(), 18);
     if b == Backend::Sqlite {
         // Migration 17: the search index is merged between writes, never by one.
         let row = db
@@ -110,6 +110,31 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         "{:?}",
         r.body
     );
+
+    // Migration 18: the release's workspace is a memory store, its files memories, their hashes
+    // from the content where the release kept none.
+    let stores = api.get("/v1/memory_stores").await;
+    assert_eq!(stores.body["data"][0]["name"], "notes", "{:?}", stores.body);
+    let store = stores.body["data"][0]["id"].as_str().unwrap().to_string();
+    let listed = api
+        .get(&format!("/v1/memory_stores/{store}/memories?view=full"))
+        .await;
+    let f0m = listed.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["path"] == "/f0.md")
+        .unwrap_or_else(|| panic!("{:?}", listed.body))
+        .clone();
+    assert_eq!(f0m["content"], "line 0, edited\n");
+    let version = f0m["memory_version_id"].as_str().unwrap();
+    let v = api
+        .get(&format!(
+            "/v1/memory_stores/{store}/memory_versions/{version}"
+        ))
+        .await;
+    assert_eq!(v.status, StatusCode::OK, "{:?}", v.body);
+    assert_eq!(v.body["content_sha256"], f0m["content_sha256"]);
 
     // New writes go to acme's own chain; everything verifies.
     let id = f0.body["id"].as_str().unwrap().to_string();

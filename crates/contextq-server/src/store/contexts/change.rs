@@ -126,10 +126,34 @@ pub async fn edit(
 
 /// `DELETE /api/contexts/:id`; with `if_match`, only at that version. Its tag rows go with it.
 pub async fn delete(db: &Db, actor: Actor<'_>, id: &str, if_match: Option<i64>) -> Result<()> {
+    delete_with(db, actor, id, if_match, false).await
+}
+
+/// [`delete`], also in an archived workspace when `in_archive` (a memory store's memories may
+/// be deleted after the store is archived: extension `memory-stores`).
+pub(crate) async fn delete_with(
+    db: &Db,
+    actor: Actor<'_>,
+    id: &str,
+    if_match: Option<i64>,
+    in_archive: bool,
+) -> Result<()> {
     let read = lock_context(db, actor.tenant_id, "c.id", id);
     write(db, actor, id, read, |head, row| {
-        let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
-        Ok(deletion(head, actor, old, &workspace_id, versions))
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let workspace_id = locked.workspace_id.clone();
+        let context = locked
+            .context
+            .map(|(c, archived)| (c, archived && !in_archive));
+        let old = writable(context, id, if_match)?;
+        Ok(deletion(
+            head,
+            actor,
+            old,
+            &present(workspace_id)?,
+            versions,
+        ))
     })
     .await
 }
