@@ -51,6 +51,8 @@ pub struct Profile {
     pub dirs: Dirs,
     /// What its size column holds.
     pub sizes: Sizes,
+    /// The largest file it takes, in bytes (the suite writes one of at most 1 MiB).
+    pub largest_file: usize,
 }
 
 impl Profile {
@@ -58,17 +60,27 @@ impl Profile {
     pub const DERIVED: Profile = Profile {
         dirs: Dirs::Derived,
         sizes: Sizes::Bytes,
+        largest_file: 1 << 20,
     };
     /// Real directories, byte sizes (`LocalStore`).
     pub const REAL: Profile = Profile {
         dirs: Dirs::Real,
         sizes: Sizes::Bytes,
+        largest_file: 1 << 20,
     };
     /// Derived directories, times instead of sizes (`ContextQStore` on a ContextQ without
     /// `sizeBytes`).
     pub const DERIVED_WITHOUT_SIZES: Profile = Profile {
         dirs: Dirs::Derived,
         sizes: Sizes::Timestamps,
+        largest_file: 1 << 20,
+    };
+    /// Derived directories, byte sizes, files of at most 102,400 bytes (`MemoryStoresStore`:
+    /// the Memory Stores API's limit).
+    pub const MEMORY_STORES: Profile = Profile {
+        dirs: Dirs::Derived,
+        sizes: Sizes::Bytes,
+        largest_file: 102_400,
     };
 }
 
@@ -403,14 +415,18 @@ pub async fn listing<S: Store>(store: S, profile: Profile) {
     create(&tool, "/memories/.hidden/secret.md", "s").await;
     create(&tool, "/memories/proj/.dot.md", "d").await;
     create(&tool, "/memories/node_modules/m.js", "m").await;
-    create(&tool, "/memories/Big.md", &"b".repeat(1 << 20)).await; // the most ContextQ takes
+    // The most ContextQ takes (1 MiB), or the store's own limit.
+    let big = profile.largest_file.min(1 << 20);
+    create(&tool, "/memories/Big.md", &"b".repeat(big)).await;
 
     let out = view(&tool, "/memories").await;
-    let expected_sizes_root = "1.0M"; // 1,048,576 + 18 + 1030 + 4000 + 1 + 3 = 1,053,628 bytes
+    // 1 MiB: 1,048,576 + 18 + 1030 + 4000 + 1 + 3 = 1,053,628 bytes, "1.0M".
+    let expected_sizes_root = crate::render::human_size(big as u64 + 5052);
+    let big_size = crate::render::human_size(big as u64);
     let expected = format!(
         "{LIST_HEADER} /memories, excluding hidden items and node_modules:\n\
          {expected_sizes_root}\t/memories\n\
-         1M\t/memories/Big.md\n\
+         {big_size}\t/memories/Big.md\n\
          18B\t/memories/alpha.md\n\
          4.9K\t/memories/proj/\n\
          1.0K\t/memories/proj/readme.md\n\

@@ -30,6 +30,8 @@
 //! - [`contextq`]: everything ContextQ: options, client, [`ContextQStore`], history and
 //!   restores ([`contextq::history`]), [`ContextQError`]; the wire types are the
 //!   `contextq-api` crate's.
+//! - `memory_stores` (feature `memory-stores`): `MemoryStoresStore`, the files in a store of
+//!   Anthropic's Memory Stores API (contextq-server's `/v1`, or a hosted one).
 //! - [`search`]: the `memory_search` tool beside `memory`: [`Store::search`]'s answer, the scan
 //!   of stores without an index, Claude's answer.
 //! - [`secrets`]: the secret guard's patterns ([`MemoryTool::secret_guard`]).
@@ -49,6 +51,8 @@ pub mod contextq;
 mod effects;
 pub mod error;
 pub mod handlers;
+#[cfg(feature = "memory-stores")]
+pub mod memory_stores;
 pub mod path;
 pub mod protocol;
 pub mod render;

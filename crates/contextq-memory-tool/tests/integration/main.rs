@@ -18,6 +18,7 @@ mod create_many;
 mod failover;
 mod history;
 mod local_service;
+mod memory_stores_conformance;
 mod outage;
 mod preconditions;
 mod redaction;
