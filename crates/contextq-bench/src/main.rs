@@ -18,6 +18,7 @@ mod burst;
 mod floor;
 mod harness;
 mod history;
+mod memory_stores;
 mod overhead;
 mod per_command;
 mod scale;
@@ -74,6 +75,10 @@ enum Cmd {
     Floor(floor::Floor),
     /// Writes the deterministic command trace (JSON lines).
     Trace(trace::Trace),
+    /// The Memory Stores door as the store grows: a memory page, a depth=1 page, a version page
+    /// and a retrieve at each size; a create and an update through the door against the same
+    /// write through /api/contexts.
+    MemoryStores(memory_stores::MemoryStores),
 }
 
 #[tokio::main]
@@ -90,5 +95,6 @@ async fn main() -> Result<()> {
         Cmd::SearchFlood(c) => c.run().await,
         Cmd::Floor(c) => c.run().await,
         Cmd::Trace(c) => c.run().await,
+        Cmd::MemoryStores(c) => c.run().await,
     }
 }

@@ -74,6 +74,21 @@ enum Run {
     /// [`MemoryTool::create_many`](contextq_memory_tool::MemoryTool::create_many) of these
     /// files (what `contextq-memory import` writes with).
     Import(Vec<(MemoryPath, String)>),
+    /// One call of the Memory Stores door (`/v1`, extension `memory-stores`) of contextq-server
+    /// over HTTP, on the workspace's store; not measured on other stores.
+    Door(DoorCall),
+}
+
+/// A Memory Stores call (paths in the store: `/memories/x` is `/x`).
+enum DoorCall {
+    /// Create the memory at this path.
+    Create(String),
+    /// Update the memory at this path, which holds this content, with a precondition on it.
+    Update(String, &'static str),
+    /// A page of 100 memories under this prefix.
+    ListPage(String),
+    /// A page of 100 versions of the store.
+    Versions,
 }
 
 /// A case of the table: its name, what sets it up (tool inputs), and what it runs.
@@ -131,7 +146,102 @@ fn cases(dir: &str) -> Vec<Case> {
             run: Run::ListPage,
         },
     ]);
+    // The same memory through the Memory Stores door (docs/memory-stores.md).
+    let api = dir.strip_prefix("/memories").unwrap_or(dir).to_string();
+    cases.extend([
+        Case {
+            name: "Memory Stores: create a memory",
+            setup: vec![],
+            run: Run::Door(DoorCall::Create(format!("{api}/door/new.md"))),
+        },
+        Case {
+            name: "Memory Stores: update a memory (content_sha256 precondition)",
+            setup: vec![create("door/upd.md", "old\n")],
+            run: Run::Door(DoorCall::Update(format!("{api}/door/upd.md"), "old\n")),
+        },
+        Case {
+            name: "Memory Stores: list a page (100 memories)",
+            setup: vec![],
+            run: Run::Door(DoorCall::ListPage(format!("{api}/page/"))),
+        },
+        Case {
+            name: "Memory Stores: list a page of versions (100)",
+            setup: vec![],
+            run: Run::Door(DoorCall::Versions),
+        },
+    ]);
     cases
+}
+
+/// Sends `call` to the door at `url` (the counting proxy) with `key`. What a call needs first
+/// (the store's id, a memory's id) is read before `counted` is called, which starts the count.
+async fn door_call(url: &str, key: &str, call: &DoorCall, counted: impl FnOnce()) {
+    let http = reqwest::Client::new();
+    let get = |path: String| {
+        let http = http.clone();
+        async move {
+            let r = http
+                .get(format!("{url}{path}"))
+                .bearer_auth(key)
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "GET {path}: {}", r.status());
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let stores = get("/v1/memory_stores".into()).await;
+    let store = stores["data"][0]["id"].as_str().unwrap().to_string();
+    let base = format!("{url}/v1/memory_stores/{store}");
+    let send = |r: reqwest::RequestBuilder| async move {
+        let r = r.bearer_auth(key).send().await.unwrap();
+        let status = r.status();
+        let body: Value = r.json().await.unwrap();
+        assert!(status.is_success(), "{status}: {body}");
+        body
+    };
+    match call {
+        DoorCall::Create(path) => {
+            counted();
+            send(
+                http.post(format!("{base}/memories"))
+                    .json(&json!({"path": path, "content": "new\n"})),
+            )
+            .await;
+        }
+        DoorCall::Update(path, old) => {
+            let dir = &path[..=path.rfind('/').unwrap()];
+            let listed = get(format!(
+                "/v1/memory_stores/{store}/memories?path_prefix={dir}"
+            ))
+            .await;
+            let memory = listed["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["path"] == path.as_str())
+                .unwrap()
+                .clone();
+            let (id, sha) = (
+                memory["id"].as_str().unwrap().to_string(),
+                memory["content_sha256"].clone(),
+            );
+            assert_eq!(memory["content_size_bytes"], old.len());
+            counted();
+            send(http.post(format!("{base}/memories/{id}")).json(&json!({"content": "new\n", "precondition": {"type": "content_sha256", "content_sha256": sha}}))).await;
+        }
+        DoorCall::ListPage(prefix) => {
+            counted();
+            let page =
+                send(http.get(format!("{base}/memories?limit=100&path_prefix={prefix}"))).await;
+            assert_eq!(page["data"].as_array().unwrap().len(), 100, "{page}");
+        }
+        DoorCall::Versions => {
+            counted();
+            let page = send(http.get(format!("{base}/memory_versions?limit=100"))).await;
+            assert_eq!(page["data"].as_array().unwrap().len(), 100, "{page}");
+        }
+    }
 }
 
 /// About 1 KiB of words, different for each `seed` (the index holds a few hundred distinct
@@ -277,13 +387,30 @@ async fn measure(backend: Backend, door: Door) -> Vec<(&'static str, Cost)> {
         let dir = format!("/memories/pass{pass}");
         counted.clear();
         for case in cases(&dir) {
+            // The door is contextq-server's, over HTTP: not a store of the others.
+            let door_url = match (&case.run, &_proxy) {
+                (Run::Door(_), Some(p)) if !plain => Some(p.url.clone()),
+                (Run::Door(_), _) => continue,
+                _ => None,
+            };
             for input in case.setup {
                 let r = tool.execute(input.clone()).await;
                 assert!(!r.is_error, "{input}: {}", r.content);
             }
             settle().await;
-            let (requests, commits, db) = (sent(), server.db.commits(), meter.read());
+            let (mut requests, mut commits, mut db) = (sent(), server.db.commits(), meter.read());
+            if let (Run::Door(call), Some(url)) = (&case.run, &door_url) {
+                // What the call reads first is not counted: the count starts at `counted`.
+                let started = std::sync::Mutex::new(None);
+                door_call(url, &tenant.api_key, call, || {
+                    std::thread::sleep(Duration::from_millis(20));
+                    *started.lock().unwrap() = Some((sent(), server.db.commits(), meter.read()));
+                })
+                .await;
+                (requests, commits, db) = started.into_inner().unwrap().unwrap();
+            }
             match &case.run {
+                Run::Door(_) => {}
                 Run::Tool(command) => {
                     let r = tool.execute(command.clone()).await;
                     assert_eq!(
