@@ -12,6 +12,7 @@ mod history;
 mod mcp;
 mod search;
 mod serve;
+mod sync;
 mod transfer;
 
 use std::path::PathBuf;
@@ -98,6 +99,9 @@ pub(crate) enum Command {
     Export(transfer::Export),
     /// Load a directory (DIR/memories/... as the official SDKs write it, or DIR/...) into the store.
     Import(transfer::Import),
+    /// Keep a local memory folder and the store in step, both ways (three-way, conflicts kept,
+    /// docs/sync.md); --watch keeps doing it.
+    Sync(sync::Sync),
     /// Search the memory files for words (the memory_search tool's query language: words in any
     /// order and case, "quoted phrases", prefix*; identifiers such as OPS-4471 as written).
     Search(search::Search),
@@ -182,6 +186,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Mcp(c) => c.run(&cx).await,
         Command::Export(c) => c.run(&cx).await,
         Command::Import(c) => c.run(&cx).await,
+        Command::Sync(c) => c.run(&cx).await,
         Command::Search(c) => c.run(&cx).await,
         Command::History(c) => c.run(&cx).await,
         Command::Show(c) => c.run(&cx).await,

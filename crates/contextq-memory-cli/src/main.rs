@@ -18,6 +18,7 @@ mod mcp;
 mod out;
 mod search;
 mod stores;
+mod sync;
 mod transfer;
 
 use std::process::ExitCode;

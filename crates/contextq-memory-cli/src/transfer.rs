@@ -26,7 +26,7 @@ use contextq_memory_tool::render::human_size;
 use contextq_memory_tool::store::Page;
 use contextq_memory_tool::{Error, MemoryPath, MemoryTool, PutMode, Store};
 
-mod walk;
+pub(crate) mod walk;
 
 /// What a transfer did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

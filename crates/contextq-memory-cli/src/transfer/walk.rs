@@ -19,16 +19,16 @@ struct Level {
 }
 
 /// A walk of the files beneath a folder.
-pub(super) struct Walk {
+pub(crate) struct Walk {
     stack: Vec<Level>,
     include_hidden: bool,
     /// Files left out because `view` hides them, so far.
-    pub(super) hidden: usize,
+    pub(crate) hidden: usize,
 }
 
 impl Walk {
     /// A walk of the files beneath `root`.
-    pub(super) fn new(root: &Path, include_hidden: bool) -> std::io::Result<Walk> {
+    pub(crate) fn new(root: &Path, include_hidden: bool) -> std::io::Result<Walk> {
         let mut walk = Walk {
             stack: Vec::new(),
             include_hidden,

@@ -19,4 +19,5 @@ mod mcp_official_clients;
 #[cfg(feature = "mcp")]
 mod path_model;
 mod redact;
+mod sync;
 mod transfer;

@@ -1,0 +1,701 @@
+//! `contextq-memory sync`: a local memory folder and the store kept in step, both ways
+//! (docs/sync.md). Three-way: a baseline of the last agreed state (per file: its content's
+//! SHA-256, size, modification time and inode on disk, and the store's version) kept beside the
+//! folder in `.contextq-sync/` (written atomically), compared per file with the folder and the
+//! store. A change on one side is copied to the other with a conditional write (at the
+//! baseline's version, or create-only); changes on both sides are a conflict, both kept, never
+//! resolved by overwriting; a delete on one side of a file unchanged on the other is a delete
+//! there (in the store, a version, so it can be restored); a delete on one side and a change on
+//! the other: the change wins. A write refused because someone wrote in between is decided
+//! again on the next pass. After a kill at any point a re-run converges: a file found equal on
+//! both sides is agreed whatever the baseline says, so nothing is copied twice.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use contextq_memory_tool::store::{PutMode, Store, Version};
+use contextq_memory_tool::{Error, MemoryPath};
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+use crate::transfer::walk::Walk;
+
+/// The folder beside the files where the baseline lives (left out of the sync).
+pub const STATE_DIR: &str = ".contextq-sync";
+
+/// Which side's content stays in place when both changed (the other's is kept beside it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum Prefer {
+    /// The store's content stays at the path; the local one is kept as a conflict file.
+    #[default]
+    Store,
+    /// The local content stays at the path; the store's is kept as a conflict file.
+    Local,
+}
+
+/// How a sync runs.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// Where the folder's files live in the store (`/memories` or below).
+    pub prefix: MemoryPath,
+    /// Who wins the path in a conflict.
+    pub prefer: Prefer,
+    /// Decide and report, change nothing.
+    pub dry_run: bool,
+    /// This machine's name, in conflict files' names.
+    pub host: String,
+    /// Also sync what `view` hides (names starting with `.`, `node_modules`); never
+    /// `.contextq-sync` itself.
+    pub include_hidden: bool,
+}
+
+/// The last agreed state of one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agreed {
+    /// SHA-256 of its content, hex.
+    pub sha256: String,
+    /// Size on disk when agreed.
+    pub size: u64,
+    /// Modification time on disk when agreed (nanoseconds since 1970).
+    pub mtime_ns: i128,
+    /// Inode on disk when agreed (0 where there is none).
+    pub ino: u64,
+    /// The store's version when agreed (`None`: the store does not show versions).
+    pub version: Option<StoredVersion>,
+}
+
+/// A store [`Version`] as the baseline keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredVersion {
+    /// Its number.
+    pub n: u64,
+    /// Its row, on stores with rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<String>,
+}
+
+impl StoredVersion {
+    fn of(v: &Version) -> Self {
+        StoredVersion {
+            n: v.number(),
+            row: v.row().map(str::to_string),
+        }
+    }
+}
+
+/// The baseline: every agreed file by its path below the folder (`a/b.md`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The store's prefix it was agreed with: another prefix starts afresh.
+    pub prefix: String,
+    /// The files.
+    pub files: BTreeMap<String, Agreed>,
+}
+
+impl Baseline {
+    fn path(dir: &Path) -> PathBuf {
+        dir.join(STATE_DIR).join("baseline.json")
+    }
+
+    /// The baseline of `dir`, or an empty one.
+    pub fn load(dir: &Path, prefix: &MemoryPath) -> Result<Baseline> {
+        let file = Self::path(dir);
+        let b: Baseline = match std::fs::read(&file) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .with_context(|| format!("{} is damaged: remove it to sync afresh (files equal on both sides are agreed again, nothing is lost)", file.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Baseline::default(),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", file.display())),
+        };
+        Ok(if b.prefix == prefix.normalized() {
+            b
+        } else {
+            Baseline {
+                prefix: prefix.normalized(),
+                files: BTreeMap::new(),
+            }
+        })
+    }
+
+    /// Writes it atomically (a temporary file, flushed, renamed over), 0600 in a 0700 folder.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let state = dir.join(STATE_DIR);
+        create_private_dir(&state)?;
+        let bytes = serde_json::to_vec_pretty(self)?;
+        write_private_atomic(&Self::path(dir), &bytes)
+            .with_context(|| format!("cannot write {}", Self::path(dir).display()))
+    }
+}
+
+/// Creates `dir` (and its parents) with mode 0700 where it creates them.
+fn create_private_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))
+}
+
+/// Writes `target` whole or not at all: a temporary file beside it (0600), flushed, renamed.
+fn write_private_atomic(target: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".cqmem-sync-{}-{:08x}",
+        std::process::id(),
+        fastrand::u32(..)
+    ));
+    let result = (|| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(0o600);
+        }
+        let mut f = options.open(&tmp)?;
+        f.write_all(content)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A file as found on disk.
+#[derive(Debug, Clone)]
+struct LocalFile {
+    disk: PathBuf,
+    size: u64,
+    mtime_ns: i128,
+    ino: u64,
+}
+
+impl LocalFile {
+    fn of(disk: PathBuf) -> std::io::Result<LocalFile> {
+        let meta = std::fs::metadata(&disk)?;
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
+        #[cfg(unix)]
+        let ino = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let ino = 0;
+        Ok(LocalFile {
+            disk,
+            size: meta.len(),
+            mtime_ns,
+            ino,
+        })
+    }
+
+    /// Whether it is as it was when `agreed` (size, time and inode: no content read).
+    fn unchanged_since(&self, agreed: &Agreed) -> bool {
+        self.size == agreed.size && self.mtime_ns == agreed.mtime_ns && self.ino == agreed.ino
+    }
+
+    fn agreed(&self, sha256: String, version: Option<StoredVersion>) -> Agreed {
+        Agreed {
+            sha256,
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            ino: self.ino,
+            version,
+        }
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// What a pass did to one file (one line of its report).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Action {
+    /// `pushed`, `pulled`, `deleted in the store`, `deleted here`, `conflict`, `agreed`,
+    /// `skipped`, `raced` (decided again next pass).
+    pub action: &'static str,
+    /// The file, below the folder.
+    pub path: String,
+    /// Why, for conflicts, skips and races.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// What a pass did.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    /// One per file acted on.
+    pub actions: Vec<Action>,
+    /// Files compared.
+    pub files: usize,
+    /// Files whose content was read to decide (the rest were unchanged by size, time, inode).
+    pub hashed: usize,
+}
+
+impl Report {
+    fn push(&mut self, action: &'static str, path: &str, detail: Option<String>) {
+        self.actions.push(Action {
+            action,
+            path: path.to_string(),
+            detail,
+        });
+    }
+
+    /// Conflicts this pass.
+    #[cfg(test)]
+    pub fn conflicts(&self) -> usize {
+        self.actions
+            .iter()
+            .filter(|a| a.action == "conflict")
+            .count()
+    }
+}
+
+/// The name a conflict keeps the other side's content under: `notes.md` ->
+/// `notes.conflict-<host>-<time>.md`.
+fn conflict_name(rel: &str, host: &str, n: u32) -> String {
+    let time = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let (dir, name) = match rel.rfind('/') {
+        Some(i) => (&rel[..=i], &rel[i + 1..]),
+        None => ("", rel),
+    };
+    // A second conflict of the same file in the same second: `-2`, `-3`...
+    let time = if n > 1 {
+        format!("{time}-{n}")
+    } else {
+        time.to_string()
+    };
+    match name.rfind('.').filter(|&i| i > 0) {
+        Some(i) => format!("{dir}{}.conflict-{host}-{time}{}", &name[..i], &name[i..]),
+        None => format!("{dir}{name}.conflict-{host}-{time}"),
+    }
+}
+
+/// One sync of `dir` with `store` (see the module documentation). The baseline is saved after
+/// every file acted on, so a kill loses at most the record of the last one, which the next pass
+/// finds equal on both sides.
+pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Result<Report> {
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("cannot use {}", dir.display()))?;
+    let mut base = Baseline::load(&dir, &options.prefix)?;
+    let mut report = Report::default();
+
+    // The folder: every text file by its path below it (no link followed).
+    let mut local: BTreeMap<String, LocalFile> = BTreeMap::new();
+    for found in Walk::new(&dir, options.include_hidden)? {
+        let (segments, disk) = found?;
+        if segments.first().map(String::as_str) == Some(STATE_DIR)
+            || segments.last().is_some_and(|n| n.starts_with(".cqmem-"))
+        {
+            continue;
+        }
+        local.insert(segments.join("/"), LocalFile::of(disk)?);
+    }
+    // The store: every file under the prefix, with its version.
+    let mut remote: BTreeMap<String, Option<Version>> = BTreeMap::new();
+    if let Some(listing) = store.list(&options.prefix).await? {
+        let root = format!("{}/", options.prefix.normalized());
+        for f in listing.files {
+            let n = f.path.normalized();
+            if let Some(rel) = n.strip_prefix(&root) {
+                remote.insert(rel.to_string(), f.version);
+            }
+        }
+    }
+    let paths: BTreeSet<String> = local
+        .keys()
+        .chain(remote.keys())
+        .chain(base.files.keys())
+        .cloned()
+        .collect();
+    report.files = paths.len();
+    for rel in paths {
+        let agreed = base.files.get(&rel).cloned();
+        let here = local.get(&rel).cloned();
+        let there = remote.get(&rel).cloned();
+        let outcome = decide(
+            store,
+            &dir,
+            options,
+            &rel,
+            (here, there, agreed),
+            &mut report,
+        )
+        .await;
+        match outcome {
+            Ok(Some(entry)) => {
+                base.files.insert(rel.clone(), entry);
+            }
+            Ok(None) => {
+                base.files.remove(&rel);
+            }
+            Err(Skip::Keep) => continue,
+            Err(Skip::Fail(e)) => {
+                // What was agreed so far is kept; the error names the file.
+                if !options.dry_run {
+                    base.save(&dir)?;
+                }
+                return Err(e.context(format!("syncing {rel}")));
+            }
+        }
+        if !options.dry_run && report.actions.last().is_some_and(|a| a.path == rel) {
+            base.save(&dir)?;
+        }
+    }
+    if !options.dry_run {
+        base.save(&dir)?;
+    }
+    Ok(report)
+}
+
+/// A file the pass leaves as it was: reported (a race, a path the store refuses), or failed.
+enum Skip {
+    Keep,
+    Fail(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Skip {
+    fn from(e: anyhow::Error) -> Self {
+        Skip::Fail(e)
+    }
+}
+
+impl From<std::io::Error> for Skip {
+    fn from(e: std::io::Error) -> Self {
+        Skip::Fail(e.into())
+    }
+}
+
+/// A write the store refused because someone wrote in between, or a path it refuses: reported,
+/// decided again next pass.
+fn refused(e: Error, rel: &str, report: &mut Report) -> Skip {
+    match e {
+        Error::Precondition { .. } | Error::AlreadyExists { .. } | Error::NotFound { .. } => {
+            report.push(
+                "raced",
+                rel,
+                Some("another writer changed it meanwhile; decided again next pass".into()),
+            );
+            Skip::Keep
+        }
+        Error::Path(p) => {
+            report.push(
+                "skipped",
+                rel,
+                Some(format!("the store refuses this path: {p}")),
+            );
+            Skip::Keep
+        }
+        other if !other.is_store_failure() => {
+            report.push("skipped", rel, Some(other.to_string()));
+            Skip::Keep
+        }
+        other => Skip::Fail(anyhow::Error::new(other)),
+    }
+}
+
+/// Decides one file: the new agreed state (`None`: it is gone on both sides).
+async fn decide(
+    store: &dyn Store,
+    dir: &Path,
+    options: &SyncOptions,
+    rel: &str,
+    (here, there, agreed): (Option<LocalFile>, Option<Option<Version>>, Option<Agreed>),
+    report: &mut Report,
+) -> std::result::Result<Option<Agreed>, Skip> {
+    let path = match MemoryPath::parse(&format!("{}/{rel}", options.prefix.normalized())) {
+        Ok(p) => p,
+        Err(e) => {
+            report.push("skipped", rel, Some(format!("not a memory path: {e}")));
+            return Err(Skip::Keep);
+        }
+    };
+    // The local side: its content's hash, read only when size, time or inode moved.
+    let mut text: Option<String> = None;
+    let here_sha = match (&here, &agreed) {
+        (None, _) => None,
+        (Some(l), Some(a)) if l.unchanged_since(a) => Some(a.sha256.clone()),
+        (Some(l), _) => {
+            report.hashed += 1;
+            let bytes = std::fs::read(&l.disk)?;
+            let sha = sha256_hex(&bytes);
+            match String::from_utf8(bytes) {
+                Ok(t) => text = Some(t),
+                Err(_) => {
+                    report.push(
+                        "skipped",
+                        rel,
+                        Some("not UTF-8 text: memory files are text".into()),
+                    );
+                    return Err(Skip::Keep);
+                }
+            }
+            Some(sha)
+        }
+    };
+    let local_changed = match (&here_sha, &agreed) {
+        (None, None) => false,
+        (Some(h), Some(a)) => *h != a.sha256,
+        _ => true,
+    };
+    let there_version = there.as_ref().map(|v| v.as_ref().map(StoredVersion::of));
+    let store_changed = match (&there_version, &agreed) {
+        (None, None) => false,
+        (Some(Some(v)), Some(a)) => a.version.as_ref() != Some(v),
+        // A store that shows no versions: its content decides (read below).
+        (Some(None), Some(_)) => true,
+        _ => true,
+    };
+    let dry = options.dry_run;
+    let read_local = |text: &mut Option<String>,
+                      l: &LocalFile|
+     -> std::result::Result<String, Skip> {
+        if let Some(t) = text.take() {
+            return Ok(t);
+        }
+        let bytes = std::fs::read(&l.disk)?;
+        String::from_utf8(bytes).map_err(|_| Skip::Fail(anyhow::anyhow!("{rel} is not UTF-8 text")))
+    };
+
+    match (here, there) {
+        (None, None) => Ok(None),
+        // Unchanged on both sides.
+        (Some(l), Some(_)) if !local_changed && !store_changed => {
+            let a = agreed.expect("unchanged means agreed");
+            Ok(Some(l.agreed(a.sha256, a.version)))
+        }
+        // Changed here only: push.
+        (Some(l), there) if !store_changed => {
+            let content = read_local(&mut text, &l)?;
+            let mode = match there {
+                Some(Some(v)) => PutMode::Update(v),
+                Some(None) => PutMode::Overwrite,
+                None => PutMode::Create,
+            };
+            report.push("pushed", rel, None);
+            if dry {
+                return Err(Skip::Keep);
+            }
+            match store.put(&path, &content, mode).await {
+                Ok(v) => Ok(Some(l.agreed(
+                    sha256_hex(content.as_bytes()),
+                    v.as_ref().map(StoredVersion::of),
+                ))),
+                Err(e) => {
+                    report.actions.pop();
+                    Err(refused(e, rel, report))
+                }
+            }
+        }
+        // Deleted here, unchanged in the store: delete it there (a version: restorable).
+        (None, Some(v)) if !store_changed => {
+            report.push("deleted in the store", rel, None);
+            if dry {
+                return Err(Skip::Keep);
+            }
+            match store.delete(&path, v).await {
+                Ok(()) | Err(Error::NotFound { .. }) => Ok(None),
+                Err(e) => {
+                    report.actions.pop();
+                    Err(refused(e, rel, report))
+                }
+            }
+        }
+        // Deleted in the store, unchanged here: delete it here.
+        (Some(l), None) if !local_changed => {
+            report.push("deleted here", rel, None);
+            if dry {
+                return Err(Skip::Keep);
+            }
+            std::fs::remove_file(&l.disk)?;
+            Ok(None)
+        }
+        // Changed in the store only (or deleted here and changed there: the change wins).
+        (here, Some(_)) if !local_changed || here.is_none() => {
+            let Some(entry) = store.get(&path).await.map_err(|e| Skip::Fail(e.into()))? else {
+                return Err(Skip::Keep);
+            };
+            let sha = sha256_hex(entry.content.as_bytes());
+            let version = entry.version.as_ref().map(StoredVersion::of);
+            // A store without versions: the same content is no change.
+            if let (Some(l), Some(a)) = (&here, &agreed)
+                && a.sha256 == sha
+            {
+                return Ok(Some(l.agreed(sha, version)));
+            }
+            let disk = dir.join(rel);
+            let detail = (here.is_none() && agreed.is_some())
+                .then(|| "deleted here but changed in the store: the change wins".to_string());
+            report.push("pulled", rel, detail);
+            if dry {
+                return Err(Skip::Keep);
+            }
+            write_file(&disk, entry.content.as_bytes())?;
+            let l = LocalFile::of(disk)?;
+            Ok(Some(l.agreed(sha, version)))
+        }
+        // Changed here and deleted in the store: the change wins (created again there).
+        (Some(l), None) => {
+            let content = read_local(&mut text, &l)?;
+            report.push(
+                "pushed",
+                rel,
+                Some("deleted in the store but changed here: the change wins".into()),
+            );
+            if dry {
+                return Err(Skip::Keep);
+            }
+            match store.put(&path, &content, PutMode::Create).await {
+                Ok(v) => Ok(Some(l.agreed(
+                    sha256_hex(content.as_bytes()),
+                    v.as_ref().map(StoredVersion::of),
+                ))),
+                Err(e) => {
+                    report.actions.pop();
+                    Err(refused(e, rel, report))
+                }
+            }
+        }
+        // Changed on both sides.
+        (Some(l), Some(_)) => {
+            let mine = read_local(&mut text, &l)?;
+            let Some(theirs) = store.get(&path).await.map_err(|e| Skip::Fail(e.into()))? else {
+                return Err(Skip::Keep);
+            };
+            let version = theirs.version.as_ref().map(StoredVersion::of);
+            let theirs_sha = sha256_hex(theirs.content.as_bytes());
+            // A store without versions whose content is still the agreed one: changed here only.
+            if agreed.as_ref().is_some_and(|a| a.sha256 == theirs_sha) {
+                report.push("pushed", rel, None);
+                if dry {
+                    return Err(Skip::Keep);
+                }
+                let mode = match &theirs.version {
+                    Some(v) => PutMode::Update(v.clone()),
+                    None => PutMode::Overwrite,
+                };
+                return match store.put(&path, &mine, mode).await {
+                    Ok(v) => Ok(Some(l.agreed(
+                        sha256_hex(mine.as_bytes()),
+                        v.as_ref().map(StoredVersion::of),
+                    ))),
+                    Err(e) => {
+                        report.actions.pop();
+                        Err(refused(e, rel, report))
+                    }
+                };
+            }
+            if theirs.content == mine {
+                // The same content: agreed (also what a re-run after a kill finds).
+                if agreed.is_some() {
+                    report.push("agreed", rel, None);
+                }
+                return Ok(Some(l.agreed(sha256_hex(mine.as_bytes()), version)));
+            }
+            let mut side = conflict_name(rel, &options.host, 1);
+            let (kept, aside) = match options.prefer {
+                Prefer::Store => (&theirs.content, &mine),
+                Prefer::Local => (&mine, &theirs.content),
+            };
+            let detail = |side: &str| {
+                format!(
+                    "changed on both sides: the {} version is at the path, the other kept as {side}",
+                    match options.prefer {
+                        Prefer::Store => "store's",
+                        Prefer::Local => "local",
+                    }
+                )
+            };
+            report.push("conflict", rel, Some(detail(&side)));
+            if dry {
+                return Err(Skip::Keep);
+            }
+            // The side copy first, on both sides, create-only under a name free on both:
+            // nothing is overwritten.
+            let mut n = 1;
+            loop {
+                let side_path =
+                    MemoryPath::parse(&format!("{}/{side}", options.prefix.normalized()))
+                        .map_err(|e| Skip::Fail(e.into()))?;
+                if !dir.join(&side).exists() {
+                    match store.put(&side_path, aside, PutMode::Create).await {
+                        Ok(_) => break,
+                        Err(Error::AlreadyExists { .. }) if n < 100 => {}
+                        Err(e) => return Err(Skip::Fail(e.into())),
+                    }
+                }
+                n += 1;
+                side = conflict_name(rel, &options.host, n);
+            }
+            write_file(&dir.join(&side), aside.as_bytes())?;
+            if let Some(a) = report.actions.last_mut() {
+                a.detail = Some(detail(&side));
+            }
+            let version = match options.prefer {
+                Prefer::Store => {
+                    write_file(&l.disk, kept.as_bytes())?;
+                    version
+                }
+                Prefer::Local => {
+                    let mode = match &theirs.version {
+                        Some(v) => PutMode::Update(v.clone()),
+                        None => PutMode::Overwrite,
+                    };
+                    match store.put(&path, kept, mode).await {
+                        Ok(v) => v.as_ref().map(StoredVersion::of),
+                        Err(e) => return Err(refused(e, rel, report)),
+                    }
+                }
+            };
+            let l = LocalFile::of(l.disk.clone())?;
+            let entry = l.agreed(sha256_hex(kept.as_bytes()), version);
+            // The side copy is agreed too, so the next pass leaves it.
+            Ok(Some(entry))
+        }
+        (None, Some(_)) => unreachable!("handled above: deleted here"),
+    }
+}
+
+/// Writes a file of the folder whole (atomic, 0600; its folders 0700 where created).
+fn write_file(disk: &Path, content: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = disk.parent() {
+        create_private_dir(parent).map_err(std::io::Error::other)?;
+    }
+    write_private_atomic(disk, content)
+}
+
+/// The files below `dir` as the store would name them (for tests and `--dry-run`).
+#[cfg(test)]
+fn folder(dir: &Path) -> BTreeMap<String, String> {
+    Walk::new(dir, false)
+        .unwrap()
+        .map(|f| f.unwrap())
+        .filter(|(s, _)| s[0] != STATE_DIR)
+        .map(|(s, p)| (s.join("/"), std::fs::read_to_string(p).unwrap()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,251 @@
+//! `contextq-memory sync`, the binary: two machines' folders kept in step through one
+//! contextq-server (SQLite and PostgreSQL), a conflict kept on both sides, `--json`, and a sync
+//! killed (SIGKILL) part way through that converges on the next run with nothing lost and
+//! nothing duplicated.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{BIN, Served};
+use contextq_server::{Backend, Plan};
+
+async fn sync(data: &Path, served: &Served, dir: &Path, extra: &[&str]) -> Output {
+    let out = tokio::process::Command::new(BIN)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data)
+        .env("CONTEXT_API_URL", &served.url)
+        .env("CONTEXT_API_KEY", &served.key)
+        .args(["--workspace", "ws", "sync"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn files(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().to_string();
+            if name.starts_with('.') {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                let rel = e
+                    .path()
+                    .strip_prefix(dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .to_string();
+                out.push((rel, std::fs::read_to_string(e.path()).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+async fn two_machines_through_one_server(b: Backend) {
+    let served = Served::start(b, Plan::Unlimited).await;
+    let (data, laptop, desktop) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    write(laptop.path(), "MEMORY.md", "# Memory\n- [rust](rust.md)\n");
+    write(laptop.path(), "rust.md", "prefers Rust\r\n");
+    sync(data.path(), &served, laptop.path(), &[]).await;
+    let out = sync(data.path(), &served, desktop.path(), &[]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pulled rust.md"));
+    assert_eq!(files(laptop.path()), files(desktop.path()));
+
+    // Both machines edit the index before syncing: a conflict, both kept on both.
+    write(
+        laptop.path(),
+        "MEMORY.md",
+        "# Memory\n- [rust](rust.md)\n- laptop note\n",
+    );
+    write(
+        desktop.path(),
+        "MEMORY.md",
+        "# Memory\n- [rust](rust.md)\n- desktop note\n",
+    );
+    sync(data.path(), &served, desktop.path(), &[]).await;
+    let out = sync(data.path(), &served, laptop.path(), &["--json"]).await;
+    let report: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(report["actions"][0]["action"], "conflict", "{report}");
+    sync(data.path(), &served, desktop.path(), &[]).await;
+    let (l, d) = (files(laptop.path()), files(desktop.path()));
+    assert_eq!(l, d);
+    let all: String = l.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(
+        all.contains("laptop note") && all.contains("desktop note"),
+        "{l:?}"
+    );
+    assert_eq!(l.len(), 3, "{l:?}");
+}
+
+/// SIGKILL in the middle of a first sync of 400 files, then a second run: every file once in
+/// the store and the folder, nothing else.
+async fn a_killed_sync_converges(b: Backend) {
+    let served = Served::start(b, Plan::Unlimited).await;
+    let (data, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for i in 0..400 {
+        write(
+            dir.path(),
+            &format!("d{}/f{i:03}.md", i % 7),
+            &format!("note {i}\n"),
+        );
+    }
+    let mut child = tokio::process::Command::new(BIN)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env("CONTEXT_API_URL", &served.url)
+        .env("CONTEXT_API_KEY", &served.key)
+        .args(["--workspace", "ws", "sync"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once the store holds some of the files and not all.
+    let http = reqwest::Client::new();
+    let held = || async {
+        let r: serde_json::Value = http
+            .get(format!(
+                "{}/api/contexts?workspace=ws&limit=500",
+                served.url
+            ))
+            .bearer_auth(&served.key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        r["contexts"].as_array().map_or(0, Vec::len)
+    };
+    let mut partial = 0;
+    for _ in 0..400 {
+        partial = held().await;
+        if partial >= 20 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    let at_kill = held().await;
+    assert!(
+        (20..400).contains(&at_kill),
+        "killed with {at_kill} of 400 files in the store (saw {partial})"
+    );
+    let out = sync(data.path(), &served, dir.path(), &[]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("conflict"), "{text}");
+    // A third run has nothing to do; the store holds each file once, as the folder does.
+    let out = sync(data.path(), &served, dir.path(), &[]).await;
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let fresh = tempfile::tempdir().unwrap();
+    sync(data.path(), &served, fresh.path(), &[]).await;
+    assert_eq!(files(fresh.path()), files(dir.path()));
+    assert_eq!(files(fresh.path()).len(), 400);
+}
+
+/// `--watch`: a local change reaches the store within a second or so, a change in the store
+/// reaches the folder within a few; Ctrl-C (SIGINT) ends it cleanly with a whole baseline.
+#[cfg(unix)]
+async fn watch_follows_both_sides(b: Backend) {
+    use std::time::{Duration, Instant};
+    let served = Served::start(b, Plan::Unlimited).await;
+    let (data, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write(dir.path(), "first.md", "1\n");
+    let child = tokio::process::Command::new(BIN)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env("CONTEXT_API_URL", &served.url)
+        .env("CONTEXT_API_KEY", &served.key)
+        .args(["--workspace", "ws", "sync", "--watch"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let in_store = |ext: &'static str| {
+        let (http, served) = (&http, &served);
+        async move {
+            http.get(format!("{}/api/contexts/by-external/{ext}", served.url))
+                .bearer_auth(&served.key)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .is_success()
+        }
+    };
+    let started = Instant::now();
+    while !in_store("mem-tool:ws%2Ffirst.md").await {
+        assert!(started.elapsed() < Duration::from_secs(20), "the first pass");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    write(dir.path(), "later.md", "2\n");
+    let started = Instant::now();
+    while !in_store("mem-tool:ws%2Flater.md").await {
+        assert!(started.elapsed() < Duration::from_secs(5), "a local change");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let local = started.elapsed();
+    let r = http
+        .post(format!("{}/api/contexts/bulk-upsert", served.url))
+        .bearer_auth(&served.key)
+        .json(&serde_json::json!({"contexts": [{"externalId": "mem-tool:ws/remote.md", "workspace": "ws", "type": "reference", "content": "3\n", "tags": ["mem-tool"]}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let started = Instant::now();
+    while !dir.path().join("remote.md").exists() {
+        assert!(started.elapsed() < Duration::from_secs(10), "a change in the store");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let remote = started.elapsed();
+    assert!(local < Duration::from_secs(3), "{local:?}");
+    let pid = child.id().unwrap().to_string();
+    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("pushed later.md") && text.contains("pulled remote.md"), "{text}");
+    let baseline = std::fs::read(dir.path().join(".contextq-sync/baseline.json")).unwrap();
+    let baseline: serde_json::Value = serde_json::from_slice(&baseline).unwrap();
+    assert_eq!(baseline["files"].as_object().unwrap().len(), 3, "{baseline}");
+    eprintln!("watch: local change in {local:?}, store change in {remote:?}");
+}
+
+contextq_server::database_tests!(two_machines_through_one_server, a_killed_sync_converges);
+#[cfg(unix)]
+mod watching {
+    use super::*;
+    contextq_server::database_tests!(watch_follows_both_sides);
+}
