@@ -206,7 +206,10 @@ async fn watch_follows_both_sides(b: Backend) {
     };
     let started = Instant::now();
     while !in_store("mem-tool:ws%2Ffirst.md").await {
-        assert!(started.elapsed() < Duration::from_secs(20), "the first pass");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the first pass"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     write(dir.path(), "later.md", "2\n");
@@ -226,20 +229,33 @@ async fn watch_follows_both_sides(b: Backend) {
     assert!(r.status().is_success());
     let started = Instant::now();
     while !dir.path().join("remote.md").exists() {
-        assert!(started.elapsed() < Duration::from_secs(10), "a change in the store");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a change in the store"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let remote = started.elapsed();
     assert!(local < Duration::from_secs(3), "{local:?}");
     let pid = child.id().unwrap().to_string();
-    std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
     let out = child.wait_with_output().await.unwrap();
     assert!(out.status.success(), "{:?}", out.status);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("pushed later.md") && text.contains("pulled remote.md"), "{text}");
+    assert!(
+        text.contains("pushed later.md") && text.contains("pulled remote.md"),
+        "{text}"
+    );
     let baseline = std::fs::read(dir.path().join(".contextq-sync/baseline.json")).unwrap();
     let baseline: serde_json::Value = serde_json::from_slice(&baseline).unwrap();
-    assert_eq!(baseline["files"].as_object().unwrap().len(), 3, "{baseline}");
+    assert_eq!(
+        baseline["files"].as_object().unwrap().len(),
+        3,
+        "{baseline}"
+    );
     eprintln!("watch: local change in {local:?}, store change in {remote:?}");
 }
 

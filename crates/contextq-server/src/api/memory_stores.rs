@@ -493,15 +493,16 @@ fn context_of(memory_id: &str) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The memory `memory_id` of `store`, with its content when `content`.
 async fn memory_of(
     state: &AppState,
     caller: &Caller,
     store: &Store,
-    memory_id: &str,
+    (memory_id, content): (&str, bool),
 ) -> Result<MemoryRow, DoorError> {
     let missing = || DoorError::not_found(format!("no memory {memory_id:?} in this store"));
     let id = context_of(memory_id).ok_or_else(missing)?;
-    door::get_memory(&state.db, &caller.tenant_id, store, id, true)
+    door::get_memory(&state.db, &caller.tenant_id, store, id, content)
         .await?
         .ok_or_else(missing)
 }
@@ -574,7 +575,7 @@ pub(super) async fn get_memory(
     caller.require(Scope::Read).map_err(DoorError::from)?;
     let full = Params(params).full(true)?;
     let store = store_of(&s, &caller, &store_id).await?;
-    let m = memory_of(&s, &caller, &store, &memory_id).await?;
+    let m = memory_of(&s, &caller, &store, (&memory_id, full)).await?;
     Ok(json(&m.to_api(&store, full)))
 }
 
@@ -612,13 +613,18 @@ pub(super) async fn update_memory(
             )));
         }
     };
-    let current = memory_of(&s, &caller, &store, &memory_id).await?;
+    let current = memory_of(&s, &caller, &store, (&memory_id, false)).await?;
     let change = MemoryChange {
         content: body.content.as_deref(),
         path: body.path.as_deref(),
         expect_sha256: expect,
     };
     let m = door::update_memory(&s.db, caller.actor(), &store, current, change).await?;
+    // Nothing written (or the content not known): `view=full` reads it.
+    let m = match (full, &m.content) {
+        (true, None) => memory_of(&s, &caller, &store, (&memory_id, true)).await?,
+        _ => m,
+    };
     Ok(json(&m.to_api(&store, full)))
 }
 
@@ -644,7 +650,7 @@ pub(super) async fn delete_memory(
         ));
     }
     let store = store_of(&s, &caller, &store_id).await?;
-    let current = memory_of(&s, &caller, &store, &memory_id).await?;
+    let current = memory_of(&s, &caller, &store, (&memory_id, false)).await?;
     door::delete_memory(&s.db, caller.actor(), &current, expect).await?;
     Ok(json(&DeletedMemory {
         id: memory_id,

@@ -24,8 +24,9 @@ use crate::db::{Batch, Bind, Db, Row, placeholders};
 use contextq_api::history::Action;
 
 pub use bulk::bulk_upsert;
-pub(crate) use change::delete_with;
+pub(crate) use bulk::bulk_upsert_with_seqs;
 pub use change::{delete, delete_by_external, edit, update};
+pub(crate) use change::{delete_with, update_with_seq};
 pub use rename::{Rename, rename};
 
 /// The columns of a summary (a context without its content), in one place; the joins give the

@@ -519,40 +519,96 @@ pub async fn list_memories(
             .collect();
         return Ok(MemoryPage { items, next });
     }
-    let mut items = Vec::new();
-    let mut after = after.map(str::to_string);
+    // One statement walks the directory's entries: from each, the next external id past it,
+    // or past everything under its child directory (an index seek each, whatever the
+    // directory holds); a second reads the memories among them.
     let base = ms::external_prefix(&store.slug, prefix);
-    while items.len() < limit {
-        let Some(m) = memory_rows(db, tenant_id, store, prefix, after.as_deref(), 1, full)
-            .await?
-            .pop()
-        else {
-            return Ok(MemoryPage { items, next: None });
-        };
-        let rest = &m.external_id[base.len()..];
+    let top = format!("{base}\u{10FFFF}");
+    let (op, start) = match after {
+        Some(a) if a >= base.as_str() => (">", a.to_string()),
+        _ => (">=", base.clone()),
+    };
+    let pos = db.dialect().position_fn();
+    let sql = format!(
+        "WITH RECURSIVE walk(eid, n) AS (\
+         SELECT (SELECT MIN(external_id) FROM contexts WHERE tenant_id = $1 AND external_id {op} $2 AND external_id < $3), 1 \
+         UNION ALL \
+         SELECT (SELECT MIN(c.external_id) FROM contexts c WHERE c.tenant_id = $1 AND c.external_id < $3 AND c.external_id > \
+         CASE WHEN {pos}(substr(w.eid, CAST($4 AS INTEGER)), '/') > 0 \
+         THEN substr(w.eid, 1, CAST($4 AS INTEGER) - 1 + {pos}(substr(w.eid, CAST($4 AS INTEGER)), '/')) || $5 \
+         ELSE w.eid END), w.n + 1 \
+         FROM walk w WHERE w.eid IS NOT NULL AND w.n < CAST($6 AS INTEGER)) \
+         SELECT eid FROM walk WHERE eid IS NOT NULL"
+    );
+    let binds = vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Text(start),
+        Bind::Text(top),
+        Bind::Int(base.chars().count() as i64 + 1),
+        Bind::Text("\u{10FFFF}".to_string()),
+        Bind::Int(limit as i64 + 1),
+    ];
+    let mut eids: Vec<String> = db
+        .read_all(&sql, binds)
+        .await?
+        .iter()
+        .map(|r| r.try_get("eid"))
+        .collect::<std::result::Result<_, _>>()?;
+    let more = eids.len() > limit;
+    eids.truncate(limit);
+    // The memories among them, in one read.
+    let files: Vec<&String> = eids
+        .iter()
+        .filter(|e| !e[base.len()..].contains('/'))
+        .collect();
+    let mut rows: std::collections::HashMap<String, MemoryRow> = std::collections::HashMap::new();
+    if !files.is_empty() {
+        let mut binds = vec![
+            Bind::Text(tenant_id.to_string()),
+            Bind::Text(store.workspace_id.clone()),
+        ];
+        let mut list = String::new();
+        for f in &files {
+            binds.push(Bind::Text((*f).clone()));
+            if !list.is_empty() {
+                list.push_str(", ");
+            }
+            list.push_str(&format!("${}", binds.len()));
+        }
+        let sql = format!(
+            "{}WHERE c.tenant_id = $1 AND c.workspace_id = $2 AND c.external_id IN ({list})",
+            memory_select(full)
+        );
+        for r in db.read_all(&sql, binds).await? {
+            let m = memory_from_row(&r, &store.slug)?;
+            rows.insert(m.external_id.clone(), m);
+        }
+    }
+    let mut items = Vec::with_capacity(eids.len());
+    let mut last = None;
+    for eid in &eids {
+        let rest = &eid[base.len()..];
         match rest.find('/') {
             Some(i) => {
-                let dir = format!("{prefix}{}/", &rest[..i]);
-                // Past everything under the directory ([prefix, prefix + U+10FFFF) holds it).
-                after = Some(format!("{}{}/\u{10FFFF}", base, &rest[..i]));
                 items.push(MemoryListItem::Prefix(MemoryPrefix {
                     kind: "memory_prefix".into(),
-                    path: dir,
+                    path: format!("{prefix}{}/", &rest[..i]),
                 }));
+                // Past everything under the directory ([prefix, prefix + U+10FFFF) holds it).
+                last = Some(format!("{base}{}/\u{10FFFF}", &rest[..i]));
             }
             None => {
-                after = Some(m.external_id.clone());
-                items.push(MemoryListItem::Memory(m.to_api(store, full)));
+                // A context at a memory's external id in another workspace is not this store's.
+                if let Some(m) = rows.get(eid) {
+                    items.push(MemoryListItem::Memory(m.to_api(store, full)));
+                }
+                last = Some(eid.clone());
             }
         }
     }
-    // One more seek says whether a next page exists.
-    let more = !memory_rows(db, tenant_id, store, prefix, after.as_deref(), 1, false)
-        .await?
-        .is_empty();
     Ok(MemoryPage {
         items,
-        next: if more { after } else { None },
+        next: if more { last } else { None },
     })
 }
 
@@ -670,15 +726,26 @@ pub async fn create_memory(
         return Err(conflict(b));
     }
     let item = input(store, path, content, true);
-    match contexts::bulk_upsert(db, actor, std::slice::from_ref(&item)).await {
+    match contexts::bulk_upsert_with_seqs(db, actor, std::slice::from_ref(&item)).await {
+        // The answer is what was written: no read after the write.
         Ok(done) => {
             let id = done
+                .results
                 .first()
                 .map(|r| r.id.clone())
                 .ok_or_else(|| Error::Corrupt("a bulk upsert answered nothing".into()))?;
-            Ok(get_memory(db, actor.tenant_id, store, &id, true)
-                .await?
-                .ok_or_else(|| Error::ContextNotFound { id })?)
+            Ok(MemoryRow {
+                context_id: id,
+                path: path.to_string(),
+                version: 1,
+                content: Some(content.to_string()),
+                sha256: sha256_hex(content),
+                size: content.len() as u64,
+                version_seq: done.seqs.get(&item.external_id).copied(),
+                created_at: done.at.clone(),
+                updated_at: done.at,
+                external_id: item.external_id,
+            })
         }
         // Another create won the race: name it.
         Err(Error::ExternalIdExists { .. } | Error::ExternalIdInOtherWorkspace { .. }) => {
@@ -716,8 +783,10 @@ pub async fn update_memory(
     current: MemoryRow,
     change: MemoryChange<'_>,
 ) -> std::result::Result<MemoryRow, Refusal> {
-    let cur_content = current.content.clone().unwrap_or_default();
-    let same_content = change.content.is_none_or(|c| c == cur_content);
+    // The current content's hash decides (the content itself is not read).
+    let same_content = change
+        .content
+        .is_none_or(|c| c.len() as u64 == current.size && sha256_hex(c) == current.sha256);
     let same_path = change.path.is_none_or(|p| p == current.path);
     if let Some(expected) = change.expect_sha256
         && expected != current.sha256
@@ -743,21 +812,22 @@ pub async fn update_memory(
     {
         return Err(conflict(b));
     }
-    let mut version = current.version;
+    let mut written = None;
     if let Some(content) = change.content.filter(|_| !same_content) {
         let if_match = Some(current.version);
-        match contexts::update(
-            db,
-            actor,
-            &current.context_id,
-            content,
-            None,
-            None,
-            if_match,
-        )
-        .await
-        {
-            Ok(c) => version = c.version,
+        let id = &current.context_id;
+        match contexts::update_with_seq(db, actor, id, content, (None, None), if_match).await {
+            Ok((c, seq)) => {
+                written = Some(MemoryRow {
+                    version: c.version,
+                    content: Some(content.to_string()),
+                    sha256: sha256_hex(content),
+                    size: content.len() as u64,
+                    version_seq: Some(seq),
+                    updated_at: c.updated_at,
+                    ..current.clone()
+                })
+            }
             Err(Error::VersionMismatch { .. } | Error::ChangedConcurrently { .. })
                 if change.expect_sha256.is_some() =>
             {
@@ -782,7 +852,8 @@ pub async fn update_memory(
             workspace: Some(&store.slug),
         };
         match contexts::rename(db, actor, r, scope).await {
-            Ok(c) => version = c.version,
+            // The rename's version is read back below.
+            Ok(_) => written = None,
             Err(Error::ExternalIdExists { .. }) => {
                 return Err(
                     match blocking(db, actor.tenant_id, store, to, Some(&current.context_id))
@@ -796,14 +867,16 @@ pub async fn update_memory(
             Err(e) => return Err(e.into()),
         }
     }
-    let _ = version;
-    Ok(
-        get_memory(db, actor.tenant_id, store, &current.context_id, true)
-            .await?
-            .ok_or_else(|| Error::ContextNotFound {
-                id: current.context_id.clone(),
-            })?,
-    )
+    match written {
+        Some(m) => Ok(m),
+        None => Ok(
+            get_memory(db, actor.tenant_id, store, &current.context_id, true)
+                .await?
+                .ok_or_else(|| Error::ContextNotFound {
+                    id: current.context_id.clone(),
+                })?,
+        ),
+    }
 }
 
 /// Deletes the memory `current` (also in an archived store), only if its content's hash is
@@ -932,8 +1005,12 @@ pub async fn list_versions(
     q: &VersionQuery,
 ) -> Result<(Vec<MemoryVersion>, Option<i64>)> {
     let lo = ms::external_prefix(&store.slug, "/");
+    // The store's versions newest first are a range of `context_versions_by_workspace`; the
+    // memory-tool prefix is a filter on the rows that range yields (`|| ''` keeps a planner
+    // without statistics from reading the prefix's whole range of `..._by_external` and
+    // sorting it instead: 100,000 versions read for a page of 100, docs/benchmarks.md).
     let mut sql = format!(
-        "{}WHERE v.tenant_id = $1 AND v.workspace_id = $2 AND v.external_id >= $3 AND v.external_id < $4{NOT_A_RENAMES_DELETE}",
+        "{}WHERE v.tenant_id = $1 AND v.workspace_id = $2 AND (v.external_id || '') >= $3 AND (v.external_id || '') < $4{NOT_A_RENAMES_DELETE}",
         version_select(q.full)
     );
     let mut binds = vec![

@@ -146,6 +146,30 @@ async fn one_memory_three_doors(b: Backend) {
     let m = create(api, &ws_store, "/notes/a.md", "from the door\n").await;
     assert_eq!(m.status, StatusCode::OK, "{:?}", m.body);
     let mem_id = m.body["id"].as_str().unwrap().to_string();
+    // The answers of a create and an update (made from what was written) are what a read gives.
+    let read = |api: &Api, st: &str, id: &str| {
+        let (api, url) = (
+            api.clone(),
+            format!("{STORES}/{st}/memories/{id}?view=basic"),
+        );
+        async move { api.get(&url).await.body }
+    };
+    assert_eq!(m.body, read(api, &ws_store, &mem_id).await);
+    let u = api
+        .post(
+            &format!("{STORES}/{ws_store}/memories/{mem_id}"),
+            json!({"content": "from the door, again\n"}),
+        )
+        .await;
+    assert_eq!(u.body, read(api, &ws_store, &mem_id).await);
+    assert_ne!(u.body["memory_version_id"], m.body["memory_version_id"]);
+    let u = api
+        .post(
+            &format!("{STORES}/{ws_store}/memories/{mem_id}"),
+            json!({"content": "from the door\n"}),
+        )
+        .await;
+    assert_eq!(u.status, StatusCode::OK, "{:?}", u.body);
     let c = api
         .get("/api/contexts/by-external/mem-tool:ws%2Fnotes%2Fa.md")
         .await;
@@ -203,10 +227,14 @@ async fn one_memory_three_doors(b: Backend) {
         .iter()
         .map(|v| v["operation"].as_str().unwrap())
         .collect();
-    assert_eq!(ops, ["modified", "modified", "created"], "{versions:?}");
+    assert_eq!(
+        ops,
+        ["modified", "modified", "modified", "modified", "created"],
+        "{versions:?}"
+    );
     assert_eq!(versions[0]["id"], got.body["memory_version_id"]);
     assert_eq!(versions[0]["path"], "/notes/b.md");
-    assert_eq!(versions[2]["path"], "/notes/a.md");
+    assert_eq!(versions[4]["path"], "/notes/a.md");
 
     // A store made through the door is a workspace, its slug from its name.
     let id = store(api, "Team Notes!").await;

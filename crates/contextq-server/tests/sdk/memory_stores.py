@@ -129,7 +129,8 @@ refused(anthropic.AuthenticationError, lambda: client("sk_live_" + "0" * 40).bet
 page = ms.memories.list(store.id, path_prefix="/many/", limit=3)
 assert page.next_page
 refused(anthropic.BadRequestError, lambda: ms.memories.list(store.id, path_prefix="/projects/", page=page.next_page))
-refused(anthropic.BadRequestError, lambda: ms.memories.list(store.id, path_prefix="/many/", page=page.next_page[:-1] + "0"))
+forged = page.next_page[:-1] + ("1" if page.next_page.endswith("0") else "0")
+refused(anthropic.BadRequestError, lambda: ms.memories.list(store.id, path_prefix="/many/", page=forged))
 
 # Archive: reads, version listing, redaction and deletes work; other writes are refused.
 archived = ms.archive(store.id)

@@ -81,6 +81,44 @@ pub async fn bulk_upsert(
     actor: Actor<'_>,
     items: &[ContextInput],
 ) -> Result<Vec<UpsertResult>> {
+    upsert(db, actor, items, None).await
+}
+
+/// What [`bulk_upsert_with_seqs`] wrote.
+#[derive(Debug)]
+pub(crate) struct Upserted {
+    /// One per item, in order.
+    pub results: Vec<UpsertResult>,
+    /// The `seq` of each version written, by external id.
+    pub seqs: HashMap<String, i64>,
+    /// The time written (the rows' `createdAt`/`updatedAt`).
+    pub at: String,
+}
+
+/// [`bulk_upsert`], also answering each version's `seq` and the time written (the Memory
+/// Stores door's answer, without a read after the write).
+pub(crate) async fn bulk_upsert_with_seqs(
+    db: &Db,
+    actor: Actor<'_>,
+    items: &[ContextInput],
+) -> Result<Upserted> {
+    let mut written = None;
+    let results = upsert(db, actor, items, Some(&mut written)).await?;
+    let (seqs, at) = written.unwrap_or_default();
+    Ok(Upserted { results, seqs, at })
+}
+
+/// The seqs and time of a write, as [`bulk_upsert_with_seqs`] answers them.
+type SeqsAndTime = (HashMap<String, i64>, String);
+
+/// [`bulk_upsert`], telling `written` what it wrote when asked. The write's own answer stays a
+/// `Vec<UpsertResult>`: a keyed request's recorded outcome is that type's (`api::keyed`).
+async fn upsert(
+    db: &Db,
+    actor: Actor<'_>,
+    items: &[ContextInput],
+    written: Option<&mut Option<SeqsAndTime>>,
+) -> Result<Vec<UpsertResult>> {
     check_items(items)?;
     let slugs: Vec<&str> = items
         .iter()
@@ -116,13 +154,16 @@ pub async fn bulk_upsert(
             let version = w.update(item, terms, old, ws)?;
             results.push(upserted(&old.id, item, "updated", version));
         }
+        let created = creates.len();
         if !creates.is_empty() {
-            found.check_quota(creates.len())?;
-            let created = creates.len();
+            found.check_quota(created)?;
             w.insert(creates, &targets);
-            return Ok(w.finish(created, results));
         }
-        Ok(w.finish(0, results))
+        let (outcome, seqs, at) = w.finish(created, results);
+        if let Some(written) = written {
+            *written = Some((seqs, at));
+        }
+        Ok(outcome)
     })
     .await
 }
@@ -252,6 +293,7 @@ pub(super) struct Upserting<'a> {
     batch: Batch,
     head: Head,
     versions: Versions<'a>,
+    seqs: HashMap<String, i64>,
 }
 
 impl<'a> Upserting<'a> {
@@ -266,6 +308,7 @@ impl<'a> Upserting<'a> {
             batch: Batch::default(),
             head,
             versions,
+            seqs: HashMap::new(),
         }
     }
 
@@ -400,6 +443,7 @@ impl<'a> Upserting<'a> {
         let seq = self
             .head
             .append(self.actor.record(name, "context", row.id, detail));
+        self.seqs.insert(item.external_id.clone(), seq);
         self.versions.push(
             &mut self.batch,
             Change {
@@ -425,9 +469,10 @@ impl<'a> Upserting<'a> {
         mut self,
         created: usize,
         results: Vec<UpsertResult>,
-    ) -> Outcome<Vec<UpsertResult>> {
+    ) -> (Outcome<Vec<UpsertResult>>, HashMap<String, i64>, String) {
         self.head.count(created as i64, 0);
         self.versions.finish(&mut self.batch, &mut self.head);
-        Outcome::Write(self.head, self.batch, results)
+        let outcome = Outcome::Write(self.head, self.batch, results);
+        (outcome, self.seqs, self.at)
     }
 }

@@ -10,7 +10,8 @@ pub(super) struct Updated<'a> {
 }
 
 impl Updated<'_> {
-    /// The change's writes: the row (and its search document), its audit record, its version.
+    /// The change's writes: the row (and its search document), its audit record, its version;
+    /// returns the version's `seq`.
     pub(super) fn write(
         &self,
         batch: &mut Batch,
@@ -18,7 +19,7 @@ impl Updated<'_> {
         actor: Actor<'_>,
         versions: Versions<'_>,
         workspace_id: &str,
-    ) {
+    ) -> i64 {
         let (old, new) = (self.old, self.new);
         rewrite(batch, actor.tenant_id, old, new);
         let (name, detail) = written(actor, "context.update", &old.external_id, new.version);
@@ -32,6 +33,7 @@ impl Updated<'_> {
             new,
             seq,
         );
+        seq
     }
 }
 
@@ -46,13 +48,31 @@ pub async fn update(
     tags: Option<Vec<String>>,
     if_match: Option<i64>,
 ) -> Result<Context> {
+    update_with_seq(db, actor, id, content, (title, tags), if_match)
+        .await
+        .map(|(c, _)| c)
+}
+
+/// [`update`], also answering the `seq` of the version it wrote (the Memory Stores door's
+/// `memory_version_id`, without a read after the write).
+pub(crate) async fn update_with_seq(
+    db: &Db,
+    actor: Actor<'_>,
+    id: &str,
+    content: &str,
+    (title, tags): (Option<Option<String>>, Option<Vec<String>>),
+    if_match: Option<i64>,
+) -> Result<(Context, i64)> {
     check_content(content)?;
+    // The write's own answer stays a `Context`: a keyed request's recorded outcome is that
+    // type's (`api::keyed`); the seq comes out beside it.
+    let mut seq_out = None;
     check_title("title", title.as_ref().and_then(|t| t.as_deref()))?;
     if let Some(tags) = &tags {
         check_tags(tags)?;
     }
     let read = lock_context(db, actor.tenant_id, "c.id", id);
-    write(db, actor, id, read, |mut head, row| {
+    let context = write(db, actor, id, read, |mut head, row| {
         let (old, workspace_id, versions) = locked_writable(row, db, actor, id, if_match)?;
         let new = Context {
             content: content.to_string(),
@@ -70,10 +90,12 @@ pub async fn update(
             old: &old,
             new: &new,
         };
-        change.write(&mut batch, &mut head, actor, versions, &workspace_id);
+        seq_out = Some(change.write(&mut batch, &mut head, actor, versions, &workspace_id));
         Ok(Outcome::Write(head, batch, new))
     })
-    .await
+    .await?;
+    let seq = seq_out.ok_or_else(|| Error::Corrupt("an update wrote no version".into()))?;
+    Ok((context, seq))
 }
 
 /// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): applies `edit`
