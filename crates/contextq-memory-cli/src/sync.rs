@@ -498,16 +498,7 @@ async fn decide(
             if dry {
                 return Err(Skip::Keep);
             }
-            match store.put(&path, &content, mode).await {
-                Ok(v) => Ok(Some(l.agreed(
-                    sha256_hex(content.as_bytes()),
-                    v.as_ref().map(StoredVersion::of),
-                ))),
-                Err(e) => {
-                    report.actions.pop();
-                    Err(refused(e, rel, report))
-                }
-            }
+            push(store, (&path, rel), &l, &content, mode, report).await
         }
         // Deleted here, unchanged in the store: delete it there (a version: restorable).
         (None, Some(v)) if !store_changed => {
@@ -567,16 +558,7 @@ async fn decide(
             if dry {
                 return Err(Skip::Keep);
             }
-            match store.put(&path, &content, PutMode::Create).await {
-                Ok(v) => Ok(Some(l.agreed(
-                    sha256_hex(content.as_bytes()),
-                    v.as_ref().map(StoredVersion::of),
-                ))),
-                Err(e) => {
-                    report.actions.pop();
-                    Err(refused(e, rel, report))
-                }
-            }
+            push(store, (&path, rel), &l, &content, PutMode::Create, report).await
         }
         // Changed on both sides.
         (Some(l), Some(_)) => {
@@ -596,16 +578,7 @@ async fn decide(
                     Some(v) => PutMode::Update(v.clone()),
                     None => PutMode::Overwrite,
                 };
-                return match store.put(&path, &mine, mode).await {
-                    Ok(v) => Ok(Some(l.agreed(
-                        sha256_hex(mine.as_bytes()),
-                        v.as_ref().map(StoredVersion::of),
-                    ))),
-                    Err(e) => {
-                        report.actions.pop();
-                        Err(refused(e, rel, report))
-                    }
-                };
+                return push(store, (&path, rel), &l, &mine, mode, report).await;
             }
             if theirs.content == mine {
                 // The same content: agreed (also what a re-run after a kill finds).
@@ -675,6 +648,28 @@ async fn decide(
             Ok(Some(entry))
         }
         (None, Some(_)) => unreachable!("handled above: deleted here"),
+    }
+}
+
+/// Writes the local `content` of `l` to the store under `mode`: its new agreed state, or the
+/// refusal reported in place of the action just announced.
+async fn push(
+    store: &dyn Store,
+    (path, rel): (&MemoryPath, &str),
+    l: &LocalFile,
+    content: &str,
+    mode: PutMode,
+    report: &mut Report,
+) -> std::result::Result<Option<Agreed>, Skip> {
+    match store.put(path, content, mode).await {
+        Ok(v) => Ok(Some(l.agreed(
+            sha256_hex(content.as_bytes()),
+            v.as_ref().map(StoredVersion::of),
+        ))),
+        Err(e) => {
+            report.actions.pop();
+            Err(refused(e, rel, report))
+        }
     }
 }
 

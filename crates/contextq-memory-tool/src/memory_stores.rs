@@ -326,6 +326,22 @@ impl MemoryStoresStore {
         })
     }
 
+    /// One page of a memory listing with `query`, from the token `page`.
+    async fn page(&self, query: &str, page: Option<&str>) -> Result<ApiPage<MemoryListItem>> {
+        let mut rel = format!("/memories?{query}");
+        if let Some(t) = page {
+            rel.push_str(&format!("&page={}", enc(t)));
+        }
+        let value = self
+            .call(reqwest::Method::GET, &rel, None, Idempotency::Read)
+            .await?;
+        serde_json::from_value(value).map_err(|e| {
+            Error::Backend(Box::new(MemoryStoresError::Protocol(format!(
+                "a listing: {e}"
+            ))))
+        })
+    }
+
     /// The memory `id` with its content, if it is still at `api`.
     async fn by_id(&self, id: &str, api: &str) -> Result<Option<Memory>> {
         match self
@@ -355,19 +371,8 @@ impl MemoryStoresStore {
         };
         let mut page: Option<String> = None;
         loop {
-            let mut rel = format!("/memories?path_prefix={}&depth=1&limit=100", enc(dir));
-            if let Some(t) = &page {
-                rel.push_str(&format!("&page={}", enc(t)));
-            }
-            let listed: ApiPage<MemoryListItem> = serde_json::from_value(
-                self.call(reqwest::Method::GET, &rel, None, Idempotency::Read)
-                    .await?,
-            )
-            .map_err(|e| {
-                Error::Backend(Box::new(MemoryStoresError::Protocol(format!(
-                    "a listing: {e}"
-                ))))
-            })?;
+            let query = format!("path_prefix={}&depth=1&limit=100", enc(dir));
+            let listed = self.page(&query, page.as_deref()).await?;
             for item in listed.data {
                 if let MemoryListItem::Memory(m) = item {
                     self.ids().insert(m.path.clone(), m.id.clone());
@@ -472,19 +477,8 @@ impl Store for MemoryStoresStore {
         let mut files = Vec::new();
         let mut page: Option<String> = None;
         loop {
-            let mut rel = format!("/memories?path_prefix={}&limit=100", enc(&prefix));
-            if let Some(t) = &page {
-                rel.push_str(&format!("&page={}", enc(t)));
-            }
-            let listed: ApiPage<MemoryListItem> = serde_json::from_value(
-                self.call(reqwest::Method::GET, &rel, None, Idempotency::Read)
-                    .await?,
-            )
-            .map_err(|e| {
-                Error::Backend(Box::new(MemoryStoresError::Protocol(format!(
-                    "a listing: {e}"
-                ))))
-            })?;
+            let query = format!("path_prefix={}&limit=100", enc(&prefix));
+            let listed = self.page(&query, page.as_deref()).await?;
             for item in listed.data {
                 if let MemoryListItem::Memory(m) = item {
                     // A memory the tool cannot name (a path the service allows and a

@@ -386,20 +386,31 @@ impl MemoryRow {
     }
 }
 
-/// The columns of a memory, from `contexts c` joined to its current version `v` (the version
-/// of its external id with the highest number: an index seek). The content is read when
-/// `content`, or when the version has no hash (written before versions kept one).
+/// The columns of a memory, from `contexts c` with its current version (the version of its
+/// external id with the highest number). The content is read when `content`, or when the
+/// version has no hash (written before versions kept one).
 fn memory_select(content: bool) -> String {
+    // Scalar subqueries, each an index seek backwards on `context_versions_by_external`: a join
+    // on a correlated subquery lets PostgreSQL's planner compare every version of the tenant.
+    let newest = |column: &str| {
+        format!(
+            "(SELECT x.{column} FROM context_versions x WHERE x.tenant_id = c.tenant_id \
+             AND x.external_id = c.external_id ORDER BY x.version DESC LIMIT 1)"
+        )
+    };
     format!(
         "SELECT c.id, c.external_id, c.version, c.created_at, c.updated_at, c.size_bytes, \
-         {} AS content, v.seq AS vseq, v.content_sha256 AS vsha \
-         FROM contexts c LEFT JOIN context_versions v ON v.tenant_id = c.tenant_id AND v.seq = \
-         (SELECT x.seq FROM context_versions x WHERE x.tenant_id = c.tenant_id AND x.external_id = c.external_id ORDER BY x.version DESC LIMIT 1) ",
+         {} AS content, {} AS vseq, {} AS vsha FROM contexts c ",
         if content {
-            "c.content"
+            "c.content".to_string()
         } else {
-            "CASE WHEN v.content_sha256 IS NULL THEN c.content END"
-        }
+            format!(
+                "CASE WHEN {} IS NULL THEN c.content END",
+                newest("content_sha256")
+            )
+        },
+        newest("seq"),
+        newest("content_sha256"),
     )
 }
 
