@@ -8,7 +8,8 @@
 //! there (in the store, a version, so it can be restored); a delete on one side and a change on
 //! the other: the change wins. A write refused because someone wrote in between is decided
 //! again on the next pass. After a kill at any point a re-run converges: a file found equal on
-//! both sides is agreed whatever the baseline says, so nothing is copied twice.
+//! both sides is agreed whatever the baseline says, so nothing is copied twice (the baseline is
+//! saved every 500 files acted on or 2 s, [`Saved`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -292,9 +293,9 @@ fn conflict_name(rel: &str, host: &str, n: u32) -> String {
     }
 }
 
-/// One sync of `dir` with `store` (see the module documentation). The baseline is saved after
-/// every file acted on, so a kill loses at most the record of the last one, which the next pass
-/// finds equal on both sides.
+/// One sync of `dir` with `store` (see the module documentation). The baseline is saved as the
+/// pass goes ([`Saved`]) and at its end; a kill loses at most the record of the last files,
+/// which the next pass finds equal on both sides.
 pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Result<Report> {
     let dir = dir
         .canonicalize()
@@ -331,10 +332,25 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
         .cloned()
         .collect();
     report.files = paths.len();
+    let mut saved = Saved::new();
+    // New files of the folder go to the store together (one bulk write per `BATCH` on
+    // ContextQ), create-only.
+    let mut batch: Vec<NewFile> = Vec::new();
     for rel in paths {
         let agreed = base.files.get(&rel).cloned();
         let here = local.get(&rel).cloned();
         let there = remote.get(&rel).cloned();
+        if let (Some(l), None, None) = (&here, &there, &agreed) {
+            match new_file(options, &rel, l, &mut report)? {
+                Some(file) => batch.push(file),
+                None => continue,
+            }
+            if batch.len() >= BATCH {
+                create_new(store, &mut batch, options.dry_run, &mut base, &mut report).await?;
+                saved.maybe(&base, &dir, options.dry_run, BATCH)?;
+            }
+            continue;
+        }
         let outcome = decide(
             store,
             &dir,
@@ -360,14 +376,131 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
                 return Err(e.context(format!("syncing {rel}")));
             }
         }
-        if !options.dry_run && report.actions.last().is_some_and(|a| a.path == rel) {
-            base.save(&dir)?;
+        if report.actions.last().is_some_and(|a| a.path == rel) {
+            saved.maybe(&base, &dir, options.dry_run, 1)?;
         }
     }
+    create_new(store, &mut batch, options.dry_run, &mut base, &mut report).await?;
     if !options.dry_run {
         base.save(&dir)?;
     }
     Ok(report)
+}
+
+/// New files of the folder written to the store per bulk write.
+const BATCH: usize = 1_000;
+
+/// When the baseline is saved during a pass: every 500 files acted on or every 2 s (a kill
+/// loses the record of at most those, which the next pass finds equal on both sides and
+/// agrees: nothing is copied twice); saving it after every file rewrote it whole each time.
+struct Saved {
+    at: std::time::Instant,
+    unsaved: usize,
+}
+
+impl Saved {
+    fn new() -> Self {
+        Saved {
+            at: std::time::Instant::now(),
+            unsaved: 0,
+        }
+    }
+
+    fn maybe(&mut self, base: &Baseline, dir: &Path, dry_run: bool, acted: usize) -> Result<()> {
+        self.unsaved += acted;
+        if dry_run || (self.unsaved < 500 && self.at.elapsed() < std::time::Duration::from_secs(2))
+        {
+            return Ok(());
+        }
+        base.save(dir)?;
+        *self = Saved::new();
+        Ok(())
+    }
+}
+
+/// A new file of the folder, read, for [`create_new`].
+struct NewFile {
+    rel: String,
+    path: MemoryPath,
+    local: LocalFile,
+    text: String,
+}
+
+/// `rel` read as a new file to create in the store, or `None` when it is skipped (reported).
+fn new_file(
+    options: &SyncOptions,
+    rel: &str,
+    l: &LocalFile,
+    report: &mut Report,
+) -> Result<Option<NewFile>> {
+    let path = match MemoryPath::parse(&format!("{}/{rel}", options.prefix.normalized())) {
+        Ok(p) => p,
+        Err(e) => {
+            report.push("skipped", rel, Some(format!("not a memory path: {e}")));
+            return Ok(None);
+        }
+    };
+    report.hashed += 1;
+    let bytes = std::fs::read(&l.disk)?;
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(Some(NewFile {
+            rel: rel.to_string(),
+            path,
+            local: l.clone(),
+            text,
+        })),
+        Err(_) => {
+            report.push(
+                "skipped",
+                rel,
+                Some("not UTF-8 text: memory files are text".into()),
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Creates `batch` in the store (create-only, together), each agreed or reported.
+async fn create_new(
+    store: &dyn Store,
+    batch: &mut Vec<NewFile>,
+    dry_run: bool,
+    base: &mut Baseline,
+    report: &mut Report,
+) -> Result<()> {
+    let files: Vec<NewFile> = std::mem::take(batch);
+    if files.is_empty() {
+        return Ok(());
+    }
+    if dry_run {
+        for f in &files {
+            report.push("pushed", &f.rel, None);
+        }
+        return Ok(());
+    }
+    let pairs: Vec<(MemoryPath, String)> = files
+        .iter()
+        .map(|f| (f.path.clone(), f.text.clone()))
+        .collect();
+    let results = store.create_many(&pairs).await;
+    for (f, result) in files.into_iter().zip(results) {
+        match result {
+            Ok(v) => {
+                report.push("pushed", &f.rel, None);
+                let agreed = f.local.agreed(
+                    sha256_hex(f.text.as_bytes()),
+                    v.as_ref().map(StoredVersion::of),
+                );
+                base.files.insert(f.rel, agreed);
+            }
+            Err(e) => match refused(e, &f.rel, report) {
+                Skip::Keep => {}
+                // What the batch created before is found equal on both sides next pass.
+                Skip::Fail(e) => return Err(e.context(format!("syncing {}", f.rel))),
+            },
+        }
+    }
+    Ok(())
 }
 
 /// A file the pass leaves as it was: reported (a race, a path the store refuses), or failed.

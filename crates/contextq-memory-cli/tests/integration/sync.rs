@@ -105,17 +105,18 @@ async fn two_machines_through_one_server(b: Backend) {
     assert_eq!(l.len(), 3, "{l:?}");
 }
 
-/// SIGKILL in the middle of a first sync of 400 files, then a second run: every file once in
-/// the store and the folder, nothing else.
+/// SIGKILL in the middle of a sync of 400 changed files (each its own conditional write), then
+/// a second run: every file once in the store and the folder, each with its new content.
 async fn a_killed_sync_converges(b: Backend) {
     let served = Served::start(b, Plan::Unlimited).await;
     let (data, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let name = |i: usize| format!("d{}/f{i:03}.md", i % 7);
     for i in 0..400 {
-        write(
-            dir.path(),
-            &format!("d{}/f{i:03}.md", i % 7),
-            &format!("note {i}\n"),
-        );
+        write(dir.path(), &name(i), &format!("note {i}\n"));
+    }
+    sync(data.path(), &served, dir.path(), &[]).await;
+    for i in 0..400 {
+        write(dir.path(), &name(i), &format!("note {i}, changed\n"));
     }
     let mut child = tokio::process::Command::new(BIN)
         .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
@@ -126,42 +127,47 @@ async fn a_killed_sync_converges(b: Backend) {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // Killed once the store holds some of the files and not all.
+    // Killed once the first file in path order is written and before the last one is.
     let http = reqwest::Client::new();
-    let held = || async {
-        let r: serde_json::Value = http
-            .get(format!(
-                "{}/api/contexts?workspace=ws&limit=500",
-                served.url
-            ))
-            .bearer_auth(&served.key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        r["contexts"].as_array().map_or(0, Vec::len)
+    let content = |rel: String| {
+        let (http, served) = (&http, &served);
+        async move {
+            let r: serde_json::Value = http
+                .get(format!(
+                    "{}/api/contexts/by-external/mem-tool:ws%2F{}",
+                    served.url,
+                    rel.replace('/', "%2F")
+                ))
+                .bearer_auth(&served.key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            r["content"].as_str().unwrap_or_default().to_string()
+        }
     };
-    let mut partial = 0;
-    for _ in 0..400 {
-        partial = held().await;
-        if partial >= 20 {
+    let mut order: Vec<String> = (0..400).map(name).collect();
+    order.sort();
+    let (first, last) = (order[0].clone(), order[399].clone());
+    for _ in 0..2000 {
+        if content(first.clone()).await.ends_with("changed\n") {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
     let _ = child.start_kill();
     let _ = child.wait().await;
-    let at_kill = held().await;
+    assert!(content(first.clone()).await.ends_with("changed\n"));
     assert!(
-        (20..400).contains(&at_kill),
-        "killed with {at_kill} of 400 files in the store (saw {partial})"
+        !content(last.clone()).await.ends_with("changed\n"),
+        "the sync finished before it was killed"
     );
     let out = sync(data.path(), &served, dir.path(), &[]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(!text.contains("conflict"), "{text}");
-    // A third run has nothing to do; the store holds each file once, as the folder does.
+    // A third run has nothing to do; a fresh folder gets every file once, changed.
     let out = sync(data.path(), &served, dir.path(), &[]).await;
     assert!(
         out.stdout.is_empty(),
@@ -170,8 +176,10 @@ async fn a_killed_sync_converges(b: Backend) {
     );
     let fresh = tempfile::tempdir().unwrap();
     sync(data.path(), &served, fresh.path(), &[]).await;
-    assert_eq!(files(fresh.path()), files(dir.path()));
-    assert_eq!(files(fresh.path()).len(), 400);
+    let got = files(fresh.path());
+    assert_eq!(got, files(dir.path()));
+    assert_eq!(got.len(), 400);
+    assert!(got.iter().all(|(_, t)| t.ends_with("changed\n")));
 }
 
 /// `--watch`: a local change reaches the store within a second or so, a change in the store
