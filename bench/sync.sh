@@ -15,7 +15,7 @@ embedded_tree "$files" "$folders"
 dir="$work/tree/memories"
 timed "first sync of $files files" "$bin" sync "$dir"
 timed "unchanged pass" "$bin" sync "$dir"
-"$bin" sync "$dir" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(f"  (unchanged pass: {r[\"files\"]} files compared, {r[\"hashed\"]} read, {len(r[\"actions\"])} actions)")'
+"$bin" sync "$dir" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print("  (unchanged pass: %d files compared, %d read, %s changed in the store, %d actions)" % (r["files"], r["hashed"], r.get("changed", "all listed:"), len(r["actions"])))'
 echo "changed" >> "$dir/d00/f0.md"
 timed "one changed file" "$bin" sync "$dir"
 for i in $(seq 0 999); do echo "changed" >> "$dir/d$(printf %02d $((i % folders)))/f$i.md"; done

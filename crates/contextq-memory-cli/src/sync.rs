@@ -83,6 +83,13 @@ impl StoredVersion {
             row: v.row().map(str::to_string),
         }
     }
+
+    fn version(&self) -> Version {
+        match &self.row {
+            Some(r) => Version::of_row(r, self.n),
+            None => Version::new(self.n),
+        }
+    }
 }
 
 /// The baseline: every agreed file by its path below the folder (`a/b.md`).
@@ -92,6 +99,14 @@ pub struct Baseline {
     pub prefix: String,
     /// The files.
     pub files: BTreeMap<String, Agreed>,
+    /// The store's changes cursor when the pass that wrote it began ([`Store::changes`]): the
+    /// next pass asks only what changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Files the last pass left undecided (a race, a skip): read from the store again next
+    /// pass whatever the changes say.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub recheck: BTreeSet<String>,
 }
 
 impl Baseline {
@@ -114,6 +129,8 @@ impl Baseline {
             Baseline {
                 prefix: prefix.normalized(),
                 files: BTreeMap::new(),
+                cursor: None,
+                recheck: BTreeSet::new(),
             }
         })
     }
@@ -242,6 +259,10 @@ pub struct Report {
     pub files: usize,
     /// Files whose content was read to decide (the rest were unchanged by size, time, inode).
     pub hashed: usize,
+    /// Files the store said changed since the last pass, when it can say
+    /// ([`Store::changes`]); `None`: the store's files were listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<usize>,
 }
 
 impl Report {
@@ -314,17 +335,53 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
         }
         local.insert(segments.join("/"), LocalFile::of(disk)?);
     }
-    // The store: every file under the prefix, with its version.
-    let mut remote: BTreeMap<String, Option<Version>> = BTreeMap::new();
-    if let Some(listing) = store.list(&options.prefix).await? {
-        let root = format!("{}/", options.prefix.normalized());
-        for f in listing.files {
-            let n = f.path.normalized();
-            if let Some(rel) = n.strip_prefix(&root) {
-                remote.insert(rel.to_string(), f.version);
+    // The store: what changed since the baseline's cursor (asked first, so that nothing
+    // changed during the pass is missed next time), or every file under the prefix.
+    let root = format!("{}/", options.prefix.normalized());
+    let changes = store
+        .changes(&options.prefix, base.cursor.as_deref())
+        .await?;
+    let remote = match (&changes, &base.cursor) {
+        (Some(c), Some(_)) if base.files.values().all(|a| a.version.is_some()) => {
+            report.changed = Some(c.paths.len());
+            let mut remote: BTreeMap<String, Option<Version>> = base
+                .files
+                .iter()
+                .map(|(rel, a)| (rel.clone(), a.version.as_ref().map(StoredVersion::version)))
+                .collect();
+            let again = base.recheck.iter().filter_map(|rel| {
+                MemoryPath::parse(&format!("{}/{rel}", options.prefix.normalized())).ok()
+            });
+            let asked: BTreeSet<MemoryPath> = c.paths.iter().cloned().chain(again).collect();
+            for p in &asked {
+                let n = p.normalized();
+                let Some(rel) = n.strip_prefix(&root) else {
+                    continue;
+                };
+                match store.get(p).await? {
+                    Some(e) => remote.insert(rel.to_string(), e.version),
+                    None => remote.remove(rel),
+                };
             }
+            remote
         }
-    }
+        _ => {
+            let mut remote = BTreeMap::new();
+            if let Some(listing) = store.list(&options.prefix).await? {
+                for f in listing.files {
+                    let n = f.path.normalized();
+                    if let Some(rel) = n.strip_prefix(&root) {
+                        remote.insert(rel.to_string(), f.version);
+                    }
+                }
+            }
+            remote
+        }
+    };
+    // Recorded when the pass ends whole: a pass stopped part way leaves the old cursor, so its
+    // changes are asked again.
+    let cursor = changes.map(|c| c.cursor);
+    let mut undecided = BTreeSet::new();
     let paths: BTreeSet<String> = local
         .keys()
         .chain(remote.keys())
@@ -367,7 +424,10 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
             Ok(None) => {
                 base.files.remove(&rel);
             }
-            Err(Skip::Keep) => continue,
+            Err(Skip::Keep) => {
+                undecided.insert(rel.clone());
+                continue;
+            }
             Err(Skip::Fail(e)) => {
                 // What was agreed so far is kept; the error names the file.
                 if !options.dry_run {
@@ -382,6 +442,15 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
     }
     create_new(store, &mut batch, options.dry_run, &mut base, &mut report).await?;
     if !options.dry_run {
+        // New files the batches did not create are read again next pass.
+        undecided.extend(
+            local
+                .keys()
+                .filter(|rel| !base.files.contains_key(*rel))
+                .cloned(),
+        );
+        base.cursor = cursor;
+        base.recheck = undecided;
         base.save(&dir)?;
     }
     Ok(report)

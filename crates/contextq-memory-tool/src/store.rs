@@ -237,6 +237,15 @@ pub struct Listing {
     pub truncated: bool,
 }
 
+/// What [`Store::changes`] answers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Changes {
+    /// The cursor of now: pass it as `since` next time.
+    pub cursor: String,
+    /// The files changed since the cursor given (empty when none was given).
+    pub paths: Vec<MemoryPath>,
+}
+
 /// Where the memory tool keeps its files. See the module docs for the contract.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -363,6 +372,18 @@ pub trait Store: Send + Sync + 'static {
         false
     }
 
+    /// The files beneath `dir` changed (created, written, deleted, moved) after `since`, a
+    /// cursor an earlier call answered, and the cursor of now; with `since` `None`, only the
+    /// cursor of now. `Ok(None)`: the store cannot tell (the caller lists `dir` instead).
+    /// A path may be named although nothing changed for the caller (its own writes, a
+    /// redaction); none that changed is left out. Default: `None`. ContextQ's reads the
+    /// tenant's activity log (extension `audit-log`), a cost that grows with the changes since
+    /// the cursor, not with the files.
+    async fn changes(&self, dir: &MemoryPath, since: Option<&str>) -> Result<Option<Changes>> {
+        let _ = (dir, since);
+        Ok(None)
+    }
+
     /// The name the store keeps the file at `path` under: two paths with one key are one file
     /// (ContextQ lowercases a workspace folder's name into its slug, so `/memories/Acme/x.md`
     /// and `/memories/acme/x.md` are one row in per-workspace mode). Default: the normalized
@@ -376,6 +397,9 @@ pub trait Store: Send + Sync + 'static {
 impl<S: Store + ?Sized> Store for std::sync::Arc<S> {
     async fn get(&self, path: &MemoryPath) -> Result<Option<Entry>> {
         (**self).get(path).await
+    }
+    async fn changes(&self, dir: &MemoryPath, since: Option<&str>) -> Result<Option<Changes>> {
+        (**self).changes(dir, since).await
     }
     async fn list(&self, dir: &MemoryPath) -> Result<Option<Listing>> {
         (**self).list(dir).await

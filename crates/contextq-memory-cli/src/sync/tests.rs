@@ -78,6 +78,14 @@ async fn one_side_changes_go_across_and_a_second_pass_does_nothing() {
     let again = sync(&store, a.path(), &opts("a")).await.unwrap();
     assert!(again.actions.is_empty(), "{:?}", again.actions);
     assert_eq!(again.hashed, 0, "an unchanged folder is not read");
+    assert_eq!(
+        again.changed, None,
+        "a store without a changes feed is listed"
+    );
+    assert_eq!(
+        again.changed, None,
+        "a store without a changes feed is listed"
+    );
 
     // The store changes: pulled; deleted there: deleted here; deleted here: deleted there.
     put(&store, "topics/rust.md", "prefers Rust, 2024 edition\n").await;
@@ -365,3 +373,43 @@ async fn the_model_converges_on_the_server(b: contextq_server::Backend) {
 }
 
 contextq_server::database_tests!(the_model_converges_on_the_server);
+
+/// On a ContextQ without the `audit-log` extension the store is listed on every pass, and the
+/// sync holds the same: changes go across, a second pass does nothing.
+async fn a_plain_contextq_is_listed(b: contextq_server::Backend) {
+    use contextq_server::testing::TestServer;
+    let server = TestServer::start(b).await;
+    let t = server
+        .tenant(
+            contextq_server::Plan::Unlimited,
+            &[contextq_server::Scope::Read, contextq_server::Scope::Write],
+            "ws",
+        )
+        .await;
+    let plain = contextq_memory_tool::testing::proxy::Proxy::plain(server.url()).await;
+    let store = contextq_memory_tool::ContextQMemoryToolOptions::new(&t.api_key)
+        .base_url(&plain.url)
+        .workspace("ws")
+        .store()
+        .unwrap();
+    let a = tempfile::tempdir().unwrap();
+    write(a.path(), "x.md", "1\n");
+    sync(&store, a.path(), &opts("a")).await.unwrap();
+    put(&store, "x.md", "2\n").await;
+    let r = sync(&store, a.path(), &opts("a")).await.unwrap();
+    assert_eq!(r.changed, None);
+    assert_eq!(actions(&r), [("pulled", "x.md".into())]);
+    assert!(
+        sync(&store, a.path(), &opts("a"))
+            .await
+            .unwrap()
+            .actions
+            .is_empty()
+    );
+    assert_eq!(folder(a.path()), store_files(&store).await);
+}
+
+mod plain {
+    use super::*;
+    contextq_server::database_tests!(a_plain_contextq_is_listed);
+}

@@ -338,6 +338,55 @@ impl Store for ContextQStore {
         self.page_after(dir, page).await
     }
 
+    /// With the `audit-log` extension: the tenant's activity log under `dir`'s prefix, newest
+    /// first, read down to `since` (pages of 500); its newest row's number is the cursor. A key
+    /// limited to workspaces may not read the log (403): `None`, as without the extension.
+    async fn changes(
+        &self,
+        dir: &MemoryPath,
+        since: Option<&str>,
+    ) -> Result<Option<crate::store::Changes>> {
+        if !self.extensions().await?.audit_log {
+            return Ok(None);
+        }
+        let since = match since {
+            None => None,
+            Some(s) => Some(s.parse::<i64>().map_err(|_| Error::Config {
+                message: format!("a changes cursor of this store is a number, got {s:?}"),
+            })?),
+        };
+        let prefix = match self.history_key(dir, true)? {
+            Some((_, prefix)) => prefix,
+            None => format!("{}:", self.tag),
+        };
+        let (mut page, mut head, mut paths) = (None::<String>, None, Vec::new());
+        'pages: loop {
+            let got = match self.client.audit_page(&prefix, 500, page.as_deref()).await {
+                Ok(got) => got,
+                Err(e) if refused(&e, ErrorCode::Forbidden) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            for entry in &got.entries {
+                head.get_or_insert(entry.seq);
+                match since {
+                    Some(s) if entry.seq > s => {}
+                    _ => break 'pages,
+                }
+                if let Some(p) = entry.external_id.as_deref().and_then(|x| self.path_of(x)) {
+                    paths.push(p);
+                }
+            }
+            match got.next_cursor {
+                Some(c) => page = Some(c),
+                None => break,
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        let cursor = head.or(since).unwrap_or(0).to_string();
+        Ok(Some(crate::store::Changes { cursor, paths }))
+    }
+
     /// With the `search` extension: the server's ranked search, within this store's tag, its
     /// workspace (or every workspace in per-workspace mode at the root) and `dir`'s prefix;
     /// hits that are not this store's rows or that `view` hides are left out. Without it:

@@ -48,6 +48,29 @@ impl Client {
         self.decode(&path, &a.body)
     }
 
+    /// `GET /api/audit` (extension `audit-log`: send it only to a server that shows it): a page
+    /// of the tenant's activity log, newest first, of the contexts under the external-id
+    /// `prefix`, at most `limit`, from `cursor`.
+    pub async fn audit_page(
+        &self,
+        prefix: &str,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> Result<contextq_api::audit::AuditPage> {
+        let path = with_query(
+            "/api/audit",
+            &[
+                ("externalIdPrefix", Some(prefix.to_string())),
+                ("limit", Some(limit.to_string())),
+                ("cursor", cursor.map(str::to_string)),
+            ],
+        );
+        let a = self
+            .request(Method::GET, &path, None, None, Idempotency::Read)
+            .await?;
+        self.decode(&path, &a.body)
+    }
+
     /// `GET /api/contexts/search` (extension `search`: send it only to a server that shows it):
     /// the best hits of `query` (its text, checked by the server), with `tag`, in `workspace`,
     /// under the external-id `prefix`, at most `limit`, from `cursor`.
