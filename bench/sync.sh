@@ -14,6 +14,7 @@ source "$(dirname "$0")/lib.sh"
 embedded_tree "$files" "$folders"
 dir="$work/tree/memories"
 timed "first sync of $files files" "$bin" sync "$dir"
+timed "the next pass (reads back the files the first one wrote)" "$bin" sync "$dir"
 timed "unchanged pass" "$bin" sync "$dir"
 "$bin" sync "$dir" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print("  (unchanged pass: %d files compared, %d read, %s changed in the store, %d actions)" % (r["files"], r["hashed"], r.get("changed", "all listed:"), len(r["actions"])))'
 echo "changed" >> "$dir/d00/f0.md"
