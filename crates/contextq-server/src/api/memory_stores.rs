@@ -493,6 +493,29 @@ fn context_of(memory_id: &str) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The store `store_id` and its memory `memory_id` as `caller` may see them, in one read: the
+/// store's refusals as [`store_of`]'s, then 404 for a memory that is not the store's.
+async fn store_and_memory_of(
+    state: &AppState,
+    caller: &Caller,
+    (store_id, memory_id): (&str, &str),
+    content: bool,
+) -> Result<(Store, MemoryRow), DoorError> {
+    let no_store = || DoorError::not_found(format!("no memory store {store_id:?}"));
+    let no_memory = || DoorError::not_found(format!("no memory {memory_id:?} in this store"));
+    let ws = door::workspace_of(store_id).ok_or_else(no_store)?;
+    let Some(id) = context_of(memory_id) else {
+        store_of(state, caller, store_id).await?;
+        return Err(no_memory());
+    };
+    match door::store_and_memory(&state.db, &caller.tenant_id, (ws, id), content).await? {
+        Some((store, memory)) if caller.reaches(&store.slug) => {
+            Ok((store, memory.ok_or_else(no_memory)?))
+        }
+        _ => Err(no_store()),
+    }
+}
+
 /// The memory `memory_id` of `store`, with its content when `content`.
 async fn memory_of(
     state: &AppState,
@@ -515,11 +538,25 @@ pub(super) async fn create_memory(
     JsonBody(body, _room): JsonBody<CreateMemory>,
 ) -> DoorResult {
     let full = Params(params).full(false)?;
-    let store = store_of(&s, &caller, &store_id).await?;
     ms::check_path("path", &body.path).map_err(DoorError::invalid)?;
     let content = body.content.unwrap_or_default();
     ms::check_content(&content).map_err(DoorError::invalid)?;
-    let m = door::create_memory(&s.db, caller.actor(), &store, &body.path, &content).await?;
+    // The store and the overlap check in one read (the same refusals as `store_of`).
+    let missing = || DoorError::not_found(format!("no memory store {store_id:?}"));
+    let ws = door::workspace_of(&store_id).ok_or_else(missing)?;
+    let (store, blocked) =
+        match door::store_for_create(&s.db, &caller.tenant_id, ws, &body.path).await? {
+            Some((store, blocked)) if caller.reaches(&store.slug) => (store, blocked),
+            _ => return Err(missing()),
+        };
+    let m = door::create_memory(
+        &s.db,
+        caller.actor(),
+        (&store, blocked),
+        &body.path,
+        &content,
+    )
+    .await?;
     Ok(json(&m.to_api(&store, full)))
 }
 
@@ -574,8 +611,7 @@ pub(super) async fn get_memory(
 ) -> DoorResult {
     caller.require(Scope::Read).map_err(DoorError::from)?;
     let full = Params(params).full(true)?;
-    let store = store_of(&s, &caller, &store_id).await?;
-    let m = memory_of(&s, &caller, &store, (&memory_id, full)).await?;
+    let (store, m) = store_and_memory_of(&s, &caller, (&store_id, &memory_id), full).await?;
     Ok(json(&m.to_api(&store, full)))
 }
 
@@ -587,7 +623,6 @@ pub(super) async fn update_memory(
     JsonBody(body, _room): JsonBody<UpdateMemory>,
 ) -> DoorResult {
     let full = Params(params).full(false)?;
-    let store = store_of(&s, &caller, &store_id).await?;
     if let Some(p) = &body.path {
         ms::check_path("path", p).map_err(DoorError::invalid)?;
     }
@@ -613,7 +648,7 @@ pub(super) async fn update_memory(
             )));
         }
     };
-    let current = memory_of(&s, &caller, &store, (&memory_id, false)).await?;
+    let (store, current) = store_and_memory_of(&s, &caller, (&store_id, &memory_id), false).await?;
     let change = MemoryChange {
         content: body.content.as_deref(),
         path: body.path.as_deref(),
@@ -649,8 +684,7 @@ pub(super) async fn delete_memory(
             "expected_content_sha256: 64 lowercase hexadecimal characters",
         ));
     }
-    let store = store_of(&s, &caller, &store_id).await?;
-    let current = memory_of(&s, &caller, &store, (&memory_id, false)).await?;
+    let (_, current) = store_and_memory_of(&s, &caller, (&store_id, &memory_id), false).await?;
     door::delete_memory(&s.db, caller.actor(), &current, expect).await?;
     Ok(json(&DeletedMemory {
         id: memory_id,

@@ -390,6 +390,12 @@ impl MemoryRow {
 /// external id with the highest number). The content is read when `content`, or when the
 /// version has no hash (written before versions kept one).
 fn memory_select(content: bool) -> String {
+    format!("SELECT {} FROM contexts c ", memory_columns(content, ""))
+}
+
+/// The columns of [`memory_select`], named with `p` before each (a query that also selects
+/// another table's `id`).
+fn memory_columns(content: bool, p: &str) -> String {
     // Scalar subqueries, each an index seek backwards on `context_versions_by_external`: a join
     // on a correlated subquery lets PostgreSQL's planner compare every version of the tenant.
     let newest = |column: &str| {
@@ -399,8 +405,9 @@ fn memory_select(content: bool) -> String {
         )
     };
     format!(
-        "SELECT c.id, c.external_id, c.version, c.created_at, c.updated_at, c.size_bytes, \
-         {} AS content, {} AS vseq, {} AS vsha FROM contexts c ",
+        "c.id AS {p}id, c.external_id AS {p}external_id, c.version AS {p}version, \
+         c.created_at AS {p}created_at, c.updated_at AS {p}updated_at, c.size_bytes AS {p}size_bytes, \
+         {} AS {p}content, {} AS {p}vseq, {} AS {p}vsha",
         if content {
             "c.content".to_string()
         } else {
@@ -415,26 +422,64 @@ fn memory_select(content: bool) -> String {
 }
 
 fn memory_from_row(row: &Row, slug: &str) -> Result<MemoryRow> {
-    let external_id: String = row.try_get("external_id")?;
-    let content: Option<String> = row.try_get("content")?;
-    let sha: Option<String> = row.try_get("vsha")?;
+    memory_from_columns(row, slug, "")
+}
+
+/// A memory from [`memory_columns`] named with `p`.
+fn memory_from_columns(row: &Row, slug: &str, p: &str) -> Result<MemoryRow> {
+    let col = |name: &str| format!("{p}{name}");
+    let external_id: String = row.try_get(col("external_id").as_str())?;
+    let content: Option<String> = row.try_get(col("content").as_str())?;
+    let sha: Option<String> = row.try_get(col("vsha").as_str())?;
     let sha256 = match (sha, &content) {
         (Some(s), _) => s,
         (None, Some(c)) => sha256_hex(c),
         (None, None) => sha256_hex(""),
     };
     Ok(MemoryRow {
-        context_id: row.try_get("id")?,
+        context_id: row.try_get(col("id").as_str())?,
         path: ms::path_of(slug, &external_id).unwrap_or_default(),
         external_id,
-        version: row.try_get("version")?,
+        version: row.try_get(col("version").as_str())?,
         content,
         sha256,
-        size: row.try_get::<i64, _>("size_bytes")?.max(0) as u64,
-        version_seq: row.try_get("vseq")?,
-        created_at: row.try_get("created_at")?,
-        updated_at: row.try_get("updated_at")?,
+        size: row.try_get::<i64, _>(col("size_bytes").as_str())?.max(0) as u64,
+        version_seq: row.try_get(col("vseq").as_str())?,
+        created_at: row.try_get(col("created_at").as_str())?,
+        updated_at: row.try_get(col("updated_at").as_str())?,
     })
+}
+
+/// The store `workspace_id` and its memory `context_id` (when it is one of its), in one
+/// statement: an update or a delete through the door reads once before its write.
+pub async fn store_and_memory(
+    db: &Db,
+    tenant_id: &str,
+    (workspace_id, context_id): (&str, &str),
+    content: bool,
+) -> Result<Option<(Store, Option<MemoryRow>)>> {
+    let sql = format!(
+        "SELECT {STORE_COLUMNS}, {} FROM workspaces w LEFT JOIN contexts c \
+         ON c.tenant_id = w.tenant_id AND c.id = $3 AND c.workspace_id = w.id \
+         WHERE w.tenant_id = $1 AND w.id = $2",
+        memory_columns(content, "m_")
+    );
+    let binds = vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Text(workspace_id.to_string()),
+        Bind::Text(context_id.to_string()),
+    ];
+    let Some(row) = db.read_all(&sql, binds).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    let store = Store::from_row(&row)?;
+    let memory = match row.try_get::<Option<String>, _>("m_id")? {
+        None => None,
+        Some(_) => {
+            Some(memory_from_columns(&row, &store.slug, "m_")?).filter(|m| !m.path.is_empty())
+        }
+    };
+    Ok(Some((store, memory)))
 }
 
 /// The memory `context_id` of `store`, if it is one of its (a context of its workspace at a
@@ -623,6 +668,56 @@ pub async fn list_memories(
     })
 }
 
+/// The store `workspace_id` and, when it is one, the memory in the way of a new memory at
+/// `path` ([`blocking`]), in one statement: a create through the door reads once before its
+/// write. The external ids are made in SQL from the store's slug (`'mem-tool:' || slug ||
+/// path`), each an index seek.
+pub async fn store_for_create(
+    db: &Db,
+    tenant_id: &str,
+    workspace_id: &str,
+    path: &str,
+) -> Result<Option<(Store, Option<(String, String)>)>> {
+    let mut binds = vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Text(workspace_id.to_string()),
+    ];
+    let key = |binds: &mut Vec<Bind>, tail: String| {
+        binds.push(Bind::Text(tail));
+        format!("'{}:' || w.slug || ${}", ms::TOOL_TAG, binds.len())
+    };
+    let mut at = 0;
+    let mut keys = Vec::new();
+    while let Some(i) = path[at + 1..].find('/') {
+        at += i + 1;
+        keys.push(key(&mut binds, path[..at].to_string()));
+    }
+    keys.push(key(&mut binds, path.to_string()));
+    let lo = key(&mut binds, format!("{path}/"));
+    let hi = key(&mut binds, format!("{path}/\u{10FFFF}"));
+    let sql = format!(
+        "SELECT {STORE_COLUMNS}, \
+         (SELECT c.id || ' ' || c.external_id FROM contexts c WHERE c.tenant_id = w.tenant_id \
+          AND c.external_id IN ({}) ORDER BY c.external_id LIMIT 1) AS up, \
+         (SELECT c.id || ' ' || c.external_id FROM contexts c WHERE c.tenant_id = w.tenant_id \
+          AND c.external_id >= {lo} AND c.external_id < {hi} ORDER BY c.external_id LIMIT 1) AS below \
+         FROM workspaces w WHERE w.tenant_id = $1 AND w.id = $2",
+        keys.join(", ")
+    );
+    let Some(row) = db.read_all(&sql, binds).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    let store = Store::from_row(&row)?;
+    let up: Option<String> = row.try_get("up")?;
+    let below: Option<String> = row.try_get("below")?;
+    let blocking = up.or(below).and_then(|b| {
+        let (id, external_id) = b.split_once(' ')?;
+        let path = ms::path_of(&store.slug, external_id).unwrap_or_else(|| external_id.to_string());
+        Some((id.to_string(), path))
+    });
+    Ok(Some((store, blocking)))
+}
+
 /// A memory in the way of a memory at `path`: one at the same path, at a path that is a
 /// directory of it, or below it. One statement: the ancestors and the path by key, the
 /// first descendant by a range seek.
@@ -718,12 +813,12 @@ fn input(store: &Store, path: &str, content: &str, if_absent: bool) -> ContextIn
     }
 }
 
-/// Creates the memory at `path` of `store`; a path that overlaps another memory is refused
-/// with that memory named.
+/// Creates the memory at `path` of `store`, unless `blocked` names the memory in the way
+/// ([`store_for_create`]); a create that loses a race to another is refused the same way.
 pub async fn create_memory(
     db: &Db,
     actor: Actor<'_>,
-    store: &Store,
+    (store, blocked): (&Store, Option<(String, String)>),
     path: &str,
     content: &str,
 ) -> std::result::Result<MemoryRow, Refusal> {
@@ -733,7 +828,7 @@ pub async fn create_memory(
         }
         .into());
     }
-    if let Some(b) = blocking(db, actor.tenant_id, store, path, None).await? {
+    if let Some(b) = blocked {
         return Err(conflict(b));
     }
     let item = input(store, path, content, true);
