@@ -413,7 +413,7 @@ pub(super) async fn list_stores(
             &s,
             &caller.tenant_id,
             &route,
-            &format!("{}\n{}", last_created(last)?, last.workspace_id),
+            &format!("{}\n{}", last.created_at, last.workspace_id),
         )),
         _ => None,
     };
@@ -422,10 +422,6 @@ pub(super) async fn list_stores(
         .map(Store::to_api)
         .collect::<Result<Vec<_>, _>>()?;
     Ok(json(&Page { data, next_page }))
-}
-
-fn last_created(store: &Store) -> Result<String, DoorError> {
-    Ok(store.to_api()?.created_at)
 }
 
 pub(super) async fn get_store(
@@ -545,7 +541,7 @@ pub(super) async fn create_memory(
     let missing = || DoorError::not_found(format!("no memory store {store_id:?}"));
     let ws = door::workspace_of(&store_id).ok_or_else(missing)?;
     let (store, blocked) =
-        match door::store_for_create(&s.db, &caller.tenant_id, ws, &body.path).await? {
+        match door::store_and_overlap(&s.db, &caller.tenant_id, ws, (&body.path, None)).await? {
             Some((store, blocked)) if caller.reaches(&store.slug) => (store, blocked),
             _ => return Err(missing()),
         };

@@ -29,7 +29,8 @@ pub struct Store {
     pub name: String,
     /// Archived (read-only but for deletes and redactions).
     pub archived: bool,
-    created_at: String,
+    /// When it was created (RFC 3339; the listing's order, with the id).
+    pub created_at: String,
     description: Option<String>,
     metadata: Option<String>,
     updated_at: Option<String>,
@@ -668,19 +669,21 @@ pub async fn list_memories(
     })
 }
 
-/// The store `workspace_id` and, when it is one, the memory in the way of a new memory at
-/// `path` ([`blocking`]), in one statement: a create through the door reads once before its
-/// write. The external ids are made in SQL from the store's slug (`'mem-tool:' || slug ||
-/// path`), each an index seek.
-pub async fn store_for_create(
+/// The store `workspace_id` and, when there is one, the memory in the way of a memory at
+/// `path` other than `except`: one at the same path, at a path that is a directory of it, or
+/// below it. One statement, so that a create through the door reads once before its write: the
+/// external ids are made in SQL from the store's slug (`'mem-tool:' || slug || path`), the path
+/// and its ancestors each an index seek, the first memory below it a range seek.
+pub async fn store_and_overlap(
     db: &Db,
     tenant_id: &str,
     workspace_id: &str,
-    path: &str,
+    (path, except): (&str, Option<&str>),
 ) -> Result<Option<(Store, Option<(String, String)>)>> {
     let mut binds = vec![
         Bind::Text(tenant_id.to_string()),
         Bind::Text(workspace_id.to_string()),
+        Bind::Text(except.unwrap_or_default().to_string()),
     ];
     let key = |binds: &mut Vec<Bind>, tail: String| {
         binds.push(Bind::Text(tail));
@@ -698,9 +701,10 @@ pub async fn store_for_create(
     let sql = format!(
         "SELECT {STORE_COLUMNS}, \
          (SELECT c.id || ' ' || c.external_id FROM contexts c WHERE c.tenant_id = w.tenant_id \
-          AND c.external_id IN ({}) ORDER BY c.external_id LIMIT 1) AS up, \
+          AND c.external_id IN ({}) AND c.id <> $3 ORDER BY c.external_id LIMIT 1) AS up, \
          (SELECT c.id || ' ' || c.external_id FROM contexts c WHERE c.tenant_id = w.tenant_id \
-          AND c.external_id >= {lo} AND c.external_id < {hi} ORDER BY c.external_id LIMIT 1) AS below \
+          AND c.external_id >= {lo} AND c.external_id < {hi} AND c.id <> $3 \
+          ORDER BY c.external_id LIMIT 1) AS below \
          FROM workspaces w WHERE w.tenant_id = $1 AND w.id = $2",
         keys.join(", ")
     );
@@ -718,53 +722,17 @@ pub async fn store_for_create(
     Ok(Some((store, blocking)))
 }
 
-/// A memory in the way of a memory at `path`: one at the same path, at a path that is a
-/// directory of it, or below it. One statement: the ancestors and the path by key, the
-/// first descendant by a range seek.
-pub async fn blocking(
+/// The memory in the way of a memory at `path` of `store` other than `except`
+/// ([`store_and_overlap`]).
+async fn blocking(
     db: &Db,
     tenant_id: &str,
     store: &Store,
     path: &str,
     except: Option<&str>,
 ) -> Result<Option<(String, String)>> {
-    let mut keys = Vec::new();
-    let mut at = 0;
-    while let Some(i) = path[at + 1..].find('/') {
-        at += i + 1;
-        keys.push(ms::external_id(&store.slug, &path[..at]));
-    }
-    keys.push(ms::external_id(&store.slug, path));
-    let below = ms::external_id(&store.slug, &format!("{path}/"));
-    let mut binds = vec![Bind::Text(tenant_id.to_string())];
-    let mut list = String::new();
-    for k in keys {
-        binds.push(Bind::Text(k));
-        if !list.is_empty() {
-            list.push_str(", ");
-        }
-        list.push_str(&format!("${}", binds.len()));
-    }
-    let n = binds.len();
-    binds.push(Bind::Text(below.clone()));
-    binds.push(Bind::Text(format!("{below}\u{10FFFF}")));
-    let sql = format!(
-        "SELECT id, external_id FROM contexts WHERE tenant_id = $1 AND external_id IN ({list}) \
-         UNION ALL SELECT id, external_id FROM (SELECT id, external_id FROM contexts \
-         WHERE tenant_id = $1 AND external_id >= ${} AND external_id < ${} ORDER BY external_id LIMIT 2) d",
-        n + 1,
-        n + 2
-    );
-    for row in db.read_all(&sql, binds).await? {
-        let id: String = row.try_get("id")?;
-        if Some(id.as_str()) == except {
-            continue;
-        }
-        let external_id: String = row.try_get("external_id")?;
-        let path = ms::path_of(&store.slug, &external_id).unwrap_or(external_id);
-        return Ok(Some((id, path)));
-    }
-    Ok(None)
+    let found = store_and_overlap(db, tenant_id, &store.workspace_id, (path, except)).await?;
+    Ok(found.and_then(|(_, blocking)| blocking))
 }
 
 /// A path taken: the memory in the way, by id and path.
@@ -814,7 +782,7 @@ fn input(store: &Store, path: &str, content: &str, if_absent: bool) -> ContextIn
 }
 
 /// Creates the memory at `path` of `store`, unless `blocked` names the memory in the way
-/// ([`store_for_create`]); a create that loses a race to another is refused the same way.
+/// ([`store_and_overlap`]); a create that loses a race to another is refused the same way.
 pub async fn create_memory(
     db: &Db,
     actor: Actor<'_>,

@@ -202,12 +202,12 @@ pub(crate) async fn create_first(
 }
 
 /// The batch of a change to the workspace `ws` (`sql` with its id as `$1`, the tenant as `$2`
-/// and, when it names it, the time as `$3`, changing its one row), and its audit record `action`.
+/// and `more` after them, changing its one row), and its audit record `action`.
 fn change(
     actor: Actor<'_>,
     head: &mut Head,
     ws: &Workspace,
-    sql: &str,
+    (sql, more): (&str, Vec<Bind>),
     action: &'static str,
 ) -> Batch {
     let mut batch = Batch::default();
@@ -215,9 +215,7 @@ fn change(
         Bind::Text(ws.id.clone()),
         Bind::Text(actor.tenant_id.to_string()),
     ];
-    if sql.contains("$3") {
-        binds.push(Bind::Text(now()));
-    }
+    binds.extend(more);
     batch.push(sql, binds, Some(1));
     head.append(actor.record(
         action,
@@ -242,7 +240,10 @@ pub async fn archive(db: &Db, actor: Actor<'_>, slug: &str) -> Result<Workspace>
             actor,
             &mut head,
             &ws,
-            "UPDATE workspaces SET archived = 1, archived_at = $3, updated_at = $3 WHERE id = $1 AND tenant_id = $2 AND archived = 0",
+            (
+                "UPDATE workspaces SET archived = 1, archived_at = $3, updated_at = $3 WHERE id = $1 AND tenant_id = $2 AND archived = 0",
+                vec![Bind::Text(now())],
+            ),
             "workspace.archive",
         );
         ws.archived = true;
@@ -268,7 +269,10 @@ pub async fn delete(db: &Db, actor: Actor<'_>, slug: &str) -> Result<()> {
             actor,
             &mut head,
             &ws,
-            "DELETE FROM workspaces WHERE id = $1 AND tenant_id = $2",
+            (
+                "DELETE FROM workspaces WHERE id = $1 AND tenant_id = $2",
+                vec![],
+            ),
             "workspace.delete",
         );
         Ok(Outcome::Write(head, batch, ()))
