@@ -27,7 +27,27 @@ pub use bulk::bulk_upsert;
 pub(crate) use bulk::bulk_upsert_with_seqs;
 pub use change::{delete, delete_by_external, edit, update};
 pub(crate) use change::{delete_with, update_with_seq};
+pub(crate) use rename::rename_guarded;
 pub use rename::{Rename, rename};
+
+/// A statement a write adds first to its batch that must change no row: a caller's invariant
+/// (the Memory Stores door: no memory overlaps the one written) checked again under the write's
+/// lock, so that two writes that each passed the caller's check before taking the lock cannot
+/// both commit. One that changes a row rolls the write back as [`Error::ChangedConcurrently`].
+/// Its SQL is an `UPDATE` that leaves the rows it matches as they were.
+#[derive(Debug, Clone)]
+pub(crate) struct Guard {
+    /// The statement (`$1..$n` of its own).
+    pub sql: String,
+    /// Its values.
+    pub binds: Vec<Bind>,
+}
+
+impl Guard {
+    fn push(&self, batch: &mut Batch) {
+        batch.push(self.sql.clone(), self.binds.clone(), Some(0));
+    }
+}
 
 /// The columns of a summary (a context without its content), in one place; the joins give the
 /// workspace's slug.

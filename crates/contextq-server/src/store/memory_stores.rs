@@ -722,6 +722,48 @@ pub async fn store_and_overlap(
     Ok(Some((store, blocking)))
 }
 
+/// The check of [`store_and_overlap`] again, under the write's lock, as a statement of its batch
+/// (a [`contexts::Guard`]): no memory other than `except` at `path`, at a directory of it, or
+/// below it. Without it two writes at overlapping paths (`/a` and `/a/b.md`), each checked before
+/// its lock, could both commit. It matches at most one row (`LIMIT 1`), so a directory of a
+/// million memories below `path` costs one seek.
+fn overlap_guard(
+    tenant_id: &str,
+    store: &Store,
+    path: &str,
+    except: Option<&str>,
+) -> contexts::Guard {
+    let mut binds = vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Text(except.unwrap_or_default().to_string()),
+    ];
+    let mut keys = Vec::new();
+    let mut at = 0;
+    while let Some(i) = path[at + 1..].find('/') {
+        at += i + 1;
+        binds.push(Bind::Text(ms::external_id(&store.slug, &path[..at])));
+        keys.push(format!("${}", binds.len()));
+    }
+    binds.push(Bind::Text(ms::external_id(&store.slug, path)));
+    keys.push(format!("${}", binds.len()));
+    binds.push(Bind::Text(ms::external_id(
+        &store.slug,
+        &format!("{path}/"),
+    )));
+    binds.push(Bind::Text(ms::external_id(
+        &store.slug,
+        &format!("{path}/\u{10FFFF}"),
+    )));
+    let (lo, hi) = (binds.len() - 1, binds.len());
+    let sql = format!(
+        "UPDATE contexts SET version = version WHERE id = (SELECT c.id FROM contexts c \
+         WHERE c.tenant_id = $1 AND c.id <> $2 AND (c.external_id IN ({}) \
+         OR (c.external_id >= ${lo} AND c.external_id < ${hi})) LIMIT 1)",
+        keys.join(", ")
+    );
+    contexts::Guard { sql, binds }
+}
+
 /// The memory in the way of a memory at `path` of `store` other than `except`
 /// ([`store_and_overlap`]).
 async fn blocking(
@@ -800,7 +842,10 @@ pub async fn create_memory(
         return Err(conflict(b));
     }
     let item = input(store, path, content, true);
-    match contexts::bulk_upsert_with_seqs(db, actor, std::slice::from_ref(&item)).await {
+    let guard = overlap_guard(actor.tenant_id, store, path, None);
+    match contexts::bulk_upsert_with_seqs(db, actor, std::slice::from_ref(&item), Some(&guard))
+        .await
+    {
         // The answer is what was written: no read after the write.
         Ok(done) => {
             let id = done
@@ -821,16 +866,19 @@ pub async fn create_memory(
                 external_id: item.external_id,
             })
         }
-        // Another create won the race: name it.
-        Err(Error::ExternalIdExists { .. } | Error::ExternalIdInOtherWorkspace { .. }) => {
-            match blocking(db, actor.tenant_id, store, path, None).await? {
-                Some(b) => Err(conflict(b)),
-                None => Err(Error::ChangedConcurrently {
-                    id: path.to_string(),
-                }
-                .into()),
+        // Another create won the race (at this path, or at one that overlaps it: the guard):
+        // name it.
+        Err(
+            Error::ExternalIdExists { .. }
+            | Error::ExternalIdInOtherWorkspace { .. }
+            | Error::ChangedConcurrently { .. },
+        ) => match blocking(db, actor.tenant_id, store, path, None).await? {
+            Some(b) => Err(conflict(b)),
+            None => Err(Error::ChangedConcurrently {
+                id: path.to_string(),
             }
-        }
+            .into()),
+        },
         Err(e) => Err(e.into()),
     }
 }
@@ -925,10 +973,11 @@ pub async fn update_memory(
             tag: None,
             workspace: Some(&store.slug),
         };
-        match contexts::rename(db, actor, r, scope).await {
+        let guard = overlap_guard(actor.tenant_id, store, to, Some(&current.context_id));
+        match contexts::rename_guarded(db, actor, r, scope, Some(&guard)).await {
             // The rename's version is read back below.
             Ok(_) => written = None,
-            Err(Error::ExternalIdExists { .. }) => {
+            Err(Error::ExternalIdExists { .. } | Error::ChangedConcurrently { .. }) => {
                 return Err(
                     match blocking(db, actor.tenant_id, store, to, Some(&current.context_id))
                         .await?

@@ -312,6 +312,95 @@ async fn concurrent_writers(b: Backend) {
     s.stop_consistent().await;
 }
 
+/// Creates and renames at overlapping paths (`/a` against `/a/b.md`): the door's check before
+/// the write is made again under the write's lock, so two writes that both passed the first
+/// check cannot both land. First deterministically (a create or a rename whose check before the
+/// lock saw nothing in the way, as one that lost a race does), then with racing requests.
+async fn overlapping_writes_under_the_lock(b: Backend) {
+    use contextq_server::store::memory_stores as door;
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Pro, ALL).await;
+    let api = t.client.clone();
+    let st = store(&api, "overlap").await;
+    let ws = door::workspace_of(&st).unwrap().to_string();
+    let actor = contextq_server::store::Actor::operator(&t.tenant_id);
+    let the_store = door::get_store(&s.db, &t.tenant_id, &ws)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(create(&api, &st, "/a", "file").await.status, StatusCode::OK);
+    assert_eq!(
+        create(&api, &st, "/d/e.md", "below").await.status,
+        StatusCode::OK
+    );
+    for path in ["/a/b.md", "/a/b/c.md", "/d"] {
+        // `None`: what a check before the lock saw when the other write had not yet committed.
+        match door::create_memory(&s.db, actor, (&the_store, None), path, "late").await {
+            Err(door::Refusal::Path(c)) => assert!(c.path == "/a" || c.path == "/d/e.md", "{c:?}"),
+            other => panic!("{path}: {other:?}"),
+        }
+    }
+    let m = create(&api, &st, "/m.md", "moving").await;
+    let m_id = m.body["id"].as_str().unwrap().to_string();
+    let current = door::store_and_memory(&s.db, &t.tenant_id, (&ws, &m_id["mem_".len()..]), false)
+        .await
+        .unwrap()
+        .and_then(|(_, m)| m)
+        .unwrap();
+    let change = door::MemoryChange {
+        path: Some("/a/moved.md"),
+        ..Default::default()
+    };
+    match door::update_memory(&s.db, actor, &the_store, current, change).await {
+        Err(door::Refusal::Path(c)) => assert_eq!(c.path, "/a"),
+        other => panic!("{other:?}"),
+    }
+    // Nothing landed: the three memories and nothing else.
+    let (items, _) = walk(&api, &format!("{STORES}/{st}/memories")).await;
+    let mut paths: Vec<&str> = items.iter().map(|m| m["path"].as_str().unwrap()).collect();
+    paths.sort();
+    assert_eq!(paths, ["/a", "/d/e.md", "/m.md"]);
+
+    // Racing requests: in each round a file and a file below it, at once; never both.
+    for round in 0..10 {
+        let mut tasks = Vec::new();
+        for path in [
+            format!("/r{round}"),
+            format!("/r{round}/x.md"),
+            format!("/r{round}/x.md/y"),
+        ] {
+            let (api, st) = (api.clone(), st.clone());
+            tasks.push(tokio::spawn(async move {
+                create(&api, &st, &path, "racing").await
+            }));
+        }
+        let mut created = 0;
+        for task in tasks {
+            let r = task.await.unwrap();
+            if r.status == StatusCode::OK {
+                created += 1;
+            } else {
+                anthropic_error(&r, 409, "memory_path_conflict_error");
+            }
+        }
+        assert!(created >= 1, "round {round}: nothing was created");
+        let (items, _) = walk(
+            &api,
+            &format!("{STORES}/{st}/memories?path_prefix=/r{round}/"),
+        )
+        .await;
+        let top = walk(&api, &format!("{STORES}/{st}/memories?path_prefix=/"))
+            .await
+            .0;
+        let at_top = top.iter().any(|m| m["path"] == format!("/r{round}"));
+        assert!(
+            items.len() + usize::from(at_top) == 1,
+            "round {round}: overlapping memories {items:?}, /r{round}: {at_top}"
+        );
+    }
+    s.stop_consistent().await;
+}
+
 /// Paging while others write: every memory that existed throughout is listed exactly once.
 async fn paging_while_others_write(b: Backend) {
     let s = TestServer::start(b).await;
@@ -755,6 +844,7 @@ contextq_server::database_tests!(
     official_sdks_drive_every_endpoint,
     one_memory_three_doors,
     concurrent_writers,
+    overlapping_writes_under_the_lock,
     paging_while_others_write,
     the_attackers_requests,
     redaction_reaches_every_door,

@@ -20,6 +20,18 @@ pub struct Rename<'a> {
 /// `delete` version and the new one a `create` version recording `renamed_from`; the row keeps
 /// its id and tags, and its version goes up by one (a precondition read before no longer holds).
 pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) -> Result<Context> {
+    rename_guarded(db, actor, r, scope, None).await
+}
+
+/// [`rename`], with `guard` checked under the lock (the Memory Stores door: no memory overlaps
+/// the destination).
+pub(crate) async fn rename_guarded(
+    db: &Db,
+    actor: Actor<'_>,
+    r: Rename<'_>,
+    scope: Scope<'_>,
+    guard: Option<&Guard>,
+) -> Result<Context> {
     let Rename { from, to, title } = r;
     if to.is_empty() || to.len() > MAX_EXTERNAL_ID_BYTES {
         return Err(Error::Invalid(format!(
@@ -81,6 +93,9 @@ pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) 
         };
         let workspace_id = present(workspace_id)?;
         let mut batch = Batch::default();
+        if let Some(g) = guard {
+            g.push(&mut batch);
+        }
         push_move(
             &mut batch,
             &mut head,
