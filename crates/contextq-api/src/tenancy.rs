@@ -4,15 +4,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
-/// A tenant's plan: caps the number of contexts it holds.
+/// A tenant's plan: caps the number of contexts and of workspaces it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Plan {
-    /// 100 contexts.
+    /// 100 contexts, 10 workspaces.
     Free,
-    /// 10,000 contexts.
+    /// 10,000 contexts, 1,000 workspaces.
     Pro,
-    /// No cap.
+    /// No cap on either.
     Unlimited,
 }
 
@@ -25,6 +25,19 @@ impl Plan {
             Plan::Unlimited => None,
         }
     }
+
+    /// The cap on workspaces (a Memory Stores store is one), if any.
+    pub fn workspace_cap(self) -> Option<i64> {
+        match self {
+            Plan::Free => Some(10),
+            Plan::Pro => Some(1_000),
+            Plan::Unlimited => None,
+        }
+    }
+
+    /// The largest finite [`Plan::workspace_cap`]: how far a count of a tenant's workspaces
+    /// needs to go (one past it) to decide any plan's cap.
+    pub const MAX_WORKSPACE_CAP: i64 = 1_000;
 
     /// The name stored and shown: `free`, `pro`, `unlimited`.
     pub fn as_str(self) -> &'static str {

@@ -161,6 +161,16 @@ pub enum Error {
         /// Contexts the request would add.
         creating: usize,
     },
+    /// The plan's cap on workspaces (a Memory Stores store is one).
+    #[error(
+        "plan {plan} allows {cap} workspaces and the tenant has them all: delete one it no longer needs (its memories first), or move the tenant to a larger plan"
+    )]
+    WorkspaceQuotaExceeded {
+        /// The tenant's plan.
+        plan: contextq_api::Plan,
+        /// Its cap.
+        cap: i64,
+    },
     /// A field over its byte limit.
     #[error("{field} is {bytes} bytes; the limit is {limit} bytes")]
     TooLarge {

@@ -89,7 +89,7 @@ fn code_of(e: &store::Error) -> Option<ErrorCode> {
         | E::LiveContent { .. }
         | E::Redacted { .. } => ErrorCode::Conflict,
         E::VersionMismatch { .. } | E::ChangedConcurrently { .. } => ErrorCode::PreconditionFailed,
-        E::QuotaExceeded { .. } => ErrorCode::QuotaExceeded,
+        E::QuotaExceeded { .. } | E::WorkspaceQuotaExceeded { .. } => ErrorCode::QuotaExceeded,
         E::EditFailed(_) => ErrorCode::EditFailed,
         E::TooLarge { .. } | E::TooMany { .. } => ErrorCode::PayloadTooLarge,
         E::Invalid(_) => ErrorCode::ValidationFailed,

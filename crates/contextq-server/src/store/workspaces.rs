@@ -148,12 +148,33 @@ pub(crate) async fn create_with(
     profile: Profile<'_>,
 ) -> Result<Workspace> {
     check(slug, name)?;
-    let read = lock_workspace(actor.tenant_id, slug);
-    write(db, actor, slug, read, |mut head, row| {
+    let (sql, binds) = lock_workspace(actor.tenant_id, slug);
+    // The tenant's workspaces, counted only as far as the largest cap needs (an index range of
+    // at most that many entries, whatever the tenant holds), and its plan.
+    let sql = sql.replacen(
+        "SELECT ",
+        &format!(
+            "SELECT (SELECT COUNT(*) FROM (SELECT 1 AS x FROM workspaces n WHERE n.tenant_id = $1 LIMIT {}) q) AS ws_held, \
+             (SELECT t.plan FROM tenants t WHERE t.id = $1) AS plan, ",
+            contextq_api::Plan::MAX_WORKSPACE_CAP + 1
+        ),
+        1,
+    );
+    write(db, actor, slug, (sql, binds), |mut head, row| {
         if locked(row)?.is_some() {
             return Err(Error::WorkspaceExists {
                 slug: slug.to_string(),
             });
+        }
+        let plan: String = row.try_get("plan")?;
+        let plan: contextq_api::Plan = plan
+            .parse()
+            .map_err(|_| Error::Corrupt(format!("a tenant has plan {plan:?}")))?;
+        let held: i64 = row.try_get("ws_held")?;
+        if let Some(cap) = plan.workspace_cap()
+            && held >= cap
+        {
+            return Err(Error::WorkspaceQuotaExceeded { plan, cap });
         }
         let mut batch = Batch::default();
         let ws = insert(actor, (slug, name), profile, &mut head, &mut batch);

@@ -401,6 +401,46 @@ async fn overlapping_writes_under_the_lock(b: Backend) {
     s.stop_consistent().await;
 }
 
+/// Stores created again and again (what an attacker's loop, or a program's bug, sends ten
+/// thousand times) stop at the plan's cap on workspaces: 402 with a message that says what to
+/// do, nothing kept past it; `/api/workspaces` is held to the same cap; deleting a store makes
+/// room. Another tenant is not affected.
+async fn stores_stop_at_the_plans_cap(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Free, ALL).await;
+    let api = &t.client;
+    let cap = Plan::Free.workspace_cap().unwrap() as usize;
+    // The tenant's first workspace (`ws`) is one.
+    let mut made = vec![];
+    for i in 0..cap - 1 {
+        made.push(store(api, &format!("loop {i}")).await);
+    }
+    for _ in 0..20 {
+        let r = api.post(STORES, json!({ "name": "one more" })).await;
+        assert_eq!(r.status.as_u16(), 402, "{:?}", r.body);
+        assert_eq!(r.body["type"], "error");
+        let msg = r.body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("allows 10 workspaces"), "{msg}");
+    }
+    let r = api
+        .post(
+            "/api/workspaces",
+            json!({ "slug": "by-api", "name": "by api" }),
+        )
+        .await;
+    assert_eq!(r.status.as_u16(), 402, "{:?}", r.body);
+    let (all, _) = walk(api, &format!("{STORES}?limit=100")).await;
+    assert_eq!(all.len(), cap, "{all:?}");
+    // Room again after a delete.
+    let r = api.delete(&format!("{STORES}/{}", made[0]), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    store(api, "one more").await;
+    // Another tenant creates as it pleases.
+    let other = s.tenant(Plan::Free, ALL).await;
+    store(&other.client, "theirs").await;
+    s.stop_consistent().await;
+}
+
 /// Paging while others write: every memory that existed throughout is listed exactly once.
 async fn paging_while_others_write(b: Backend) {
     let s = TestServer::start(b).await;
@@ -845,6 +885,7 @@ contextq_server::database_tests!(
     one_memory_three_doors,
     concurrent_writers,
     overlapping_writes_under_the_lock,
+    stores_stop_at_the_plans_cap,
     paging_while_others_write,
     the_attackers_requests,
     redaction_reaches_every_door,
