@@ -14,6 +14,7 @@ use contextq_api::memory_stores::{
 };
 
 use super::contexts::{self, Rename, Scope};
+use super::prefix::Reach;
 use super::workspaces::{self, Profile};
 use super::{Actor, Error, Outcome, Result, history::sha256_hex, now, write};
 use crate::db::{Batch, Bind, Db, Row};
@@ -323,20 +324,21 @@ pub async fn archive_store(db: &Db, actor: Actor<'_>, store: &Store) -> Result<S
         })
 }
 
-/// Deletes a store: its memories (each a `delete` version, kept), then its workspace. A
+/// Deletes a store: its memories (each a `delete` version, kept), a transaction for each 1,000
+/// of them (a prefix delete that also reaches an archived workspace), then its workspace. A
 /// workspace that also holds contexts other than memory-tool files is refused (409), with
 /// the memories deleted so far deleted.
 pub async fn delete_store(db: &Db, actor: Actor<'_>, store: &Store) -> Result<()> {
+    let prefix = ms::external_prefix(&store.slug, "/");
+    let scope = Scope {
+        tag: None,
+        workspace: Some(&store.slug),
+    };
     loop {
-        let page = memory_rows(db, actor.tenant_id, store, "/", None, 200, false).await?;
-        if page.is_empty() {
-            break;
-        }
-        for m in &page {
-            match contexts::delete_with(db, actor, &m.context_id, None, true).await {
-                Ok(()) | Err(Error::ContextNotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
+        match super::prefix::delete_prefix_with(db, actor, &prefix, scope, Reach::Sweep).await {
+            Ok(_) => {}
+            Err(Error::ContextNotFound { .. }) => break,
+            Err(e) => return Err(e),
         }
     }
     workspaces::delete(db, actor, &store.slug).await

@@ -243,10 +243,32 @@ pub async fn delete_prefix(
     prefix: &str,
     scope: Scope<'_>,
 ) -> Result<PrefixChanges> {
+    delete_prefix_with(db, actor, prefix, scope, Reach::All).await
+}
+
+/// What a prefix delete takes of what it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reach {
+    /// Everything under the prefix or nothing (more than the limit, or any in an archived
+    /// workspace, is refused).
+    All,
+    /// The first [`MAX_PREFIX_CONTEXTS`] under the prefix, archived workspaces too (deleting a
+    /// Memory Stores store: call again until "not found").
+    Sweep,
+}
+
+/// [`delete_prefix`] reaching what `reach` says.
+pub(crate) async fn delete_prefix_with(
+    db: &Db,
+    actor: Actor<'_>,
+    prefix: &str,
+    scope: Scope<'_>,
+    reach: Reach,
+) -> Result<PrefixChanges> {
     check_prefix("prefix", prefix)?;
     let read = read_prefix(db, actor, prefix, None);
     write(db, actor, prefix, read, |mut head, row| {
-        let (rows, mut versions) = rows_in(db, actor, row, prefix, scope)?;
+        let (rows, mut versions) = rows_in(db, actor, row, prefix, scope, reach)?;
         let at = now();
         let mut batch = Batch::default();
         let mut changed = Vec::with_capacity(rows.len());
@@ -299,7 +321,7 @@ pub async fn rename_prefix(
                 external_id: to.trim_end_matches('/').to_string(),
             });
         }
-        let (rows, mut versions) = rows_in(db, actor, row, from, scope)?;
+        let (rows, mut versions) = rows_in(db, actor, row, from, scope, Reach::All)?;
         let bytes: usize = rows
             .iter()
             .map(|r| r.content.as_deref().map_or(0, str::len))
@@ -486,13 +508,14 @@ fn rows_in<'a>(
     row: &Row,
     prefix: &str,
     scope: Scope<'_>,
+    reach: Reach,
 ) -> Result<(Vec<Found>, Versions<'a>)> {
     let plan: String = row.try_get("plan")?;
     let plan: Plan = plan
         .parse()
         .map_err(|_| Error::Corrupt(format!("tenant {} has plan {plan:?}", actor.tenant_id)))?;
     let rows: Vec<Found> = decode(&row.try_get::<String, _>("rows")?, "contexts")?;
-    if rows.len() > MAX_PREFIX_CONTEXTS {
+    if rows.len() > MAX_PREFIX_CONTEXTS && reach == Reach::All {
         return Err(Error::TooMany {
             what: "contexts under the prefix",
             limit: MAX_PREFIX_CONTEXTS,
@@ -503,12 +526,14 @@ fn rows_in<'a>(
         .filter(|r| scope.admits_parts(&tags_from(&r.tags), &r.workspace))
         .collect();
     rows.sort_by(|a, b| a.external_id.cmp(&b.external_id));
+    // A sweep takes the first ones; the rest are the next sweep's.
+    rows.truncate(MAX_PREFIX_CONTEXTS);
     if rows.is_empty() {
         return Err(Error::ContextNotFound {
             id: prefix.to_string(),
         });
     }
-    if let Some(r) = rows.iter().find(|r| r.archived != 0) {
+    if let Some(r) = rows.iter().find(|r| r.archived != 0 && reach == Reach::All) {
         return Err(Error::WorkspaceArchived {
             slug: r.workspace.clone(),
         });

@@ -441,6 +441,63 @@ async fn stores_stop_at_the_plans_cap(b: Backend) {
     s.stop_consistent().await;
 }
 
+/// A store of 2,500 memories, archived, deleted in one request: a transaction for each 1,000
+/// memories and one for the workspace, every memory a `delete` in the audit log; another
+/// store's memories are left alone.
+async fn a_large_store_deleted_in_few_transactions(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Unlimited, ALL).await;
+    let api = &t.client;
+    let st = store(api, "big").await;
+    let slug = api.get("/api/workspaces").await.body["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["slug"].as_str().unwrap().starts_with("big"))
+        .unwrap()["slug"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for chunk in 0..25 {
+        let items: Vec<Value> = (0..100)
+            .map(|i| json!({"externalId": format!("mem-tool:{slug}/d{chunk}/m{i}.md"), "workspace": slug, "type": "reference", "content": format!("memory {chunk} {i}")}))
+            .collect();
+        let r = api
+            .post("/api/contexts/bulk-upsert", json!({ "contexts": items }))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let keep = store(api, "kept").await;
+    assert_eq!(
+        create(api, &keep, "/stays.md", "stays").await.status,
+        StatusCode::OK
+    );
+    let r = api.post(&format!("{STORES}/{st}/archive"), json!({})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let before = s.db.commits();
+    let r = api.delete(&format!("{STORES}/{st}"), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        s.db.commits() - before,
+        4,
+        "3 sweeps of at most 1,000 and the workspace"
+    );
+    let r = api.get(&format!("{STORES}/{st}")).await;
+    anthropic_error(&r, 404, "not_found_error");
+    let deletes = common::scalar(
+        &s.db,
+        &format!(
+            "SELECT COUNT(*) FROM activity_logs WHERE tenant_id = '{}' AND action = 'context.delete'",
+            t.tenant_id
+        ),
+    )
+    .await;
+    assert_eq!(deletes, 2500);
+    let (left, _) = walk(api, &format!("{STORES}/{keep}/memories")).await;
+    assert_eq!(left.len(), 1);
+    s.stop_consistent().await;
+}
+
 /// Paging while others write: every memory that existed throughout is listed exactly once.
 async fn paging_while_others_write(b: Backend) {
     let s = TestServer::start(b).await;
@@ -886,6 +943,7 @@ contextq_server::database_tests!(
     concurrent_writers,
     overlapping_writes_under_the_lock,
     stores_stop_at_the_plans_cap,
+    a_large_store_deleted_in_few_transactions,
     paging_while_others_write,
     the_attackers_requests,
     redaction_reaches_every_door,
