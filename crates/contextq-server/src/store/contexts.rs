@@ -27,7 +27,7 @@ pub use bulk::bulk_upsert;
 pub(crate) use bulk::bulk_upsert_with_seqs;
 pub use change::{delete, delete_by_external, edit, update};
 pub(crate) use change::{delete_with, update_with_seq};
-pub(crate) use rename::rename_guarded;
+pub(crate) use rename::{Also, rename_with};
 pub use rename::{Rename, rename};
 
 /// A statement a write adds first to its batch that must change no row: a caller's invariant
@@ -589,8 +589,10 @@ pub(super) struct Moving<'a> {
     pub kind: &'a str,
     /// Its tags.
     pub tags: &'a [String],
-    /// Its content (unchanged).
+    /// Its content after the move.
     pub content: &'a str,
+    /// Whether `content` is new (the move also rewrites it) or the stored one.
+    pub rewritten: bool,
     /// When (RFC 3339).
     pub at: &'a str,
 }
@@ -605,20 +607,27 @@ pub(super) fn push_move<'a>(
     m: Moving<'_>,
 ) {
     let version = m.version + 1;
-    batch.push(
+    let mut binds = vec![
+        Bind::Text(m.to.to_string()),
+        Bind::OptText(m.title.map(str::to_string)),
+        Bind::Int(version),
+        Bind::Text(m.at.to_string()),
+        Bind::Text(m.id.to_string()),
+        Bind::Text(actor.tenant_id.to_string()),
+        Bind::Int(m.version),
+    ];
+    let sql = if m.rewritten {
+        binds.extend([
+            Bind::Text(m.content.to_string()),
+            Bind::Int(m.content.len() as i64),
+        ]);
+        "UPDATE contexts SET external_id = $1, title = $2, version = $3, updated_at = $4, \
+         content = $8, size_bytes = $9 WHERE id = $5 AND tenant_id = $6 AND version = $7"
+    } else {
         "UPDATE contexts SET external_id = $1, title = $2, version = $3, updated_at = $4 \
-         WHERE id = $5 AND tenant_id = $6 AND version = $7",
-        vec![
-            Bind::Text(m.to.to_string()),
-            Bind::OptText(m.title.map(str::to_string)),
-            Bind::Int(version),
-            Bind::Text(m.at.to_string()),
-            Bind::Text(m.id.to_string()),
-            Bind::Text(actor.tenant_id.to_string()),
-            Bind::Int(m.version),
-        ],
-        Some(1),
-    );
+         WHERE id = $5 AND tenant_id = $6 AND version = $7"
+    };
+    batch.push(sql, binds, Some(1));
     let terms = super::search::Terms::of(m.to, m.content);
     batch.push_dialects(super::search::put(actor.tenant_id, m.id, terms));
     let detail = serde_json::json!({"externalId": m.from, "to": m.to, "version": version});

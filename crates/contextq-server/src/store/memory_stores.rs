@@ -897,9 +897,9 @@ pub struct MemoryChange<'a> {
 }
 
 /// Updates the memory `current` of `store`. A precondition that does not hold refuses, unless
-/// the memory already is what was asked (then nothing is written). The content is written
-/// first, conditionally on the version read (so that of concurrent conditional updates exactly
-/// one wins), then the path.
+/// the memory already is what was asked (then nothing is written). One write, one version: the
+/// content (conditionally on the version read, so that of concurrent conditional updates exactly
+/// one wins), or a move to the new path carrying the new content when both change.
 pub async fn update_memory(
     db: &Db,
     actor: Actor<'_>,
@@ -936,72 +936,83 @@ pub async fn update_memory(
     {
         return Err(conflict(b));
     }
-    let mut written = None;
-    if let Some(content) = change.content.filter(|_| !same_content) {
+    let new_content = change.content.filter(|_| !same_content);
+    let Some(to) = change.path.filter(|_| !same_path) else {
+        // The content alone, conditionally on the version read (so that of concurrent
+        // conditional updates exactly one wins).
+        let content = new_content.unwrap_or_default();
         let if_match = Some(current.version);
         let id = &current.context_id;
-        match contexts::update_with_seq(db, actor, id, content, (None, None), if_match).await {
-            Ok((c, seq)) => {
-                written = Some(MemoryRow {
-                    version: c.version,
-                    content: Some(content.to_string()),
-                    sha256: sha256_hex(content),
-                    size: content.len() as u64,
-                    version_seq: Some(seq),
-                    updated_at: c.updated_at,
-                    ..current.clone()
-                })
-            }
+        return match contexts::update_with_seq(db, actor, id, content, (None, None), if_match).await
+        {
+            Ok((c, seq)) => Ok(MemoryRow {
+                version: c.version,
+                content: Some(content.to_string()),
+                sha256: sha256_hex(content),
+                size: content.len() as u64,
+                version_seq: Some(seq),
+                updated_at: c.updated_at,
+                ..current
+            }),
             Err(Error::VersionMismatch { .. } | Error::ChangedConcurrently { .. })
                 if change.expect_sha256.is_some() =>
             {
-                return Err(Refusal::Precondition(
-                    "the memory changed while this update was applied; read it again and retry"
-                        .into(),
-                ));
+                Err(changed_meanwhile())
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e.into()),
+        };
+    };
+    // The path, and the content with it when it changes too: one move, one version.
+    let to_id = ms::external_id(&store.slug, to);
+    let title = format!("/memories{to}");
+    let r = Rename {
+        from: &current.external_id,
+        to: &to_id,
+        title: Some(&title),
+    };
+    let scope = Scope {
+        tag: None,
+        workspace: Some(&store.slug),
+    };
+    let guard = overlap_guard(actor.tenant_id, store, to, Some(&current.context_id));
+    let also = contexts::Also {
+        guard: Some(&guard),
+        content: new_content,
+        if_match: (new_content.is_some() || change.expect_sha256.is_some())
+            .then_some(current.version),
+    };
+    match contexts::rename_with(db, actor, r, scope, also).await {
+        Ok(_) => {}
+        Err(Error::ExternalIdExists { .. } | Error::ChangedConcurrently { .. }) => {
+            return Err(
+                match blocking(db, actor.tenant_id, store, to, Some(&current.context_id)).await? {
+                    Some(b) => conflict(b),
+                    None if change.expect_sha256.is_some() => changed_meanwhile(),
+                    None => Error::ChangedConcurrently { id: to.to_string() }.into(),
+                },
+            );
         }
+        Err(Error::VersionMismatch { .. }) if change.expect_sha256.is_some() => {
+            return Err(changed_meanwhile());
+        }
+        Err(e) => return Err(e.into()),
     }
-    if let Some(to) = change.path.filter(|_| !same_path) {
-        let to_id = ms::external_id(&store.slug, to);
-        let title = format!("/memories{to}");
-        let r = Rename {
-            from: &current.external_id,
-            to: &to_id,
-            title: Some(&title),
-        };
-        let scope = Scope {
-            tag: None,
-            workspace: Some(&store.slug),
-        };
-        let guard = overlap_guard(actor.tenant_id, store, to, Some(&current.context_id));
-        match contexts::rename_guarded(db, actor, r, scope, Some(&guard)).await {
-            // The rename's version is read back below.
-            Ok(_) => written = None,
-            Err(Error::ExternalIdExists { .. } | Error::ChangedConcurrently { .. }) => {
-                return Err(
-                    match blocking(db, actor.tenant_id, store, to, Some(&current.context_id))
-                        .await?
-                    {
-                        Some(b) => conflict(b),
-                        None => Error::ChangedConcurrently { id: to.to_string() }.into(),
-                    },
-                );
+    // The move's version is read back.
+    get_memory(db, actor.tenant_id, store, &current.context_id, true)
+        .await?
+        .ok_or_else(|| {
+            Error::ContextNotFound {
+                id: current.context_id.clone(),
             }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    match written {
-        Some(m) => Ok(m),
-        None => Ok(
-            get_memory(db, actor.tenant_id, store, &current.context_id, true)
-                .await?
-                .ok_or_else(|| Error::ContextNotFound {
-                    id: current.context_id.clone(),
-                })?,
-        ),
-    }
+            .into()
+        })
+}
+
+/// A conditional update that lost to a write made after its precondition was checked.
+fn changed_meanwhile() -> Refusal {
+    Refusal::Precondition(
+        "the memory changed while this update was applied; read it again and retry".into(),
+    )
 }
 
 /// Deletes the memory `current` (also in an archived store), only if its content's hash is

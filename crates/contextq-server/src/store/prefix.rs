@@ -371,6 +371,7 @@ pub async fn rename_prefix(
                     kind: &r.kind,
                     tags: &tags,
                     content: r.content.as_deref().unwrap_or_default(),
+                    rewritten: false,
                     at: &at,
                 },
             );

@@ -498,6 +498,66 @@ async fn a_large_store_deleted_in_few_transactions(b: Backend) {
     s.stop_consistent().await;
 }
 
+/// An update of both content and path is one write: one `modified` version holding the new
+/// content at the new path, the old content kept as the version before; under a precondition
+/// that no longer holds nothing moves.
+async fn content_and_path_in_one_version(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Pro, ALL).await;
+    let api = &t.client;
+    let st = store(api, "both").await;
+    let m = create(api, &st, "/old.md", "first").await;
+    let mem = m.body["id"].as_str().unwrap().to_string();
+    let url = format!("{STORES}/{st}/memories/{mem}");
+    let before = s.db.commits();
+    let r = api
+        .post(
+            &url,
+            json!({"path": "/new/name.md", "content": "second", "precondition": {"type": "content_sha256", "content_sha256": sha("first")}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(s.db.commits() - before, 1);
+    assert_eq!(r.body["path"], "/new/name.md");
+    assert_eq!(r.body["content_sha256"], sha("second"));
+    let got = api.get(&format!("{url}?view=full")).await;
+    assert_eq!(got.body["content"], "second");
+    let (versions, _) = walk(
+        api,
+        &format!("{STORES}/{st}/memory_versions?memory_id={mem}&view=full"),
+    )
+    .await;
+    let ops: Vec<(&str, &str, &str)> = versions
+        .iter()
+        .map(|v| {
+            (
+                v["operation"].as_str().unwrap(),
+                v["path"].as_str().unwrap(),
+                v["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("modified", "/new/name.md", "second"),
+            ("created", "/old.md", "first")
+        ]
+    );
+    // A stale precondition: refused, nothing moved.
+    let r = api
+        .post(
+            &url,
+            json!({"path": "/elsewhere.md", "content": "third", "precondition": {"type": "content_sha256", "content_sha256": sha("first")}}),
+        )
+        .await;
+    anthropic_error(&r, 409, "memory_precondition_failed_error");
+    let got = api.get(&format!("{url}?view=full")).await;
+    assert_eq!(got.body["path"], "/new/name.md");
+    assert_eq!(got.body["content"], "second");
+    s.stop_consistent().await;
+}
+
 /// Paging while others write: every memory that existed throughout is listed exactly once.
 async fn paging_while_others_write(b: Backend) {
     let s = TestServer::start(b).await;
@@ -944,6 +1004,7 @@ contextq_server::database_tests!(
     overlapping_writes_under_the_lock,
     stores_stop_at_the_plans_cap,
     a_large_store_deleted_in_few_transactions,
+    content_and_path_in_one_version,
     paging_while_others_write,
     the_attackers_requests,
     redaction_reaches_every_door,

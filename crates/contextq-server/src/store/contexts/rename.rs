@@ -20,19 +20,33 @@ pub struct Rename<'a> {
 /// `delete` version and the new one a `create` version recording `renamed_from`; the row keeps
 /// its id and tags, and its version goes up by one (a precondition read before no longer holds).
 pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) -> Result<Context> {
-    rename_guarded(db, actor, r, scope, None).await
+    rename_with(db, actor, r, scope, Also::default()).await
 }
 
-/// [`rename`], with `guard` checked under the lock (the Memory Stores door: no memory overlaps
-/// the destination).
-pub(crate) async fn rename_guarded(
+/// What a [`rename_with`] does besides a [`rename`] (the Memory Stores door's update of a
+/// memory's path, and of its content with it).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Also<'a> {
+    /// Checked under the lock (no memory overlaps the destination).
+    pub guard: Option<&'a Guard>,
+    /// New content, written by the same move: one version at the new id.
+    pub content: Option<&'a str>,
+    /// Only from this version.
+    pub if_match: Option<i64>,
+}
+
+/// [`rename`], doing what `also` says in the same transaction.
+pub(crate) async fn rename_with(
     db: &Db,
     actor: Actor<'_>,
     r: Rename<'_>,
     scope: Scope<'_>,
-    guard: Option<&Guard>,
+    also: Also<'_>,
 ) -> Result<Context> {
     let Rename { from, to, title } = r;
+    if let Some(content) = also.content {
+        check_content(content)?;
+    }
     if to.is_empty() || to.len() > MAX_EXTERNAL_ID_BYTES {
         return Err(Error::Invalid(format!(
             "to: 1 to {MAX_EXTERNAL_ID_BYTES} bytes"
@@ -69,7 +83,7 @@ pub(crate) async fn rename_guarded(
         let mut versions = locked.versions(db, actor);
         let workspace_id = locked.workspace_id.clone();
         let context = locked.context.filter(|(c, _)| scope.admits(c));
-        let old = writable(context, from, None)?;
+        let old = writable(context, from, also.if_match)?;
         let taken: i64 = row.try_get("to_taken")?;
         let dir: i64 = row.try_get("to_dir")?;
         if taken > 0 || dir > 0 {
@@ -87,13 +101,14 @@ pub(crate) async fn rename_guarded(
         let new = Context {
             external_id: to.to_string(),
             title: title.map(str::to_string).or_else(|| old.title.clone()),
+            content: also.content.unwrap_or(&old.content).to_string(),
             version: old.version + 1,
             updated_at: now(),
             ..old.clone()
         };
         let workspace_id = present(workspace_id)?;
         let mut batch = Batch::default();
-        if let Some(g) = guard {
+        if let Some(g) = also.guard {
             g.push(&mut batch);
         }
         push_move(
@@ -111,7 +126,8 @@ pub(crate) async fn rename_guarded(
                 workspace_id: &workspace_id,
                 kind: &old.kind,
                 tags: &old.tags,
-                content: &old.content,
+                content: &new.content,
+                rewritten: new.content != old.content,
                 at: &new.updated_at,
             },
         );
