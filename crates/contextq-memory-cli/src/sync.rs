@@ -22,6 +22,9 @@ use sha2::Digest as _;
 
 use crate::transfer::walk::Walk;
 
+mod ignore;
+pub use ignore::{IGNORE_FILE, Rules};
+
 /// The folder beside the files where the baseline lives (left out of the sync).
 pub const STATE_DIR: &str = ".contextq-sync";
 
@@ -47,7 +50,8 @@ pub struct SyncOptions {
     /// This machine's name, in conflict files' names.
     pub host: String,
     /// Also sync what `view` hides (names starting with `.`, `node_modules`); never
-    /// `.contextq-sync` itself.
+    /// `.contextq-sync` itself. The folder's `.contextq-syncignore` decides before it
+    /// ([`Rules`]).
     pub include_hidden: bool,
 }
 
@@ -263,6 +267,14 @@ pub struct Report {
     /// ([`Store::changes`]); `None`: the store's files were listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changed: Option<usize>,
+    /// Files of the store this pass saw under names the rules leave out ([`Rules`]): left
+    /// alone, as the folder's are.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ignored: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Report {
@@ -323,16 +335,14 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
         .with_context(|| format!("cannot use {}", dir.display()))?;
     let mut base = Baseline::load(&dir, &options.prefix)?;
     let mut report = Report::default();
+    let rules = std::sync::Arc::new(Rules::of(&dir, options.include_hidden)?);
 
-    // The folder: every text file by its path below it (no link followed).
+    // The folder: every file by its path below it (no link followed), as the rules allow (a
+    // directory they leave out is not entered).
     let mut local: BTreeMap<String, LocalFile> = BTreeMap::new();
-    for found in Walk::new(&dir, options.include_hidden)? {
+    let keep = rules.clone();
+    for found in Walk::filtered(&dir, Box::new(move |s, is_dir| !keep.ignored(s, is_dir)))? {
         let (segments, disk) = found?;
-        if segments.first().map(String::as_str) == Some(STATE_DIR)
-            || segments.last().is_some_and(|n| n.starts_with(".cqmem-"))
-        {
-            continue;
-        }
         local.insert(segments.join("/"), LocalFile::of(disk)?);
     }
     // The store: what changed since the baseline's cursor (asked first, so that nothing
@@ -347,6 +357,7 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
             let mut remote: BTreeMap<String, Option<Version>> = base
                 .files
                 .iter()
+                .filter(|(rel, _)| !rules.ignores_file(rel))
                 .map(|(rel, a)| (rel.clone(), a.version.as_ref().map(StoredVersion::version)))
                 .collect();
             let again = base.recheck.iter().filter_map(|rel| {
@@ -358,6 +369,10 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
                 let Some(rel) = n.strip_prefix(&root) else {
                     continue;
                 };
+                if rules.ignores_file(rel) {
+                    report.ignored += 1;
+                    continue;
+                }
                 match store.get(p).await? {
                     Some(e) => remote.insert(rel.to_string(), e.version),
                     None => remote.remove(rel),
@@ -370,8 +385,12 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
             if let Some(listing) = store.list(&options.prefix).await? {
                 for f in listing.files {
                     let n = f.path.normalized();
-                    if let Some(rel) = n.strip_prefix(&root) {
-                        remote.insert(rel.to_string(), f.version);
+                    match n.strip_prefix(&root) {
+                        Some(rel) if rules.ignores_file(rel) => report.ignored += 1,
+                        Some(rel) => {
+                            remote.insert(rel.to_string(), f.version);
+                        }
+                        None => {}
                     }
                 }
             }
@@ -382,10 +401,12 @@ pub async fn sync(store: &dyn Store, dir: &Path, options: &SyncOptions) -> Resul
     // changes are asked again.
     let cursor = changes.map(|c| c.cursor);
     let mut undecided = BTreeSet::new();
+    // What the baseline agreed under names now left out stays as agreed, untouched, so that
+    // taking a pattern out later finds the three sides as they were.
     let paths: BTreeSet<String> = local
         .keys()
         .chain(remote.keys())
-        .chain(base.files.keys())
+        .chain(base.files.keys().filter(|rel| !rules.ignores_file(rel)))
         .cloned()
         .collect();
     report.files = paths.len();

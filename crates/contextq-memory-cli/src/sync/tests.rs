@@ -206,6 +206,73 @@ async fn a_dry_run_changes_nothing_and_binary_files_are_skipped() {
     assert_eq!(store_files(&store).await.len(), 1);
 }
 
+/// What the rules leave out is left alone on both sides: a hidden file only the store holds is
+/// neither pulled nor, on the next pass, deleted as "gone from the folder"; the ignore file's
+/// patterns keep local drafts local and a store file under an ignored name in the store;
+/// `!pattern` takes in what `view` hides; taking a pattern out later syncs what it held.
+#[tokio::test]
+async fn the_rules_leave_both_sides_alone() {
+    let store = MemoryStore::new();
+    let a = tempfile::tempdir().unwrap();
+    put(&store, ".private.md", "the store's hidden file\n").await;
+    put(&store, "drafts/remote.md", "a draft in the store\n").await;
+    write(a.path(), "MEMORY.md", "index\n");
+    write(a.path(), "drafts/local.md", "my draft\n");
+    write(a.path(), "scratch.tmp", "scratch\n");
+    write(a.path(), ".notes/kept.md", "taken in\n");
+    write(a.path(), ".git/HEAD", "ref\n");
+    write(a.path(), IGNORE_FILE, "drafts/\n*.tmp\n!.notes/\n");
+    for pass in 0..3 {
+        let r = sync(&store, a.path(), &opts("a")).await.unwrap();
+        if pass == 0 {
+            let mut done = actions(&r);
+            done.sort();
+            assert_eq!(
+                done,
+                [
+                    ("pushed", ".notes/kept.md".into()),
+                    ("pushed", "MEMORY.md".into())
+                ]
+            );
+            assert_eq!(r.ignored, 2, "the store's hidden file and its draft");
+        } else {
+            assert!(r.actions.is_empty(), "pass {pass}: {:?}", r.actions);
+        }
+    }
+    let stored = store_files(&store).await;
+    assert_eq!(
+        stored.keys().collect::<Vec<_>>(),
+        [
+            ".notes/kept.md",
+            ".private.md",
+            "MEMORY.md",
+            "drafts/remote.md"
+        ]
+    );
+    assert!(!a.path().join(".private.md").exists());
+    assert!(!a.path().join("drafts/remote.md").exists());
+    // The drafts pattern taken out: both drafts meet.
+    write(a.path(), IGNORE_FILE, "*.tmp\n!.notes/\n");
+    let r = sync(&store, a.path(), &opts("a")).await.unwrap();
+    let mut done = actions(&r);
+    done.sort();
+    assert_eq!(
+        done,
+        [
+            ("pulled", "drafts/remote.md".into()),
+            ("pushed", "drafts/local.md".into())
+        ]
+    );
+    assert!(!store_files(&store).await.contains_key("scratch.tmp"));
+    // A bad pattern stops the pass before anything is done, naming the file and the line.
+    write(a.path(), IGNORE_FILE, "ok\n[z-a]\n");
+    let e = format!(
+        "{:#}",
+        sync(&store, a.path(), &opts("a")).await.unwrap_err()
+    );
+    assert!(e.contains("line 2"), "{e}");
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn no_link_is_followed_out_of_the_folder() {

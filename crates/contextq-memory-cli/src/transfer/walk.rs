@@ -18,10 +18,16 @@ struct Level {
     entries: std::vec::IntoIter<(OsString, bool)>,
 }
 
+/// Which entries a [`Walk::filtered`] walk takes: given an entry's segments below the root
+/// and whether it is a directory, `true` to take it (a directory left out is not entered).
+pub(crate) type Keep = Box<dyn Fn(&[String], bool) -> bool + Send>;
+
 /// A walk of the files beneath a folder.
 pub(crate) struct Walk {
     stack: Vec<Level>,
     include_hidden: bool,
+    /// Instead of the hidden rule: which entries to take.
+    keep: Option<Keep>,
     /// Files left out because `view` hides them, so far.
     pub(crate) hidden: usize,
 }
@@ -32,6 +38,19 @@ impl Walk {
         let mut walk = Walk {
             stack: Vec::new(),
             include_hidden,
+            keep: None,
+            hidden: 0,
+        };
+        walk.enter(Vec::new(), root.to_path_buf())?;
+        Ok(walk)
+    }
+
+    /// A walk of the files beneath `root` that `keep` takes (and nothing left out is counted).
+    pub(crate) fn filtered(root: &Path, keep: Keep) -> std::io::Result<Walk> {
+        let mut walk = Walk {
+            stack: Vec::new(),
+            include_hidden: true,
+            keep: Some(keep),
             hidden: 0,
         };
         walk.enter(Vec::new(), root.to_path_buf())?;
@@ -95,7 +114,11 @@ impl Iterator for Walk {
             let mut segments = level.segments.clone();
             segments.push(name);
             let name = segments.last().expect("just pushed");
-            if !self.include_hidden && contextq_memory_tool::render::hidden(name) {
+            if let Some(keep) = &self.keep {
+                if !keep(&segments, is_dir) {
+                    continue;
+                }
+            } else if !self.include_hidden && contextq_memory_tool::render::hidden(name) {
                 let skipped = if is_dir {
                     self.skip(&path)
                 } else {
