@@ -1,5 +1,6 @@
 //! Which store a command runs on: the embedded ContextQ (default), a configured ContextQ
-//! (`CONTEXT_API_URL` + `CONTEXT_API_KEY`), memory, or a local directory.
+//! (`CONTEXT_API_URL` + `CONTEXT_API_KEY`), memory, a local directory, or a store of a Memory
+//! Stores service (`memory-stores:ID`: Anthropic's, or contextq-server's `/v1`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,6 +22,8 @@ pub enum StoreChoice {
     Memory,
     /// A directory (`/memories` is `DIR/memories`).
     Local(PathBuf),
+    /// A store of a Memory Stores service, by id (`memstore_...`).
+    MemoryStores(String),
 }
 
 impl std::str::FromStr for StoreChoice {
@@ -29,12 +32,20 @@ impl std::str::FromStr for StoreChoice {
         match s {
             "contextq" => Ok(StoreChoice::ContextQ),
             "memory" => Ok(StoreChoice::Memory),
-            other => match other.strip_prefix("local:") {
-                Some(dir) if !dir.is_empty() => Ok(StoreChoice::Local(PathBuf::from(dir))),
-                _ => Err(format!(
-                    "unknown store {other:?}: use contextq (default), memory, or local:DIR"
-                )),
-            },
+            other => {
+                if let Some(dir) = other.strip_prefix("local:").filter(|d| !d.is_empty()) {
+                    return Ok(StoreChoice::Local(PathBuf::from(dir)));
+                }
+                if let Some(id) = other
+                    .strip_prefix("memory-stores:")
+                    .filter(|d| !d.is_empty())
+                {
+                    return Ok(StoreChoice::MemoryStores(id.to_string()));
+                }
+                Err(format!(
+                    "unknown store {other:?}: use contextq (default), memory, local:DIR, or memory-stores:STORE_ID"
+                ))
+            }
         }
     }
 }
@@ -90,6 +101,8 @@ pub struct Opened {
     /// The same memory as a typed ContextQ tool (history, versions, restores), when on
     /// ContextQ.
     pub history: Option<ContextQMemoryTool>,
+    /// What the store is, when not ContextQ (for [`Opened::describe`]).
+    pub label: &'static str,
 }
 
 impl Opened {
@@ -116,7 +129,7 @@ impl Opened {
                     .map(|w| format!("workspace {w}"))
                     .unwrap_or_else(|| "first folder under /memories = workspace".into())
             ),
-            None => "local store".to_string(),
+            None => self.label.to_string(),
         }
     }
 }
@@ -153,7 +166,41 @@ pub async fn open(choice: &StoreChoice, settings: &Settings) -> Result<Opened> {
             Ok(opened(Arc::new(store), settings, None, None, None))
         }
         StoreChoice::ContextQ => open_contextq(settings).await,
+        StoreChoice::MemoryStores(id) => {
+            let options = memory_stores_options(id, |k| std::env::var(k).ok())?;
+            let store = contextq_memory_tool::memory_stores::MemoryStoresStore::new(options)?;
+            let mut o = opened(Arc::new(store), settings, None, None, None);
+            o.label = "a Memory Stores store";
+            Ok(o)
+        }
     }
+}
+
+/// Where a `memory-stores:ID` store is, from the environment (`var`): `ANTHROPIC_BASE_URL` with
+/// `ANTHROPIC_API_KEY` (the official SDKs' variables: Anthropic's service, or any), or else
+/// `CONTEXT_API_URL` with `CONTEXT_API_KEY` (a contextq-server, which serves the API at `/v1`).
+/// A URL is taken only with its own pair's key, so that a key is never sent to the other
+/// pair's server.
+fn memory_stores_options(
+    id: &str,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<contextq_memory_tool::memory_stores::MemoryStoresOptions> {
+    let set = |k: &str| {
+        var(k)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let (url, key, key_var) = match (set("ANTHROPIC_BASE_URL"), set("CONTEXT_API_URL")) {
+        (Some(url), _) => (url, set("ANTHROPIC_API_KEY"), "ANTHROPIC_API_KEY"),
+        (None, Some(url)) => (url, set("CONTEXT_API_KEY"), "CONTEXT_API_KEY"),
+        (None, None) => bail!(
+            "--store memory-stores:{id}: set ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (https://api.anthropic.com for Anthropic's service), or CONTEXT_API_URL and CONTEXT_API_KEY for a contextq-server"
+        ),
+    };
+    let Some(key) = key else {
+        bail!("--store memory-stores:{id}: the service is {url}; set {key_var} to its key");
+    };
+    Ok(contextq_memory_tool::memory_stores::MemoryStoresOptions::new(&url, &key, id))
 }
 
 fn opened(
@@ -182,6 +229,7 @@ fn opened(
         contextq,
         embedded,
         history,
+        label: "local store",
     }
 }
 
@@ -288,5 +336,74 @@ pub fn hint(e: &contextq_memory_tool::Error) -> Option<&'static str> {
             "the key in CONTEXT_API_KEY lacks the scope this needs (write, or admin to create workspaces)",
         ),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn memory_stores_take_a_url_with_its_own_key() {
+        let o = memory_stores_options(
+            "memstore_1",
+            env(&[
+                ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+                ("ANTHROPIC_API_KEY", "sk-ant-x"),
+                ("CONTEXT_API_URL", "http://127.0.0.1:1"),
+                ("CONTEXT_API_KEY", "sk_live_y"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (o.base_url.as_str(), o.api_key.as_str()),
+            ("https://api.anthropic.com", "sk-ant-x")
+        );
+        let o = memory_stores_options(
+            "memstore_1",
+            env(&[
+                ("ANTHROPIC_API_KEY", "sk-ant-x"),
+                ("CONTEXT_API_URL", "http://127.0.0.1:1"),
+                ("CONTEXT_API_KEY", "sk_live_y"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            (o.base_url.as_str(), o.api_key.as_str()),
+            ("http://127.0.0.1:1", "sk_live_y")
+        );
+        // Claude's own key is never sent to a ContextQ server's URL.
+        let e = memory_stores_options(
+            "memstore_1",
+            env(&[
+                ("ANTHROPIC_API_KEY", "sk-ant-x"),
+                ("CONTEXT_API_URL", "http://127.0.0.1:1"),
+            ]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("set CONTEXT_API_KEY"), "{e}");
+        assert!(!e.contains("sk-ant"), "{e}");
+        let e = memory_stores_options("memstore_1", env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ANTHROPIC_BASE_URL"), "{e}");
+    }
+
+    #[test]
+    fn store_choices_parse() {
+        assert_eq!(
+            "memory-stores:memstore_ab".parse::<StoreChoice>(),
+            Ok(StoreChoice::MemoryStores("memstore_ab".into()))
+        );
+        assert!("memory-stores:".parse::<StoreChoice>().is_err());
     }
 }

@@ -80,7 +80,8 @@ impl BackendError for MemoryStoresError {
 pub struct MemoryStoresOptions {
     /// The service's base URL (`https://api.anthropic.com`, or contextq-server's).
     pub base_url: String,
-    /// The key, sent as `Authorization: Bearer` (never shown: `Debug` masks it).
+    /// The key, sent as `x-api-key` as the official SDKs send it (never shown: `Debug` masks
+    /// it).
     pub api_key: String,
     /// The store's id (`memstore_...`).
     pub store_id: String,
@@ -123,6 +124,9 @@ contextq_api::setters!(MemoryStoresOptions {
 /// A [`Store`] over a store of the Memory Stores API. See the module documentation.
 pub struct MemoryStoresStore {
     options: MemoryStoresOptions,
+    /// The key as the `x-api-key` header the official SDKs send (Anthropic's service and
+    /// contextq-server both take it).
+    key: reqwest::header::HeaderValue,
     http: reqwest::Client,
     /// Memory ids by API path, as last seen.
     ids: Mutex<HashMap<String, String>>,
@@ -204,8 +208,19 @@ impl MemoryStoresStore {
             .map_err(|e| Error::Config {
                 message: format!("cannot build the HTTP client: {e}"),
             })?;
+        let mut key = reqwest::header::HeaderValue::from_str(&options.api_key).map_err(|_| {
+            Error::Config {
+                message: format!(
+                    "api_key: visible ASCII characters only, got {}",
+                    contextq_api::mask_secret(&options.api_key)
+                ),
+            }
+        })?;
+        // Kept out of reqwest's own `Debug` of the request.
+        key.set_sensitive(true);
         Ok(MemoryStoresStore {
             options,
+            key,
             http,
             ids: Mutex::new(HashMap::new()),
             reached: AtomicBool::new(false),
@@ -241,7 +256,7 @@ impl MemoryStoresStore {
                 let mut request = self
                     .http
                     .request(method.clone(), &url)
-                    .bearer_auth(&self.options.api_key)
+                    .header("x-api-key", self.key.clone())
                     .header("anthropic-version", "2023-06-01")
                     .header("anthropic-beta", ms::BETA);
                 if let Some(b) = body {

@@ -13,7 +13,7 @@ use crate::stores::{self, StoreChoice};
 #[derive(clap::Args)]
 pub(crate) struct Exec {
     /// contextq (the embedded store unless CONTEXT_API_URL or CONTEXT_API_KEY is set; a key
-    /// alone means http://localhost:38200), memory, or local:DIR.
+    /// alone means http://localhost:38200), memory, local:DIR, or memory-stores:STORE_ID.
     #[arg(long, default_value = "contextq")]
     pub(crate) store: StoreChoice,
     /// At the end, print {"commands": N, "seconds": S} (the loop alone) on stderr.

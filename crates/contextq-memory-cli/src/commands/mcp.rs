@@ -15,7 +15,7 @@ use crate::stores::{self, Settings, StoreChoice};
 #[derive(clap::Args)]
 pub(crate) struct Mcp {
     /// contextq (the embedded store unless CONTEXT_API_URL or CONTEXT_API_KEY is set),
-    /// memory, or local:DIR.
+    /// memory, local:DIR, or memory-stores:STORE_ID.
     #[arg(long, default_value = "contextq")]
     pub(crate) store: StoreChoice,
     #[command(flatten)]

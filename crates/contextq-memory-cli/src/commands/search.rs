@@ -23,7 +23,7 @@ pub(crate) struct Search {
     /// One JSON object per file per line: path, score, lines ([{line, text, marks}]).
     #[arg(long)]
     pub(crate) json: bool,
-    /// contextq (default), memory, or local:DIR.
+    /// contextq (default), memory, local:DIR, or memory-stores:STORE_ID (docs/memory-stores.md).
     #[arg(long, default_value = "contextq")]
     pub(crate) store: StoreChoice,
 }

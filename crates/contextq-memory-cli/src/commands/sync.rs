@@ -20,7 +20,7 @@ use crate::sync::{IGNORE_FILE, Prefer, Report, Rules, SyncOptions, sync};
 pub(crate) struct Sync {
     /// The folder (Claude Code's `~/.claude/projects/<p>/memory/`, an SDK `memories/` folder).
     pub(crate) dir: PathBuf,
-    /// contextq (default), memory, or local:DIR.
+    /// contextq (default), memory, local:DIR, or memory-stores:STORE_ID (docs/memory-stores.md).
     #[arg(long, default_value = "contextq")]
     pub(crate) store: StoreChoice,
     /// Where the folder's files live in the store.

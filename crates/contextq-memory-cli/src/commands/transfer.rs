@@ -14,7 +14,7 @@ use crate::transfer;
 /// Write every memory file under DIR/memories/ (atomic, idempotent).
 #[derive(clap::Args)]
 pub(crate) struct Export {
-    /// contextq (default), memory, or local:DIR.
+    /// contextq (default), memory, local:DIR, or memory-stores:STORE_ID (docs/memory-stores.md).
     #[arg(long, default_value = "contextq")]
     pub(crate) store: StoreChoice,
     /// The directory to write (files land in OUT/memories/...).
@@ -51,7 +51,7 @@ impl Export {
 pub(crate) struct Import {
     /// The directory to read.
     pub(crate) dir: PathBuf,
-    /// contextq (default), memory, or local:DIR.
+    /// contextq (default), memory, local:DIR, or memory-stores:STORE_ID (docs/memory-stores.md).
     #[arg(long, default_value = "contextq")]
     pub(crate) store: StoreChoice,
     /// Replace existing files whose content differs (default: leave them, counted as skipped).

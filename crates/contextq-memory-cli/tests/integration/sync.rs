@@ -296,7 +296,85 @@ async fn watch_follows_both_sides(b: Backend) {
     eprintln!("watch: local change in {local:?}, store change in {remote:?}");
 }
 
-contextq_server::database_tests!(two_machines_through_one_server, a_killed_sync_converges);
+/// Two machines in step through a store of the server's Memory Stores door
+/// (`--store memory-stores:ID`): what one folder holds, the other pulls, the door lists, and a
+/// store the key cannot reach is a clear error.
+async fn two_machines_through_a_memory_store(b: Backend) {
+    let served = Served::start(b, Plan::Unlimited).await;
+    let http = reqwest::Client::new();
+    let made: serde_json::Value = http
+        .post(format!("{}/v1/memory_stores", served.url))
+        .header("x-api-key", &served.key)
+        .json(&serde_json::json!({"name": "Team notes"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = made["id"].as_str().unwrap().to_string();
+    let choice = format!("memory-stores:{id}");
+    let (data, laptop, desktop) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    write(
+        laptop.path(),
+        "MEMORY.md",
+        "# Memory\n- [rust](topics/rust.md)\n",
+    );
+    write(laptop.path(), "topics/rust.md", "prefers Rust\r\n");
+    sync(data.path(), &served, laptop.path(), &["--store", &choice]).await;
+    let out = sync(data.path(), &served, desktop.path(), &["--store", &choice]).await;
+    assert!(String::from_utf8_lossy(&out.stdout).contains("pulled topics/rust.md"));
+    assert_eq!(files(laptop.path()), files(desktop.path()));
+    let listed: serde_json::Value = http
+        .get(format!("{}/v1/memory_stores/{id}/memories", served.url))
+        .header("x-api-key", &served.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut paths: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["/MEMORY.md", "/topics/rust.md"]);
+    // An edit on the desktop reaches the laptop through the store.
+    write(
+        desktop.path(),
+        "topics/rust.md",
+        "prefers Rust, and tests\n",
+    );
+    sync(data.path(), &served, desktop.path(), &["--store", &choice]).await;
+    sync(data.path(), &served, laptop.path(), &["--store", &choice]).await;
+    assert_eq!(files(laptop.path()), files(desktop.path()));
+    // A store that is not the key's: refused by name, nothing written.
+    let out = tokio::process::Command::new(BIN)
+        .env("CONTEXTQ_MEMORY_DATA_DIR", data.path())
+        .env("CONTEXT_API_URL", &served.url)
+        .env("CONTEXT_API_KEY", &served.key)
+        .args(["sync", "--store", "memory-stores:memstore_nosuchstore"])
+        .arg(laptop.path())
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("404") || said.contains("not_found"), "{said}");
+}
+
+contextq_server::database_tests!(
+    two_machines_through_one_server,
+    a_killed_sync_converges,
+    two_machines_through_a_memory_store
+);
 #[cfg(unix)]
 mod watching {
     use super::*;
