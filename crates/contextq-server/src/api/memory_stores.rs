@@ -346,7 +346,10 @@ async fn store_of(state: &AppState, caller: &Caller, store_id: &str) -> Result<S
     let missing = || DoorError::not_found(format!("no memory store {store_id:?}"));
     let ws = door::workspace_of(store_id).ok_or_else(missing)?;
     match door::get_store(&state.db, &caller.tenant_id, ws).await? {
-        Some(s) if caller.reaches(&s.slug) => Ok(s),
+        Some(s) if caller.reaches(&s.slug) => {
+            state.known_stores.put(&caller.tenant_id, &s);
+            Ok(s)
+        }
         _ => Err(missing()),
     }
 }
@@ -472,6 +475,8 @@ pub(super) async fn delete_store(
     Path(store_id): Path<String>,
 ) -> DoorResult {
     let store = store_of(&s, &caller, &store_id).await?;
+    s.known_stores
+        .forget(&caller.tenant_id, &store.workspace_id);
     door::delete_store(&s.db, caller.actor(), &store).await?;
     Ok(json(&DeletedMemoryStore {
         id: store.id(),
@@ -506,6 +511,7 @@ async fn store_and_memory_of(
     };
     match door::store_and_memory(&state.db, &caller.tenant_id, (ws, id), content).await? {
         Some((store, memory)) if caller.reaches(&store.slug) => {
+            state.known_stores.put(&caller.tenant_id, &store);
             Ok((store, memory.ok_or_else(no_memory)?))
         }
         _ => Err(no_store()),
@@ -537,14 +543,32 @@ pub(super) async fn create_memory(
     ms::check_path("path", &body.path).map_err(DoorError::invalid)?;
     let content = body.content.unwrap_or_default();
     ms::check_content(&content).map_err(DoorError::invalid)?;
-    // The store and the overlap check in one read (the same refusals as `store_of`).
     let missing = || DoorError::not_found(format!("no memory store {store_id:?}"));
     let ws = door::workspace_of(&store_id).ok_or_else(missing)?;
+    // A store read before: no read before the write (its checks are made again under the
+    // write's lock). A refusal that may come from what was kept being out of date (the store
+    // gone, or its slug another's) is decided again from a fresh read.
+    if let Some(store) = s.known_stores.get(&caller.tenant_id, ws) {
+        if !caller.reaches(&store.slug) {
+            return Err(missing());
+        }
+        let actor = caller.actor();
+        match door::create_memory(&s.db, actor, (&store, None), &body.path, &content).await {
+            Ok(m) => return Ok(json(&m.to_api(&store, full))),
+            Err(door::Refusal::Store(
+                crate::store::Error::WorkspaceNotFound { .. }
+                | crate::store::Error::ChangedConcurrently { .. },
+            )) => s.known_stores.forget(&caller.tenant_id, ws),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // The store and the overlap check in one read (the same refusals as `store_of`).
     let (store, blocked) =
         match door::store_and_overlap(&s.db, &caller.tenant_id, ws, (&body.path, None)).await? {
             Some((store, blocked)) if caller.reaches(&store.slug) => (store, blocked),
             _ => return Err(missing()),
         };
+    s.known_stores.put(&caller.tenant_id, &store);
     let m = door::create_memory(
         &s.db,
         caller.actor(),
@@ -644,6 +668,21 @@ pub(super) async fn update_memory(
             )));
         }
     };
+    // A content update in a store read before: no read before the write (its checks are made
+    // under the write's lock); what that path leaves undecided is decided here after a read.
+    if let (Some(content), None) = (&body.content, &body.path)
+        && let Some(ws) = door::workspace_of(&store_id)
+        && let Some(context_id) = context_of(&memory_id)
+        && let Some(store) = s.known_stores.get(&caller.tenant_id, ws)
+        && caller.reaches(&store.slug)
+    {
+        let actor = caller.actor();
+        let done =
+            door::update_content(&s.db, actor, &store, context_id, (content, expect)).await?;
+        if let Some(m) = done {
+            return Ok(json(&m.to_api(&store, full)));
+        }
+    }
     let (store, current) = store_and_memory_of(&s, &caller, (&store_id, &memory_id), false).await?;
     let change = MemoryChange {
         content: body.content.as_deref(),

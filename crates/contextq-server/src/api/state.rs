@@ -106,6 +106,8 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// `/ready`'s last probe ([`super::ready`]).
     pub readiness: Arc<super::ready::Readiness>,
+    /// Memory Stores read recently (a create through the door reads nothing before its write).
+    pub known_stores: Arc<crate::store::memory_stores::KnownStores>,
 }
 
 impl AppState {
@@ -126,6 +128,7 @@ impl AppState {
             sign_in: Arc::default(),
             metrics: Arc::default(),
             readiness: Arc::default(),
+            known_stores: Arc::default(),
         }
     }
 }

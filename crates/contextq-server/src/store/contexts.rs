@@ -25,8 +25,8 @@ use contextq_api::history::Action;
 
 pub use bulk::bulk_upsert;
 pub(crate) use bulk::bulk_upsert_with_seqs;
+pub(crate) use change::{Checked, delete_with, update_checked, update_with_seq};
 pub use change::{delete, delete_by_external, edit, update};
-pub(crate) use change::{delete_with, update_with_seq};
 pub(crate) use rename::{Also, rename_with};
 pub use rename::{Rename, rename};
 

@@ -558,6 +558,69 @@ async fn content_and_path_in_one_version(b: Backend) {
     s.stop_consistent().await;
 }
 
+/// A create reads nothing before its write once the store is known (docs/costs.md); what it
+/// kept may be out of date, and the write checks it under its lock: a store whose workspace was
+/// deleted through `/api` and made again with the same slug is another store, so a create with
+/// the old id is 404 and lands in neither; one archived through `/api` refuses creates.
+async fn a_known_store_checked_again_by_the_write(b: Backend) {
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Pro, ALL).await;
+    let api = &t.client;
+    let old = store(api, "Reused Name").await;
+    assert_eq!(
+        create(api, &old, "/one.md", "1").await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        create(api, &old, "/two.md", "2").await.status,
+        StatusCode::OK
+    );
+    // Its memories and workspace deleted behind the door's back.
+    let r = api
+        .post(
+            "/api/contexts/by-prefix/delete",
+            json!({"prefix": "mem-tool:reused-name/"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let r = api.delete("/api/workspaces/reused-name", None).await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    let new = store(api, "Reused Name").await;
+    assert_ne!(new, old);
+    let r = create(api, &old, "/three.md", "3").await;
+    anthropic_error(&r, 404, "not_found_error");
+    let (items, _) = walk(api, &format!("{STORES}/{new}/memories")).await;
+    assert!(items.is_empty(), "{items:?}");
+    // Known, then archived through /api: refused by the write.
+    let a = create(api, &new, "/a.md", "a").await;
+    assert_eq!(a.status, StatusCode::OK);
+    // A memory of one known store is not found through another known store's id.
+    let other = store(api, "Other").await;
+    assert_eq!(
+        create(api, &other, "/o.md", "o").await.status,
+        StatusCode::OK
+    );
+    let a_id = a.body["id"].as_str().unwrap();
+    let r = api
+        .post(
+            &format!("{STORES}/{other}/memories/{a_id}"),
+            json!({"content": "moved in"}),
+        )
+        .await;
+    anthropic_error(&r, 404, "not_found_error");
+    let got = api
+        .get(&format!("{STORES}/{new}/memories/{a_id}?view=full"))
+        .await;
+    assert_eq!(got.body["content"], "a");
+    let r = api
+        .post("/api/workspaces/reused-name/archive", json!({}))
+        .await;
+    assert!(r.status.is_success(), "{:?}", r.body);
+    let r = create(api, &new, "/b.md", "b").await;
+    anthropic_error(&r, 409, "conflict_error");
+    s.stop_consistent().await;
+}
+
 /// Paging while others write: every memory that existed throughout is listed exactly once.
 async fn paging_while_others_write(b: Backend) {
     let s = TestServer::start(b).await;
@@ -1005,6 +1068,7 @@ contextq_server::database_tests!(
     stores_stop_at_the_plans_cap,
     a_large_store_deleted_in_few_transactions,
     content_and_path_in_one_version,
+    a_known_store_checked_again_by_the_write,
     paging_while_others_write,
     the_attackers_requests,
     redaction_reaches_every_door,

@@ -81,7 +81,7 @@ pub async fn bulk_upsert(
     actor: Actor<'_>,
     items: &[ContextInput],
 ) -> Result<Vec<UpsertResult>> {
-    upsert(db, actor, items, None, None).await
+    upsert(db, actor, items, None, &[]).await
 }
 
 /// What [`bulk_upsert_with_seqs`] wrote.
@@ -96,15 +96,15 @@ pub(crate) struct Upserted {
 }
 
 /// [`bulk_upsert`], also answering each version's `seq` and the time written (the Memory
-/// Stores door's answer, without a read after the write), with `guard` checked under the lock.
+/// Stores door's answer, without a read after the write), with `guards` checked under the lock.
 pub(crate) async fn bulk_upsert_with_seqs(
     db: &Db,
     actor: Actor<'_>,
     items: &[ContextInput],
-    guard: Option<&Guard>,
+    guards: &[Guard],
 ) -> Result<Upserted> {
     let mut written = None;
-    let results = upsert(db, actor, items, Some(&mut written), guard).await?;
+    let results = upsert(db, actor, items, Some(&mut written), guards).await?;
     let (seqs, at) = written.unwrap_or_default();
     Ok(Upserted { results, seqs, at })
 }
@@ -119,7 +119,7 @@ async fn upsert(
     actor: Actor<'_>,
     items: &[ContextInput],
     written: Option<&mut Option<SeqsAndTime>>,
-    guard: Option<&Guard>,
+    guards: &[Guard],
 ) -> Result<Vec<UpsertResult>> {
     check_items(items)?;
     let slugs: Vec<&str> = items
@@ -143,7 +143,7 @@ async fn upsert(
             .map(|c| (c.external_id.as_str(), c))
             .collect();
         let mut w = Upserting::new(db, actor, head, &found);
-        if let Some(g) = guard {
+        for g in guards {
             g.push(&mut w.batch);
         }
         let mut results = Vec::with_capacity(items.len());

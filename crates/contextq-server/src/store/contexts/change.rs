@@ -98,6 +98,55 @@ pub(crate) async fn update_with_seq(
     Ok((context, seq))
 }
 
+/// What the check of an [`update_checked`] decided, under the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// Write the new content.
+    Write,
+    /// The context already is as asked: write nothing.
+    Unchanged,
+}
+
+/// [`update_with_seq`] whose condition `check` decides under the lock, on the context as locked
+/// and its workspace's id (a refusal it returns rolls back): the Memory Stores door's content
+/// update, which then reads nothing before its write. `Ok(None)`: `check` said unchanged.
+pub(crate) async fn update_checked(
+    db: &Db,
+    actor: Actor<'_>,
+    id: &str,
+    content: &str,
+    check: impl FnOnce(&Context, &str) -> Result<Checked>,
+) -> Result<Option<(Context, i64)>> {
+    check_content(content)?;
+    let read = lock_context(db, actor.tenant_id, "c.id", id);
+    write(db, actor, id, read, |mut head, row| {
+        let locked = Locked::from_row(row)?;
+        let versions = locked.versions(db, actor);
+        let Some((old, _)) = &locked.context else {
+            return Err(Error::ContextNotFound { id: id.to_string() });
+        };
+        let workspace_id = present(locked.workspace_id.clone())?;
+        if check(old, &workspace_id)? == Checked::Unchanged {
+            return Ok(Outcome::Unchanged(None));
+        }
+        let old = writable(locked.context, id, None)?;
+        let new = Context {
+            content: content.to_string(),
+            version: old.version + 1,
+            updated_at: now(),
+            ..old.clone()
+        };
+        let mut batch = Batch::default();
+        let change = Updated {
+            old: &old,
+            new: &new,
+        };
+        let seq = change.write(&mut batch, &mut head, actor, versions, &workspace_id);
+        Ok(Outcome::Write(head, batch, Some((new, seq))))
+    })
+    .await
+}
+
 /// `POST /api/contexts/by-external/:externalId/edit` (extension `text-edit`): applies `edit`
 /// under the lock, so concurrent edits never conflict. The context must be within `scope` (else
 /// it is "not found"), and be at `if_match` when given. Sent with an `Idempotency-Key`

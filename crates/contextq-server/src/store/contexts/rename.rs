@@ -28,7 +28,7 @@ pub async fn rename(db: &Db, actor: Actor<'_>, r: Rename<'_>, scope: Scope<'_>) 
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Also<'a> {
     /// Checked under the lock (no memory overlaps the destination).
-    pub guard: Option<&'a Guard>,
+    pub guards: &'a [Guard],
     /// New content, written by the same move: one version at the new id.
     pub content: Option<&'a str>,
     /// Only from this version.
@@ -108,7 +108,7 @@ pub(crate) async fn rename_with(
         };
         let workspace_id = present(workspace_id)?;
         let mut batch = Batch::default();
-        if let Some(g) = also.guard {
+        for g in also.guards {
             g.push(&mut batch);
         }
         push_move(
