@@ -131,6 +131,10 @@ impl Dialect for Postgres {
     fn explain(&self) -> (&'static str, &'static str) {
         ("EXPLAIN", "QUERY PLAN")
     }
+
+    fn filter_only(&self, column: &str) -> String {
+        column.to_string()
+    }
 }
 
 /// The query as `tsquery` text: each term a single-quoted lexeme (`'` and `\` escaped, though

@@ -165,6 +165,11 @@ impl Dialect for Sqlite {
     fn explain(&self) -> (&'static str, &'static str) {
         ("EXPLAIN QUERY PLAN", "detail")
     }
+
+    fn filter_only(&self, column: &str) -> String {
+        // Unary `+` takes the term out of SQLite's index choices and changes no value.
+        format!("+{column}")
+    }
 }
 
 /// The query as an FTS5 expression over the columns `path` and `body`: each term a
