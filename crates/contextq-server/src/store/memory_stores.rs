@@ -788,7 +788,7 @@ fn slug_guard(tenant_id: &str, store: &Store) -> contexts::Guard {
 /// Stores read recently, by tenant and workspace id: what a create through the door needs
 /// before its write (the slug its external ids are made of, and whether the key reaches it),
 /// so that it reads nothing first. A store found here may be out of date; the write checks what
-/// matters under its lock (the workspace by slug exists and is not archived; [`slug_guard`]),
+/// matters under its lock (the workspace by slug exists and is not archived, and the slug is still its own),
 /// and a store deleted since is then "not found". At most [`KnownStores::MAX`] entries: past
 /// it the map starts again empty.
 #[derive(Debug, Default)]
