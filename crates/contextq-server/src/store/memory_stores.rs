@@ -368,6 +368,25 @@ pub struct MemoryRow {
 }
 
 impl MemoryRow {
+    /// The memory a write just made of `c`, at `path`, its version `seq`: the answer made from
+    /// what was written, without a read after the write.
+    fn written(c: contextq_api::Context, path: String, seq: i64) -> MemoryRow {
+        MemoryRow {
+            context_id: c.id,
+            external_id: c.external_id,
+            path,
+            version: c.version,
+            sha256: sha256_hex(&c.content),
+            size: c.content.len() as u64,
+            version_seq: Some(seq),
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+            content: Some(c.content),
+        }
+    }
+}
+
+impl MemoryRow {
     /// As the API shows it, in `store`, with its content when `full`.
     pub fn to_api(&self, store: &Store, full: bool) -> Memory {
         Memory {
@@ -1004,20 +1023,10 @@ pub async fn update_content(
         }
     };
     match contexts::update_checked(db, actor, context_id, content, check).await {
-        Ok(Some((c, seq))) => Ok(
-            ms::path_of(&store.slug, &c.external_id).map(|path| MemoryRow {
-                context_id: c.id.clone(),
-                path,
-                version: c.version,
-                content: Some(content.to_string()),
-                sha256: sha256_hex(content),
-                size: content.len() as u64,
-                version_seq: Some(seq),
-                created_at: c.created_at,
-                updated_at: c.updated_at,
-                external_id: c.external_id,
-            }),
-        ),
+        Ok(Some((c, seq))) => {
+            Ok(ms::path_of(&store.slug, &c.external_id)
+                .map(|path| MemoryRow::written(c, path, seq)))
+        }
         Ok(None) => Ok(None),
         Err(Error::VersionMismatch { .. }) if stale => Err(Refusal::Precondition(format!(
             "the memory's content_sha256 is not {}: it changed since it was read; read it again and retry",
@@ -1077,15 +1086,7 @@ pub async fn update_memory(
         let id = &current.context_id;
         return match contexts::update_with_seq(db, actor, id, content, (None, None), if_match).await
         {
-            Ok((c, seq)) => Ok(MemoryRow {
-                version: c.version,
-                content: Some(content.to_string()),
-                sha256: sha256_hex(content),
-                size: content.len() as u64,
-                version_seq: Some(seq),
-                updated_at: c.updated_at,
-                ..current
-            }),
+            Ok((c, seq)) => Ok(MemoryRow::written(c, current.path, seq)),
             Err(Error::VersionMismatch { .. } | Error::ChangedConcurrently { .. })
                 if change.expect_sha256.is_some() =>
             {
