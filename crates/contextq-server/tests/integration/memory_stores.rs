@@ -748,6 +748,22 @@ async fn the_attackers_requests(b: Backend) {
         403,
         "permission_error",
     );
+    // The store is known to the server (the full key's requests): a write through the door
+    // that reads nothing first still holds the key to its workspaces.
+    anthropic_error(
+        &create(&lim, &st, "/through-the-cache.md", "x").await,
+        404,
+        "not_found_error",
+    );
+    anthropic_error(
+        &lim.post(
+            &format!("{STORES}/{st}/memories/{mem}"),
+            json!({"content": "rewritten"}),
+        )
+        .await,
+        404,
+        "not_found_error",
+    );
     let ro = contextq_server::admin::create_key(&s.db, &t.tenant_id, None, &[Scope::Read])
         .await
         .unwrap();

@@ -444,6 +444,33 @@ pub async fn delete_memory(
 mod tests {
     use super::*;
 
+    /// What the server keeps of stores is bounded whatever is sent: past [`KnownStores::MAX`]
+    /// the map starts again, and a tenant's entry is never another's.
+    #[test]
+    fn known_stores_stay_bounded_and_per_tenant() {
+        let known = KnownStores::default();
+        let store = |n: usize| Store {
+            workspace_id: format!("ws_{n}"),
+            slug: format!("s{n}"),
+            name: format!("s{n}"),
+            archived: false,
+            created_at: now(),
+            description: None,
+            metadata: None,
+            updated_at: None,
+            archived_at: None,
+        };
+        for n in 0..10_000 {
+            known.put("t1", &store(n));
+            assert!(known.len() <= KnownStores::MAX);
+        }
+        known.put("t1", &store(1));
+        assert!(known.get("t1", "ws_1").is_some());
+        assert!(known.get("t2", "ws_1").is_none());
+        known.forget("t1", "ws_1");
+        assert!(known.get("t1", "ws_1").is_none());
+    }
+
     /// The overlap check runs in every door write: on a database nobody analysed, SQLite must
     /// plan it as index seeks, never a scan of the tenant's contexts (an `OR` of the key list and
     /// the range in one `WHERE` was planned as one, 17 ms a create at 100,000 memories).
