@@ -464,11 +464,6 @@ impl Store for Faulty {
     }
 }
 
-/// Every file below `dir` (conflict files included) by its path, with its content.
-fn snapshot(dir: &Path) -> BTreeMap<String, String> {
-    folder(dir)
-}
-
 /// The sync's promise for one pass over one folder: a file's content the pass replaced or
 /// removed was agreed before (so the store holds or held it: `written`), or is kept in the
 /// folder (a conflict file).
@@ -569,7 +564,7 @@ async fn model(inner: Arc<dyn Store>, seed: u64, folders: usize, steps: usize) -
                         ..opts(&format!("h{d}"))
                     })
                     .collect();
-                let before: Vec<_> = picked.iter().map(|&d| snapshot(dirs[d].path())).collect();
+                let before: Vec<_> = picked.iter().map(|&d| folder(dirs[d].path())).collect();
                 let baselines: Vec<Option<Vec<u8>>> = picked
                     .iter()
                     .map(|&d| std::fs::read(Baseline::path(dirs[d].path())).ok())
@@ -589,7 +584,7 @@ async fn model(inner: Arc<dyn Store>, seed: u64, folders: usize, steps: usize) -
                 for (i, (&d, r)) in picked.iter().zip(done).enumerate() {
                     let written = faulty.written.lock().unwrap().clone();
                     let pass = format!("seed {seed} step {step} folder {d}");
-                    nothing_lost_by(&pass, &before[i], &snapshot(dirs[d].path()), &written);
+                    nothing_lost_by(&pass, &before[i], &folder(dirs[d].path()), &written);
                     if trace {
                         match &r {
                             Ok(r) => eprintln!("  sync {d}: {:?}", actions(r)),

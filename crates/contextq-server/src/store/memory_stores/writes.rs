@@ -444,22 +444,27 @@ pub async fn delete_memory(
 mod tests {
     use super::*;
 
-    /// What the server keeps of stores is bounded whatever is sent: past [`KnownStores::MAX`]
-    /// the map starts again, and a tenant's entry is never another's.
-    #[test]
-    fn known_stores_stay_bounded_and_per_tenant() {
-        let known = KnownStores::default();
-        let store = |n: usize| Store {
-            workspace_id: format!("ws_{n}"),
-            slug: format!("s{n}"),
-            name: format!("s{n}"),
+    /// A store of workspace `id` with `slug`, as its row would hold it.
+    fn a_store(id: &str, slug: &str) -> Store {
+        Store {
+            workspace_id: id.into(),
+            slug: slug.into(),
+            name: slug.into(),
             archived: false,
             created_at: now(),
             description: None,
             metadata: None,
             updated_at: None,
             archived_at: None,
-        };
+        }
+    }
+
+    /// What the server keeps of stores is bounded whatever is sent: past [`KnownStores::MAX`]
+    /// the map starts again, and a tenant's entry is never another's.
+    #[test]
+    fn known_stores_stay_bounded_and_per_tenant() {
+        let known = KnownStores::default();
+        let store = |n: usize| a_store(&format!("ws_{n}"), &format!("s{n}"));
         for n in 0..10_000 {
             known.put("t1", &store(n));
             assert!(known.len() <= KnownStores::MAX);
@@ -481,17 +486,7 @@ mod tests {
         let db = Db::connect(&url, &crate::DbOptions::default())
             .await
             .unwrap();
-        let store = Store {
-            workspace_id: "ws_1".into(),
-            slug: "team".into(),
-            name: "team".into(),
-            archived: false,
-            created_at: now(),
-            description: None,
-            metadata: None,
-            updated_at: None,
-            archived_at: None,
-        };
+        let store = a_store("ws_1", "team");
         for guard in [
             overlap_guard("t", &store, "/a/b/c.md", None),
             overlap_guard("t", &store, "/a", Some("ctx_1")),
