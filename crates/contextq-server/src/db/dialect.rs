@@ -15,13 +15,13 @@ mod sqlite;
 
 pub(crate) use sqlite::MERGE_ALL;
 
-/// A document of the search index: context `id` of `tenant_id`, its path's and content's terms
-/// (`contextq_api::search::index_terms`); `fresh`: created in this batch, nothing to replace.
+/// A document of the search index: context `id` of `tenant_id`, with the values the dialect
+/// made of its terms ([`Dialect::index_values`]); `fresh`: created in this batch, nothing to
+/// replace.
 pub(crate) struct IndexDoc<'a> {
     pub tenant_id: &'a str,
     pub id: &'a str,
-    pub path: &'a [String],
-    pub content: &'a [String],
+    pub values: Vec<String>,
     pub fresh: bool,
 }
 
@@ -108,6 +108,11 @@ pub(crate) trait Dialect: Send + Sync {
     /// engine can notify ([`crate::auth::watch_revocations`] listens); `None`: they notice by
     /// the signal file and the key cache's TTL.
     fn revocation_notice(&self) -> Option<&'static str>;
+
+    /// The values the search index stores for a document of `tenant_id` with these path and
+    /// content terms (`contextq_api::search::index_terms`): made apart from
+    /// [`Dialect::index_put`] so that a write can make them before it takes the write lock.
+    fn index_values(&self, tenant_id: &str, path: &[String], content: &[String]) -> Vec<String>;
 
     /// The statements that make the search index hold `doc`, replacing what it held.
     fn index_put(&self, doc: IndexDoc<'_>) -> Vec<Statement>;

@@ -437,17 +437,26 @@ impl DirectConnection {
         slot: Slot,
         statements: Vec<(String, Vec<Bind>, Option<u64>)>,
         commits: Arc<AtomicU64>,
-    ) -> Result<Slot, CommitError> {
+    ) -> Result<(), CommitError> {
         if self.inline_commits {
             let guard = self.lock();
             let conn = guard.as_ref().ok_or_else(closed)?;
             apply(conn, &statements, &commits)?;
-            return Ok(slot);
+            drop(slot);
+            return Ok(());
         }
-        let (out, slot) = self
-            .on_thread(slot, move |conn| apply(conn, &statements, &commits), |_| {})
+        // The statements come back to be freed here, after the slot: freeing a large batch
+        // (a bulk upsert's contents) is work the next write need not wait for.
+        let ((out, statements), slot) = self
+            .on_thread(
+                slot,
+                move |conn| (apply(conn, &statements, &commits), statements),
+                |_| {},
+            )
             .await?;
-        out.map(|()| slot)
+        drop(slot);
+        drop(statements);
+        out
     }
 
     /// One step of merging the search index's segments (module `merges`), on the connection's

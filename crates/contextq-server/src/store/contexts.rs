@@ -17,7 +17,7 @@ use sqlx::AnyConnection;
 
 use super::decode;
 use super::history::{Change, Kept, Usage, Versions, kept_columns, kept_from, usage_columns};
-use super::search::Terms;
+use super::search::{Indexed, Terms};
 use super::{Actor, Error, Outcome, Result, new_id, now, tags_from, tags_text, workspaces, write};
 use crate::audit::Head;
 use crate::db::{Batch, Bind, Db, Row, placeholders};

@@ -35,28 +35,59 @@ impl Terms {
             content: index_terms(content, MAX_CONTENT_TERMS),
         }
     }
+
+    /// The values `db`'s index stores for them in `tenant_id` (its dialect's
+    /// [`Dialect::index_values`]: the joined texts, or the `tsvector`), made now rather than
+    /// when the write's batch is committed, which is under the write lock.
+    pub(crate) fn made_for(self, db: &Db, tenant_id: &str) -> Indexed {
+        let dialect = db.dialect();
+        Indexed::Made {
+            dialect,
+            values: dialect.index_values(tenant_id, &self.path, &self.content),
+        }
+    }
+}
+
+/// What a write indexes for one context: its terms, or the values a dialect made of them.
+pub(crate) enum Indexed {
+    Terms(Terms),
+    /// [`Terms::made_for`]: for the database whose dialect this is (a batch is committed where
+    /// it was made).
+    Made {
+        dialect: &'static dyn Dialect,
+        values: Vec<String>,
+    },
+}
+
+impl From<Terms> for Indexed {
+    fn from(terms: Terms) -> Self {
+        Indexed::Terms(terms)
+    }
 }
 
 /// The statements that make the index hold `terms` for context `id`, replacing what it held:
 /// added to a write's batch.
-pub(crate) fn put(tenant_id: &str, id: &str, terms: Terms) -> Dialects {
-    put_as(tenant_id, id, terms, false)
+pub(crate) fn put(tenant_id: &str, id: &str, terms: impl Into<Indexed>) -> Dialects {
+    put_as(tenant_id, id, terms.into(), false)
 }
 
 /// [`put`] for a context created in this batch: nothing of it to replace (on SQLite, no delete
 /// before the insert).
-pub(crate) fn put_new(tenant_id: &str, id: &str, terms: Terms) -> Dialects {
-    put_as(tenant_id, id, terms, true)
+pub(crate) fn put_new(tenant_id: &str, id: &str, terms: impl Into<Indexed>) -> Dialects {
+    put_as(tenant_id, id, terms.into(), true)
 }
 
-fn put_as(tenant_id: &str, id: &str, terms: Terms, fresh: bool) -> Dialects {
+fn put_as(tenant_id: &str, id: &str, indexed: Indexed, fresh: bool) -> Dialects {
     let (tenant_id, id) = (tenant_id.to_string(), id.to_string());
     Dialects::new(move |d| {
+        let (d, values) = match indexed {
+            Indexed::Terms(t) => (d, d.index_values(&tenant_id, &t.path, &t.content)),
+            Indexed::Made { dialect, values } => (dialect, values),
+        };
         d.index_put(IndexDoc {
             tenant_id: &tenant_id,
             id: &id,
-            path: &terms.path,
-            content: &terms.content,
+            values,
             fresh,
         })
     })
@@ -109,8 +140,7 @@ pub(crate) async fn backfill(conn: &mut AnyConnection, dialect: &dyn Dialect) ->
             let doc = IndexDoc {
                 tenant_id: &tenant,
                 id: &id,
-                path: &terms.path,
-                content: &terms.content,
+                values: dialect.index_values(&tenant, &terms.path, &terms.content),
                 fresh: false,
             };
             for (sql, binds) in dialect.index_put(doc) {
@@ -346,4 +376,35 @@ pub async fn explain(db: &Db, tenant_id: &str, q: &SearchQuery) -> Result<Vec<St
     rows.iter()
         .map(|r| Ok(r.try_get::<String, _>(column)?))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Backend;
+
+    /// A bulk upsert makes the index's values before the write lock ([`Terms::made_for`]);
+    /// every other write lets the batch make them: both must write the same statements.
+    #[test]
+    fn values_made_early_are_the_values_made_late() {
+        let (path, content) = (
+            "/memories/a/b.md",
+            "Deploys go out on Tuesdays; café ok, it's \\ $1 'q'",
+        );
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            for fresh in [false, true] {
+                let late = put_as("t1", "ctx_1", Terms::of(path, content).into(), fresh);
+                let terms = Terms::of(path, content);
+                let dialect = backend.dialect();
+                let early = Indexed::Made {
+                    dialect,
+                    values: dialect.index_values("t1", &terms.path, &terms.content),
+                };
+                let early = put_as("t1", "ctx_1", early, fresh);
+                let (late, early) = (late.statements(backend), early.statements(backend));
+                assert!(!late.is_empty());
+                assert_eq!(late, early, "{backend:?}, fresh {fresh}");
+            }
+        }
+    }
 }

@@ -59,16 +59,21 @@ impl Dialect for Postgres {
         Some("SELECT pg_notify($1, '')")
     }
 
+    fn index_values(&self, tenant_id: &str, path: &[String], content: &[String]) -> Vec<String> {
+        vec![tsvector(tenant_id, path, content)]
+    }
+
     fn index_put(&self, doc: IndexDoc<'_>) -> Vec<Statement> {
+        let mut binds = vec![
+            Bind::Text(doc.id.to_string()),
+            Bind::Text(doc.tenant_id.to_string()),
+        ];
+        binds.extend(doc.values.into_iter().map(Bind::Text));
         vec![(
             "INSERT INTO context_search (context_id, tenant_id, doc) VALUES ($1, $2, $3::tsvector) \
              ON CONFLICT (context_id) DO UPDATE SET doc = EXCLUDED.doc, tenant_id = EXCLUDED.tenant_id"
                 .into(),
-            vec![
-                Bind::Text(doc.id.to_string()),
-                Bind::Text(doc.tenant_id.to_string()),
-                Bind::Text(tsvector(doc.tenant_id, doc.path, doc.content)),
-            ],
+            binds,
         )]
     }
 

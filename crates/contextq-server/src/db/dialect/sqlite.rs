@@ -57,6 +57,10 @@ impl Dialect for Sqlite {
         None
     }
 
+    fn index_values(&self, tenant_id: &str, path: &[String], content: &[String]) -> Vec<String> {
+        vec![scope_term(tenant_id), path.join(" "), content.join(" ")]
+    }
+
     fn index_put(&self, doc: IndexDoc<'_>) -> Vec<Statement> {
         let fresh = doc.fresh;
         let id = Bind::Text(doc.id.to_string());
@@ -83,16 +87,13 @@ impl Dialect for Sqlite {
                 vec![id.clone()],
             ));
         }
+        let mut binds = vec![id];
+        binds.extend(doc.values.into_iter().map(Bind::Text));
         out.push((
             "INSERT INTO context_fts (rowid, scope, path, body) \
              VALUES ((SELECT n FROM search_docs WHERE context_id = $1), $2, $3, $4)"
                 .into(),
-            vec![
-                id,
-                Bind::Text(scope_term(doc.tenant_id)),
-                Bind::Text(doc.path.join(" ")),
-                Bind::Text(doc.content.join(" ")),
-            ],
+            binds,
         ));
         out
     }

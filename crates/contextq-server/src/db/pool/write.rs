@@ -106,7 +106,7 @@ impl Write {
                     .await
                 {
                     // Committed, or rolled back by the failure: ended either way.
-                    Ok(_slot) => {
+                    Ok(()) => {
                         self.open = false;
                         Ok(())
                     }

@@ -129,10 +129,10 @@ async fn upsert(
         .into_iter()
         .collect();
     let read = bulk_read(db, actor.tenant_id, items, &slugs);
-    // Tokenized before the write lock is taken (search::Terms).
-    let terms: Vec<Terms> = items
+    // Tokenized, and the index's values made, before the write lock is taken (search::Terms).
+    let terms: Vec<Indexed> = items
         .iter()
-        .map(|i| Terms::of(&i.external_id, &i.content))
+        .map(|i| Terms::of(&i.external_id, &i.content).made_for(db, actor.tenant_id))
         .collect();
     write(db, actor, &items[0].external_id, read, |head, row| {
         let found = Found::from_row(row, actor.tenant_id)?;
@@ -147,7 +147,7 @@ async fn upsert(
             g.push(&mut w.batch);
         }
         let mut results = Vec::with_capacity(items.len());
-        let mut creates: Vec<(&ContextInput, String, Terms)> = Vec::new();
+        let mut creates: Vec<(&ContextInput, String, Indexed)> = Vec::new();
         for (item, terms) in items.iter().zip(terms) {
             let ws = targets[item.workspace.as_str()];
             let Some(old) = stored.get(item.external_id.as_str()) else {
@@ -322,7 +322,7 @@ impl<'a> Upserting<'a> {
     pub(super) fn update(
         &mut self,
         item: &ContextInput,
-        terms: Terms,
+        terms: Indexed,
         old: &Stored,
         ws: &TargetWorkspace,
     ) -> Result<i64> {
@@ -385,7 +385,7 @@ impl<'a> Upserting<'a> {
     /// The new contexts `creates` (each with its new id), in one statement.
     pub(super) fn insert(
         &mut self,
-        creates: Vec<(&ContextInput, String, Terms)>,
+        creates: Vec<(&ContextInput, String, Indexed)>,
         targets: &HashMap<&str, &TargetWorkspace>,
     ) {
         let tenant_id = self.actor.tenant_id;
