@@ -252,11 +252,16 @@ impl Head {
         if self.appended.is_empty() && self.usage == (0, 0) {
             return;
         }
-        for row in &self.appended {
-            let sql = dialect.insert_activity();
-            batch.push(
-                sql,
-                vec![
+        // One statement per [`ROWS_PER_INSERT`] rows (a write of many files is one insert of
+        // their audit rows, not one each).
+        for rows in self.appended.chunks(ROWS_PER_INSERT) {
+            let sql = match rows.len() {
+                1 => dialect.insert_activity().to_string(),
+                n => dialect.insert_activities(n),
+            };
+            let mut binds = Vec::with_capacity(rows.len() * 11);
+            for row in rows {
+                binds.extend([
                     Bind::Text(self.tenant_id.clone()),
                     Bind::Int(row.tenant_seq),
                     Bind::OptText(row.api_key_id.clone()),
@@ -268,9 +273,9 @@ impl Head {
                     Bind::OptText(row.prev_hash.clone()),
                     Bind::Text(row.hash.clone()),
                     Bind::OptText(row.mac.clone()),
-                ],
-                Some(1),
-            );
+                ]);
+            }
+            batch.push(sql, binds, Some(rows.len() as u64));
         }
         let mac = match (&self.key, self.keyed_from) {
             (Some(key), Some(from)) => {
@@ -294,6 +299,10 @@ impl Head {
         );
     }
 }
+
+/// Audit rows one statement of [`Head::write`] inserts at most: 11,000 values, under SQLite's
+/// 32,766.
+pub const ROWS_PER_INSERT: usize = 1_000;
 
 /// Checks the database's audit key against the one it is opened with ([`Db::audit_key`]):
 /// a database keyed once (`audit_meta` names the key's fingerprint) is refused without its key
@@ -455,5 +464,45 @@ mod tests {
         assert_ne!(a, row("a", "bc").chain_hash());
         assert_eq!(a, row("ab", "c").chain_hash());
         assert_ne!(a, row("ab", "c").legacy_hash());
+    }
+
+    /// Many rows are inserted a thousand to a statement, each row with its own values, and
+    /// the head moves once after them.
+    #[test]
+    fn many_rows_are_inserted_a_thousand_at_a_time() {
+        for backend in [crate::db::Backend::Sqlite, crate::db::Backend::Postgres] {
+            let mut head = Head::new("t", 0, None, None, None, None).unwrap();
+            for i in 0..2_500 {
+                let id = format!("e{i}");
+                head.append(Record {
+                    tenant_id: "t",
+                    api_key_id: None,
+                    action: "context.create",
+                    entity_type: "context",
+                    entity_id: &id,
+                    detail: "{}".into(),
+                });
+            }
+            let mut batch = Batch::default();
+            head.write(&mut batch, backend.dialect());
+            let st = batch.statements();
+            assert_eq!(
+                st.len(),
+                4,
+                "{backend:?}: three inserts and the head's move"
+            );
+            let rows: Vec<Option<u64>> = st.iter().map(|s| s.2).collect();
+            assert_eq!(rows, [Some(1000), Some(1000), Some(500), Some(1)]);
+            assert_eq!(st[2].1.len(), 500 * 11);
+            // The last row's values are the 2,500th row's: its number in the chain and entity.
+            let last = &st[2].1[499 * 11..];
+            assert_eq!(last[1], Bind::Int(2_500));
+            assert_eq!(last[5], Bind::Text("e2499".into()));
+            assert!(st[2].0.contains(&format!("${}", 500 * 11)), "{backend:?}");
+            assert!(
+                !st[2].0.contains(&format!("${}", 500 * 11 + 1)),
+                "{backend:?}"
+            );
+        }
     }
 }

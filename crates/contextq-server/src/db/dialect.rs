@@ -93,6 +93,11 @@ pub(crate) trait Dialect: Send + Sync {
     /// id, detail, created_at, prev_hash, hash, mac), its global `seq` numbered.
     fn insert_activity(&self) -> &'static str;
 
+    /// The insert of `rows` audit rows (each with [`Dialect::insert_activity`]'s values, in
+    /// turn: `$1..$11` the first row's, `$12..$22` the second's), their global `seq` numbered
+    /// in the order given.
+    fn insert_activities(&self, rows: usize) -> String;
+
     /// The statement that locks the tenant's (`$1`) chain head (`audit_heads`) until the
     /// transaction ends, and returns no rows: the first of every write ([`super::Db::begin_with_read`]).
     fn lock_head(&self) -> &'static str;

@@ -302,6 +302,9 @@ fn check_tags(tags: &[String]) -> Result<()> {
 
 /// Statements that make a context's tag rows `new` where they were `old`.
 fn retag(batch: &mut Batch, tenant_id: &str, context_id: &str, old: &[String], new: &[String]) {
+    if old.is_empty() && new.is_empty() {
+        return;
+    }
     let gone: Vec<&String> = old
         .iter()
         .filter(|t| !new.contains(t))

@@ -200,40 +200,13 @@ impl<'a> Versions<'a> {
             );
         }
         batch.push(
-            "INSERT INTO version_counters (tenant_id, external_id, last_version) VALUES ($1, $2, $3) \
-             ON CONFLICT (tenant_id, external_id) DO UPDATE SET last_version = excluded.last_version",
-            vec![
-                Bind::Text(self.tenant_id.to_string()),
-                Bind::Text(change.external_id.to_string()),
-                Bind::Int(version),
-            ],
+            format!("{COUNTERS_INSERT} ($1, $2, $3){COUNTERS_CONFLICT}"),
+            counter_values(self.tenant_id, &change, version),
             Some(1),
         );
         batch.push(
-            "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded, renamed_from, restored_from) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
-            vec![
-                Bind::Text(self.tenant_id.to_string()),
-                Bind::Int(change.seq),
-                Bind::Text(change.external_id.to_string()),
-                Bind::Int(version),
-                Bind::Text(change.context_id.to_string()),
-                Bind::Int(change.context_version),
-                Bind::Text(change.workspace_id.to_string()),
-                Bind::Text(change.action.as_str().to_string()),
-                Bind::Text(change.kind.to_string()),
-                Bind::OptText(change.title.map(str::to_string)),
-                Bind::Text(tags_text(change.tags)),
-                Bind::OptText(change.content.map(str::to_string)),
-                Bind::Int(change.content.map_or(0, |c| c.len() as i64)),
-                Bind::OptText(self.key_id.map(str::to_string)),
-                Bind::Text(change.at.to_string()),
-                Bind::OptText(change.content.map(sha256_hex)),
-                // A delete is never the version the bound must keep.
-                Bind::Int(i64::from(change.action == Action::Delete)),
-                Bind::OptText(change.renamed_from.map(str::to_string)),
-                Bind::OptInt(change.restored_from),
-            ],
+            format!("{VERSIONS_INSERT} {}", value_rows(1, VERSION_COLUMNS)),
+            version_values((self.tenant_id, self.key_id), &change, version),
             Some(1),
         );
         self.inserted += 1;
@@ -257,6 +230,51 @@ impl<'a> Versions<'a> {
             min: Some(new_min),
             last: Some(version),
         };
+    }
+
+    /// [`push`](Self::push) for each of `changes`, each of another external id: those of
+    /// external ids that never had a version (first versions: nothing to supersede or prune)
+    /// go in one multi-row insert of their counters and one of their versions, per
+    /// [`ROWS_PER_INSERT`]; the others one by one. The rows are those `push` writes.
+    pub fn push_many(&mut self, batch: &mut Batch, changes: Vec<Change<'_>>) {
+        let (first, others): (Vec<Change<'_>>, Vec<Change<'_>>) =
+            changes.into_iter().partition(|c| {
+                self.paths
+                    .get(c.external_id)
+                    .is_none_or(|k| k.min.is_none() && k.last.is_none())
+            });
+        for change in others {
+            self.push(batch, change);
+        }
+        for chunk in first.chunks(ROWS_PER_INSERT) {
+            let n = chunk.len();
+            let (mut counters, mut versions) = (Vec::new(), Vec::new());
+            for change in chunk {
+                counters.extend(counter_values(self.tenant_id, change, 1));
+                versions.extend(version_values((self.tenant_id, self.key_id), change, 1));
+                self.paths.insert(
+                    change.external_id.to_string(),
+                    Kept {
+                        min: Some(1),
+                        last: Some(1),
+                    },
+                );
+            }
+            batch.push(
+                format!(
+                    "{COUNTERS_INSERT} {}{COUNTERS_CONFLICT}",
+                    value_rows(n, COUNTER_COLUMNS)
+                ),
+                counters,
+                Some(n as u64),
+            );
+            batch.push(
+                format!("{VERSIONS_INSERT} {}", value_rows(n, VERSION_COLUMNS)),
+                versions,
+                Some(n as u64),
+            );
+            self.inserted += n as i64;
+        }
     }
 
     /// Applies the tenant's bound, pruning its oldest superseded versions (read with the write:
@@ -285,6 +303,72 @@ impl<'a> Versions<'a> {
         }
         head.count(0, self.inserted - self.pruned);
     }
+}
+
+/// The values of `change`'s row in `version_counters`, at `version`.
+fn counter_values(tenant_id: &str, change: &Change<'_>, version: i64) -> Vec<Bind> {
+    vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Text(change.external_id.to_string()),
+        Bind::Int(version),
+    ]
+}
+
+/// The values of `change`'s row in `context_versions`, as `version`.
+fn version_values(
+    (tenant_id, key_id): (&str, Option<&str>),
+    change: &Change<'_>,
+    version: i64,
+) -> Vec<Bind> {
+    vec![
+        Bind::Text(tenant_id.to_string()),
+        Bind::Int(change.seq),
+        Bind::Text(change.external_id.to_string()),
+        Bind::Int(version),
+        Bind::Text(change.context_id.to_string()),
+        Bind::Int(change.context_version),
+        Bind::Text(change.workspace_id.to_string()),
+        Bind::Text(change.action.as_str().to_string()),
+        Bind::Text(change.kind.to_string()),
+        Bind::OptText(change.title.map(str::to_string)),
+        Bind::Text(tags_text(change.tags)),
+        Bind::OptText(change.content.map(str::to_string)),
+        Bind::Int(change.content.map_or(0, |c| c.len() as i64)),
+        Bind::OptText(key_id.map(str::to_string)),
+        Bind::Text(change.at.to_string()),
+        Bind::OptText(change.content.map(sha256_hex)),
+        // A delete is never the version the bound must keep.
+        Bind::Int(i64::from(change.action == Action::Delete)),
+        Bind::OptText(change.renamed_from.map(str::to_string)),
+        Bind::OptInt(change.restored_from),
+    ]
+}
+
+/// Rows of one multi-row insert of [`Versions::push_many`]: 19,000 values at most, under
+/// SQLite's 32,766.
+pub const ROWS_PER_INSERT: usize = 1_000;
+
+const COUNTERS_INSERT: &str =
+    "INSERT INTO version_counters (tenant_id, external_id, last_version) VALUES";
+const COUNTERS_CONFLICT: &str =
+    " ON CONFLICT (tenant_id, external_id) DO UPDATE SET last_version = excluded.last_version";
+const COUNTER_COLUMNS: usize = 3;
+const VERSIONS_INSERT: &str = "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded, renamed_from, restored_from) VALUES";
+const VERSION_COLUMNS: usize = 19;
+
+/// `($1, .., $columns), ($columns+1, ..), ..`: `rows` rows of values.
+fn value_rows(rows: usize, columns: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(rows * columns * 6);
+    for r in 0..rows {
+        out.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 1..=columns {
+            let sep = if c == 1 { "" } else { ", " };
+            let _ = write!(out, "{sep}${}", r * columns + c);
+        }
+        out.push(')');
+    }
+    out
 }
 
 /// Lowercase hex SHA-256 of `content`, to compare versions without their content.

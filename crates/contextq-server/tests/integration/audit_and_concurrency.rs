@@ -331,8 +331,120 @@ async fn bootstrap_is_all_or_nothing(b: Backend) {
     assert!(v.ok() && v.rows == 1, "{v:?}");
 }
 
+/// A bulk write's audit rows and first versions go in as multi-row inserts: every row still gets its own global number in the chain's order, after
+/// another tenant's rows, and versions of files that had some (updated, or deleted and made
+/// again) are numbered on from them.
+async fn a_bulk_write_audits_and_versions_every_file(b: Backend) {
+    use contextq_api::ContextInput;
+    use contextq_server::store::{Actor, contexts};
+    let s = TestServer::start(b).await;
+    let (t, other) = (
+        s.tenant(Plan::Unlimited, ALL).await,
+        s.tenant(Plan::Unlimited, ALL).await,
+    );
+    let item = |ext: String, content: &str| ContextInput {
+        external_id: ext,
+        workspace: "ws".into(),
+        kind: "reference".into(),
+        title: None,
+        content: content.to_string(),
+        tags: None,
+        if_absent: false,
+    };
+    let actor = Actor::operator(&t.tenant_id);
+    let early: Vec<ContextInput> = (0..100).map(|i| item(format!("f{i}"), "one")).collect();
+    contexts::bulk_upsert(&s.db, actor, &early).await.unwrap();
+    assert_eq!(
+        other.client.upsert("o1", "x", &[]).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        t.client.upsert("gone", "x", &[]).await.status,
+        StatusCode::OK
+    );
+    let gone = t.client.id_of("gone").await;
+    assert_eq!(
+        t.client
+            .delete(&format!("/api/contexts/{gone}"), None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    // 100 updated, 899 created, one made again: the most one request may write.
+    let mut many: Vec<ContextInput> = (0..999).map(|i| item(format!("f{i}"), "two")).collect();
+    many.push(item("gone".into(), "back"));
+    contexts::bulk_upsert(&s.db, actor, &many).await.unwrap();
+    assert_eq!(
+        other.client.upsert("o2", "x", &[]).await.status,
+        StatusCode::OK
+    );
+
+    let v = admin::verify_audit(&s.db, None).await.unwrap();
+    assert!(v.ok(), "{v:?}");
+    // Global numbers follow each chain's order, one apart within the bulk write.
+    let rows = sqlx::query("SELECT seq, tenant_id, tenant_seq FROM activity_logs ORDER BY seq")
+        .fetch_all(s.db.pool())
+        .await
+        .unwrap();
+    let mut last: std::collections::HashMap<String, i64> = Default::default();
+    let mut ours = Vec::new();
+    for r in &rows {
+        let (seq, tenant, tseq): (i64, String, i64) = (
+            sqlx::Row::get(r, "seq"),
+            sqlx::Row::get(r, "tenant_id"),
+            sqlx::Row::get(r, "tenant_seq"),
+        );
+        let prev = last.insert(tenant.clone(), tseq).unwrap_or(0);
+        assert_eq!(
+            tseq,
+            prev + 1,
+            "tenant {tenant}: global {seq} out of its chain's order"
+        );
+        if tenant == t.tenant_id {
+            ours.push(seq);
+        }
+    }
+    let bulk = &ours[ours.len() - 1000..];
+    assert!(bulk.windows(2).all(|w| w[1] == w[0] + 1), "{bulk:?}");
+    // Versions: first versions at 1, the updated files at 2 (1 superseded), the file made
+    // again after its delete at 3.
+    let versions = |ext: &str| {
+        let ext = ext.to_string();
+        let db = s.db.clone();
+        let tenant = t.tenant_id.clone();
+        async move {
+            sqlx::query(
+                "SELECT version, superseded FROM context_versions WHERE tenant_id = $1 AND external_id = $2 ORDER BY version",
+            )
+            .bind(tenant)
+            .bind(ext)
+            .fetch_all(db.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (sqlx::Row::get::<i64, _>(r, "version"), sqlx::Row::get::<i64, _>(r, "superseded")))
+            .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(versions("f7").await, vec![(1, 1), (2, 0)]);
+    assert_eq!(versions("f998").await, vec![(1, 0)]);
+    assert_eq!(versions("f100").await, vec![(1, 0)]);
+    let back = versions("gone").await;
+    assert_eq!(back.last(), Some(&(3, 0)), "{back:?}");
+    let counted: i64 = sqlx::Row::get(
+        &sqlx::query("SELECT COUNT(*) AS n FROM context_versions WHERE tenant_id = $1")
+            .bind(t.tenant_id.clone())
+            .fetch_one(s.db.pool())
+            .await
+            .unwrap(),
+        "n",
+    );
+    assert_eq!(counted, 100 + 999 + back.len() as i64);
+}
+
 contextq_server::database_tests!(
     bootstrap_is_all_or_nothing,
+    a_bulk_write_audits_and_versions_every_file,
     audit_chain_verifies_and_detects_tampering,
     tenant_deletion_is_refused_with_chained_rows,
     concurrent_version_checked_writers_lose_nothing,

@@ -41,6 +41,17 @@ impl Dialect for Postgres {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
     }
 
+    fn insert_activities(&self, rows: usize) -> String {
+        let values: Vec<String> = (0..rows)
+            .map(|r| crate::db::placeholders(r * 11 + 1, 11))
+            .map(|p| format!("({p})"))
+            .collect();
+        format!(
+            "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) VALUES {}",
+            values.join(", ")
+        )
+    }
+
     fn lock_head(&self) -> &'static str {
         // PostgreSQL locks the rows a locking `SELECT` skips by `OFFSET` ("rows skipped over
         // by OFFSET will get locked", the `SELECT` reference): the lock, and no row back.

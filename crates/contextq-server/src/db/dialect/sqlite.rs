@@ -40,6 +40,26 @@ impl Dialect for Sqlite {
          VALUES ((SELECT COALESCE(MAX(seq), 0) + 1 FROM activity_logs), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
     }
 
+    fn insert_activities(&self, rows: usize) -> String {
+        // The largest number read once, before any row goes in (SQLite materializes a
+        // `SELECT` that reads the table it inserts into), and each row's place added to it.
+        use std::fmt::Write as _;
+        let mut values = String::with_capacity(rows * 72);
+        for r in 0..rows {
+            let sep = if r == 0 { "" } else { ", " };
+            let _ = write!(values, "{sep}({}", r + 1);
+            for c in 1..=11 {
+                let _ = write!(values, ", ${}", r * 11 + c);
+            }
+            values.push(')');
+        }
+        format!(
+            "INSERT INTO activity_logs (seq, tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) \
+             SELECT m.s + v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8, v.column9, v.column10, v.column11, v.column12 \
+             FROM (SELECT COALESCE(MAX(seq), 0) AS s FROM activity_logs) m, (VALUES {values}) v"
+        )
+    }
+
     fn lock_head(&self) -> &'static str {
         // `BEGIN IMMEDIATE` already holds the one writer lock; not sent.
         ""

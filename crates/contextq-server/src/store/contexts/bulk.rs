@@ -389,15 +389,18 @@ impl<'a> Upserting<'a> {
         targets: &HashMap<&str, &TargetWorkspace>,
     ) {
         let tenant_id = self.actor.tenant_id;
-        let mut binds = Vec::new();
-        let mut rows = Vec::new();
+        use std::fmt::Write as _;
+        let mut binds = Vec::with_capacity(creates.len() * 10);
+        let mut rows = String::with_capacity(creates.len() * 64);
         for (item, id, _) in &creates {
             let n = binds.len();
-            let p: Vec<String> = (1..=10).map(|k| format!("${}", n + k)).collect();
-            rows.push(format!(
-                "({}, {}, {}, {}, {}, {}, {}, {}, {}, 1, {}, {})",
-                p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9], p[9]
-            ));
+            let sep = if n == 0 { "" } else { ", " };
+            let _ = write!(rows, "{sep}(");
+            for k in 1..=9 {
+                let _ = write!(rows, "${}, ", n + k);
+            }
+            // `version` is 1; `created_at` and `updated_at` are the same value.
+            let _ = write!(rows, "1, ${}, ${})", n + 10, n + 10);
             binds.extend([
                 Bind::Text(id.clone()),
                 Bind::Text(tenant_id.to_string()),
@@ -413,42 +416,60 @@ impl<'a> Upserting<'a> {
         }
         self.batch.push(
             format!(
-                "INSERT INTO contexts (id, tenant_id, workspace_id, external_id, type, title, content, tags, size_bytes, version, created_at, updated_at) VALUES {}",
-                rows.join(", ")
+                "INSERT INTO contexts (id, tenant_id, workspace_id, external_id, type, title, content, tags, size_bytes, version, created_at, updated_at) VALUES {rows}"
             ),
             binds,
             Some(creates.len() as u64),
         );
+        let mut made = Vec::with_capacity(creates.len());
         for (item, id, terms) in creates {
-            let id = &id;
             let tags = item.tags.as_deref().unwrap_or_default();
             self.batch
-                .push_dialects(crate::store::search::put_new(tenant_id, id, terms));
-            retag(&mut self.batch, tenant_id, id, &[], tags);
-            let ws = &targets[item.workspace.as_str()].id;
-            let row = Written {
-                id,
-                version: 1,
-                workspace_id: ws,
-                title: item.title.as_deref(),
-                tags,
-            };
-            self.record(Action::Create, item, row);
+                .push_dialects(crate::store::search::put_new(tenant_id, &id, terms));
+            retag(&mut self.batch, tenant_id, &id, &[], tags);
+            let seq = self.audit(Action::Create, item, &id, 1);
+            made.push((item, id, seq));
         }
+        // Their first versions together: one insert of their counters, one of their rows.
+        let changes = made
+            .iter()
+            .map(|(item, id, seq)| Change {
+                action: Action::Create,
+                external_id: &item.external_id,
+                context_id: id,
+                context_version: 1,
+                workspace_id: &targets[item.workspace.as_str()].id,
+                kind: &item.kind,
+                title: item.title.as_deref(),
+                tags: item.tags.as_deref().unwrap_or_default(),
+                content: Some(&item.content),
+                seq: *seq,
+                at: &self.at,
+                renamed_from: None,
+                restored_from: self.actor.restored_from,
+            })
+            .collect();
+        self.versions.push_many(&mut self.batch, changes);
     }
 
-    /// The audit entry and the version of one item's change, written as `row`.
-    pub(super) fn record(&mut self, action: Action, item: &ContextInput, row: Written<'_>) {
-        let restored_from = self.actor.restored_from;
+    /// The audit entry of one item's change (of context `id`, now at `version`): its sequence
+    /// number in the tenant's chain.
+    fn audit(&mut self, action: Action, item: &ContextInput, id: &str, version: i64) -> i64 {
         let plain = match action {
             Action::Create => "context.create",
             _ => "context.update",
         };
-        let (name, detail) = written(self.actor, plain, &item.external_id, row.version);
+        let (name, detail) = written(self.actor, plain, &item.external_id, version);
         let seq = self
             .head
-            .append(self.actor.record(name, "context", row.id, detail));
+            .append(self.actor.record(name, "context", id, detail));
         self.seqs.insert(item.external_id.clone(), seq);
+        seq
+    }
+
+    /// The audit entry and the version of one item's change, written as `row`.
+    pub(super) fn record(&mut self, action: Action, item: &ContextInput, row: Written<'_>) {
+        let seq = self.audit(action, item, row.id, row.version);
         self.versions.push(
             &mut self.batch,
             Change {
@@ -464,7 +485,7 @@ impl<'a> Upserting<'a> {
                 seq,
                 at: &self.at,
                 renamed_from: None,
-                restored_from,
+                restored_from: self.actor.restored_from,
             },
         );
     }
