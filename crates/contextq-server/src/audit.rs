@@ -300,7 +300,7 @@ impl Head {
     }
 }
 
-/// Audit rows one statement of [`Head::write`] inserts at most: 11,000 values, under SQLite's
+/// Audit rows one statement of `Head::write` inserts at most: 11,000 values, under SQLite's
 /// 32,766.
 pub const ROWS_PER_INSERT: usize = 1_000;
 

@@ -344,7 +344,7 @@ fn version_values(
     ]
 }
 
-/// Rows of one multi-row insert of [`Versions::push_many`]: 19,000 values at most, under
+/// Rows of one multi-row insert of `Versions::push_many`: 19,000 values at most, under
 /// SQLite's 32,766.
 pub const ROWS_PER_INSERT: usize = 1_000;
 
