@@ -80,6 +80,7 @@ pub use backend::{
 };
 pub use batch::{
     Batch, BatchError, BatchMismatch, Bind, Dialects, bind_all, has_nul, inline, placeholders,
+    value_rows,
 };
 pub(crate) use dialect::{Dialect, IndexDoc, MERGE_ALL, Search, SearchFrom, Select};
 pub use migrate::latest_schema_version;

@@ -302,6 +302,21 @@ pub fn placeholders(from: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `($1, .., $columns), ($columns+1, ..), ..`: `rows` rows of values.
+pub fn value_rows(rows: usize, columns: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(rows * columns * 6);
+    for r in 0..rows {
+        out.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 1..=columns {
+            let sep = if c == 1 { "" } else { ", " };
+            let _ = write!(out, "{sep}${}", r * columns + c);
+        }
+        out.push(')');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,6 +348,13 @@ mod tests {
             Batch::default().into_postgres(),
             ("SELECT 1".to_string(), vec![], vec![])
         );
+    }
+
+    #[test]
+    fn rows_of_values_are_numbered_on() {
+        assert_eq!(value_rows(1, 3), "($1, $2, $3)");
+        assert_eq!(value_rows(2, 2), "($1, $2), ($3, $4)");
+        assert_eq!(value_rows(0, 2), "");
     }
 
     #[test]

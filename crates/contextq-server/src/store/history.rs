@@ -27,7 +27,7 @@ use sqlx::Row as _;
 
 use super::{Error, Result, tags_from, tags_text, workspaces};
 use crate::audit::Head;
-use crate::db::{Batch, Bind, Db, Row, placeholders};
+use crate::db::{Batch, Bind, Db, Row, placeholders, value_rows};
 
 pub use read::{AtQuery, Subject, at, content_of, decode_version_cursor, get, list, parse_time};
 
@@ -355,21 +355,6 @@ const COUNTERS_CONFLICT: &str =
 const COUNTER_COLUMNS: usize = 3;
 const VERSIONS_INSERT: &str = "INSERT INTO context_versions (tenant_id, seq, external_id, version, context_id, context_version, workspace_id, action, type, title, tags, content, size_bytes, api_key_id, created_at, content_sha256, superseded, renamed_from, restored_from) VALUES";
 const VERSION_COLUMNS: usize = 19;
-
-/// `($1, .., $columns), ($columns+1, ..), ..`: `rows` rows of values.
-fn value_rows(rows: usize, columns: usize) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(rows * columns * 6);
-    for r in 0..rows {
-        out.push_str(if r == 0 { "(" } else { ", (" });
-        for c in 1..=columns {
-            let sep = if c == 1 { "" } else { ", " };
-            let _ = write!(out, "{sep}${}", r * columns + c);
-        }
-        out.push(')');
-    }
-    out
-}
 
 /// Lowercase hex SHA-256 of `content`, to compare versions without their content.
 pub fn sha256_hex(content: &str) -> String {

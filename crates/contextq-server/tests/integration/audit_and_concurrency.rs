@@ -442,9 +442,82 @@ async fn a_bulk_write_audits_and_versions_every_file(b: Backend) {
     assert_eq!(counted, 100 + 999 + back.len() as i64);
 }
 
+/// A file whose versions were all pruned keeps its counter: made again in a bulk write beside a
+/// new file, it is numbered on from the counter (one by one), not given a first version with
+/// the new file (the multi-row insert), whose numbers would restart.
+async fn a_bulk_create_after_pruned_history_numbers_on(b: Backend) {
+    use contextq_api::ContextInput;
+    use contextq_server::store::{Actor, contexts};
+    let s = TestServer::start(b).await;
+    let t = s.tenant(Plan::Unlimited, ALL).await;
+    let item = |ext: &str| ContextInput {
+        external_id: ext.into(),
+        workspace: "ws".into(),
+        kind: "reference".into(),
+        title: None,
+        content: "x".into(),
+        tags: None,
+        if_absent: false,
+    };
+    let actor = Actor::operator(&t.tenant_id);
+    contexts::bulk_upsert(&s.db, actor, &[item("p")])
+        .await
+        .unwrap();
+    let id = t.client.id_of("p").await;
+    assert_eq!(
+        t.client
+            .delete(&format!("/api/contexts/{id}"), None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    // Pruned as the tenant's bound prunes: every version gone, the counter (at 2) kept.
+    common::sql(
+        &s.db,
+        "DELETE FROM context_versions WHERE tenant_id = $1 AND external_id = 'p'",
+        &[&t.tenant_id],
+    )
+    .await;
+    contexts::bulk_upsert(&s.db, actor, &[item("p"), item("q")])
+        .await
+        .unwrap();
+    let numbers = |ext: &'static str| {
+        let (db, tenant) = (s.db.clone(), t.tenant_id.clone());
+        async move {
+            let versions: Vec<i64> = sqlx::query(
+                "SELECT version FROM context_versions WHERE tenant_id = $1 AND external_id = $2 ORDER BY version",
+            )
+            .bind(tenant.clone())
+            .bind(ext)
+            .fetch_all(db.pool())
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| sqlx::Row::get(r, "version"))
+            .collect();
+            let counter: i64 = sqlx::Row::get(
+                &sqlx::query(
+                    "SELECT last_version FROM version_counters WHERE tenant_id = $1 AND external_id = $2",
+                )
+                .bind(tenant)
+                .bind(ext)
+                .fetch_one(db.pool())
+                .await
+                .unwrap(),
+                "last_version",
+            );
+            (versions, counter)
+        }
+    };
+    assert_eq!(numbers("p").await, (vec![3], 3));
+    assert_eq!(numbers("q").await, (vec![1], 1));
+    assert!(admin::verify_audit(&s.db, None).await.unwrap().ok());
+}
+
 contextq_server::database_tests!(
     bootstrap_is_all_or_nothing,
     a_bulk_write_audits_and_versions_every_file,
+    a_bulk_create_after_pruned_history_numbers_on,
     audit_chain_verifies_and_detects_tampering,
     tenant_deletion_is_refused_with_chained_rows,
     concurrent_version_checked_writers_lose_nothing,

@@ -42,13 +42,9 @@ impl Dialect for Postgres {
     }
 
     fn insert_activities(&self, rows: usize) -> String {
-        let values: Vec<String> = (0..rows)
-            .map(|r| crate::db::placeholders(r * 11 + 1, 11))
-            .map(|p| format!("({p})"))
-            .collect();
         format!(
             "INSERT INTO activity_logs (tenant_id, tenant_seq, api_key_id, action, entity_type, entity_id, detail, created_at, prev_hash, hash, mac) VALUES {}",
-            values.join(", ")
+            crate::db::value_rows(rows, 11)
         )
     }
 

@@ -291,6 +291,32 @@ pub(super) struct Written<'b> {
     tags: &'b [String],
 }
 
+/// The version `item`'s change records, written as `row` with audit number `seq`, at `at`
+/// (restoring `restored_from`, if the write restores).
+fn change<'b>(
+    action: Action,
+    item: &'b ContextInput,
+    row: Written<'b>,
+    seq: i64,
+    (at, restored_from): (&'b str, Option<i64>),
+) -> Change<'b> {
+    Change {
+        action,
+        external_id: &item.external_id,
+        context_id: row.id,
+        context_version: row.version,
+        workspace_id: row.workspace_id,
+        kind: &item.kind,
+        title: row.title,
+        tags: row.tags,
+        content: Some(&item.content),
+        seq,
+        at,
+        renamed_from: None,
+        restored_from,
+    }
+}
+
 /// The write a bulk upsert decides, as it goes: the batch, the audit head, the versions.
 pub(super) struct Upserting<'a> {
     actor: Actor<'a>,
@@ -433,20 +459,21 @@ impl<'a> Upserting<'a> {
         // Their first versions together: one insert of their counters, one of their rows.
         let changes = made
             .iter()
-            .map(|(item, id, seq)| Change {
-                action: Action::Create,
-                external_id: &item.external_id,
-                context_id: id,
-                context_version: 1,
-                workspace_id: &targets[item.workspace.as_str()].id,
-                kind: &item.kind,
-                title: item.title.as_deref(),
-                tags: item.tags.as_deref().unwrap_or_default(),
-                content: Some(&item.content),
-                seq: *seq,
-                at: &self.at,
-                renamed_from: None,
-                restored_from: self.actor.restored_from,
+            .map(|(item, id, seq)| {
+                let row = Written {
+                    id,
+                    version: 1,
+                    workspace_id: &targets[item.workspace.as_str()].id,
+                    title: item.title.as_deref(),
+                    tags: item.tags.as_deref().unwrap_or_default(),
+                };
+                change(
+                    Action::Create,
+                    item,
+                    row,
+                    *seq,
+                    (&self.at, self.actor.restored_from),
+                )
             })
             .collect();
         self.versions.push_many(&mut self.batch, changes);
@@ -470,24 +497,8 @@ impl<'a> Upserting<'a> {
     /// The audit entry and the version of one item's change, written as `row`.
     pub(super) fn record(&mut self, action: Action, item: &ContextInput, row: Written<'_>) {
         let seq = self.audit(action, item, row.id, row.version);
-        self.versions.push(
-            &mut self.batch,
-            Change {
-                action,
-                external_id: &item.external_id,
-                context_id: row.id,
-                context_version: row.version,
-                workspace_id: row.workspace_id,
-                kind: &item.kind,
-                title: row.title,
-                tags: row.tags,
-                content: Some(&item.content),
-                seq,
-                at: &self.at,
-                renamed_from: None,
-                restored_from: self.actor.restored_from,
-            },
-        );
+        let change = change(action, item, row, seq, (&self.at, self.actor.restored_from));
+        self.versions.push(&mut self.batch, change);
     }
 
     /// The write: `created` new contexts counted, the versions' retention applied.
