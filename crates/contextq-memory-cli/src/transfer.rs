@@ -26,7 +26,10 @@ use contextq_memory_tool::render::human_size;
 use contextq_memory_tool::store::Page;
 use contextq_memory_tool::{Error, MemoryPath, MemoryTool, PutMode, Store};
 
+mod in_flight;
 pub(crate) mod walk;
+
+use in_flight::{Next, Queue};
 
 /// What a transfer did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -298,35 +301,59 @@ pub async fn import<S: Store>(
         bar: &bar,
     };
     let mut claims = Claims::default();
+    // Windows in order, each its refusals, its chunks to create and its end; the next window
+    // is walked and listed while this one's chunks are written, and its chunks start as this
+    // one's finish, so that the store always has a chunk to write.
+    let mut queue: Queue<'_, Created, Mark> = Queue::new(IN_FLIGHT);
+    let mut walked = false;
+    // Files of the oldest window that turned out to exist (created by someone else meanwhile).
+    let mut found = Vec::new();
     loop {
-        let mut window = Vec::with_capacity(WINDOW);
-        for file in walk.by_ref() {
-            let (segments, fs_path) = file.with_context(unreadable)?;
-            let shown = fs_path.display().to_string();
-            match claims.claim(store, &segments, &shown, &root, options.include_hidden) {
-                Ok(path) => window.push(Ready {
-                    shown,
-                    path,
-                    fs_path,
-                }),
+        if !walked && queue.marks(|m| matches!(m, Mark::End(_))) < 2 {
+            let next = queue
+                .drive(next_window(
+                    store,
+                    &mut walk,
+                    &mut claims,
+                    &mut held,
+                    &root,
+                    options.include_hidden,
+                ))
+                .await;
+            match next {
+                Ok(Some(window)) => {
+                    queue.push_mark(Mark::Refused(window.refused));
+                    for chunk in window.absent.chunks(CREATE_CHUNK) {
+                        queue.push_task(create_chunk(tool, chunk.to_vec()));
+                    }
+                    queue.push_mark(Mark::End(window.present));
+                }
+                Ok(None) => walked = true,
                 Err(e) => {
-                    run.outcome(&shown, Err(e));
+                    queue.finish().await;
+                    return Err(e.context(unreadable()));
                 }
             }
-            if window.len() == WINDOW {
-                break;
+            continue;
+        }
+        let stop = match queue.next().await {
+            None => break,
+            Some(Next::Mark(Mark::Refused(refused))) => {
+                for (shown, e) in refused {
+                    run.outcome(&shown, Err(e));
+                }
+                false
             }
-        }
-        if window.is_empty() {
-            break;
-        }
-        let known = held.of(store, &window).await;
-        let (absent, present): (Vec<Ready>, Vec<Ready>) = window.into_iter().partition(|r| {
-            known
-                .as_ref()
-                .is_some_and(|h| !h.contains(&store.key(&r.path)))
-        });
-        if import_window(tool, absent, present, options.overwrite, &mut run).await {
+            Some(Next::Done(created)) => run.created(created, &mut found),
+            Some(Next::Mark(Mark::End(mut present))) => {
+                present.append(&mut found);
+                queue
+                    .drive(import_present(tool, present, options.overwrite, &mut run))
+                    .await
+            }
+        };
+        if stop {
+            queue.finish().await;
             break;
         }
     }
@@ -335,58 +362,109 @@ pub async fn import<S: Store>(
     Ok(run.summary)
 }
 
-/// Imports one window: `absent` files created together, `present` ones (and those created by
-/// someone else meanwhile) the careful way. `true` when the import must stop.
-async fn import_window<S: Store>(
-    tool: &MemoryTool<S>,
+/// A window of an import's files: those refused by name, those the store does not hold (to
+/// create together) and those it may hold (the careful way).
+struct Window {
+    refused: Vec<(String, Error)>,
     absent: Vec<Ready>,
-    mut present: Vec<Ready>,
+    present: Vec<Ready>,
+}
+
+/// What an import's queue holds besides its chunks.
+enum Mark {
+    /// A window's files refused by name, reported where the window starts.
+    Refused(Vec<(String, Error)>),
+    /// A window's end, with its files the store may hold.
+    End(Vec<Ready>),
+}
+
+/// A chunk's files as read, and the store's answer for those read.
+type Created = (
+    Vec<(Ready, Result<String, Error>)>,
+    Vec<Result<Option<contextq_memory_tool::Version>, Error>>,
+);
+
+/// The next window of at most [`WINDOW`] files from `walk` (`None` when the walk is done),
+/// split by what the store holds.
+async fn next_window<S: Store>(
+    store: &S,
+    walk: &mut walk::Walk,
+    claims: &mut Claims,
+    held: &mut Held,
+    root: &Path,
+    include_hidden: bool,
+) -> Result<Option<Window>> {
+    let mut window = Vec::with_capacity(WINDOW);
+    let mut refused = Vec::new();
+    for file in walk.by_ref() {
+        let (segments, fs_path) = file?;
+        let shown = fs_path.display().to_string();
+        match claims.claim(store, &segments, &shown, root, include_hidden) {
+            Ok(path) => window.push(Ready {
+                shown,
+                path,
+                fs_path,
+            }),
+            Err(e) => refused.push((shown, e)),
+        }
+        if window.len() == WINDOW {
+            break;
+        }
+    }
+    if window.is_empty() {
+        // Refusals after the last window's files still count.
+        return Ok((!refused.is_empty()).then(|| Window {
+            refused,
+            absent: Vec::new(),
+            present: Vec::new(),
+        }));
+    }
+    let known = held.of(store, &window).await;
+    let (absent, present): (Vec<Ready>, Vec<Ready>) = window.into_iter().partition(|r| {
+        known
+            .as_ref()
+            .is_some_and(|h| !h.contains(&store.key(&r.path)))
+    });
+    Ok(Some(Window {
+        refused,
+        absent,
+        present,
+    }))
+}
+
+/// Reads `chunk`'s files and creates them together (when the queue starts it: a chunk waiting
+/// holds only its paths).
+fn create_chunk<S: Store>(
+    tool: &MemoryTool<S>,
+    chunk: Vec<Ready>,
+) -> futures::future::LocalBoxFuture<'_, Created> {
+    Box::pin(async move {
+        let read: Vec<(Ready, Result<String, Error>)> = chunk
+            .into_iter()
+            .map(|f| {
+                let text = read_text(&f.fs_path);
+                (f, text)
+            })
+            .collect();
+        let batch: Vec<(MemoryPath, String)> = read
+            .iter()
+            .filter_map(|(f, r)| r.as_ref().ok().map(|c| (f.path.clone(), c.clone())))
+            .collect();
+        let created = tool.create_many("import", &batch).await;
+        (read, created)
+    })
+}
+
+/// The files the store may hold (`present`): each read, compared, then written or left alone,
+/// a few at a time. `true` when the import must stop.
+async fn import_present<S: Store>(
+    tool: &MemoryTool<S>,
+    present: Vec<Ready>,
     overwrite: bool,
     run: &mut Run<'_>,
 ) -> bool {
     let store = tool.store();
     let bar = run.bar;
-    // A few chunks in flight at a time (the requests of one overlap the reading and sending of
-    // the next); outcomes are counted in order, and a stop lets those in flight finish.
-    for group in absent.chunks(CREATE_CHUNK * IN_FLIGHT) {
-        let chunks = group.chunks(CREATE_CHUNK).map(|chunk| async move {
-            // Read a chunk at a time: what is held stays bounded, whatever the directory holds.
-            let read: Vec<(&Ready, Result<String, Error>)> =
-                chunk.iter().map(|f| (f, read_text(&f.fs_path))).collect();
-            let batch: Vec<(MemoryPath, String)> = read
-                .iter()
-                .filter_map(|(f, r)| r.as_ref().ok().map(|c| (f.path.clone(), c.clone())))
-                .collect();
-            let created = tool.create_many("import", &batch).await;
-            (read, created)
-        });
-        for (read, created) in futures::future::join_all(chunks).await {
-            let mut created = created.into_iter();
-            for (file, text) in read {
-                bar.set_message(file.path.normalized());
-                let result = match text {
-                    Err(e) => Err(e),
-                    Ok(content) => match created.next() {
-                        Some(Ok(_)) => {
-                            run.summary.bytes += content.len() as u64;
-                            Ok(true)
-                        }
-                        Some(Err(Error::AlreadyExists { .. })) => {
-                            present.push(file.clone());
-                            continue;
-                        }
-                        Some(Err(e)) => Err(e),
-                        None => continue,
-                    },
-                };
-                if run.outcome(&file.shown, result) {
-                    return true;
-                }
-            }
-        }
-    }
-
-    // Files the store may hold: read, compared, then written or left alone, a few at a time.
     for group in present.chunks(IN_FLIGHT * 8) {
         let each = group.iter().map(|file| async move {
             let outcome: Result<(bool, u64), Error> = async {
@@ -537,6 +615,34 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Counts a chunk's outcomes in order; a file found to exist joins `found` (the careful
+    /// way, at its window's end). `true` when the import must stop.
+    fn created(&mut self, (read, created): Created, found: &mut Vec<Ready>) -> bool {
+        let mut created = created.into_iter();
+        for (file, text) in read {
+            self.bar.set_message(file.path.normalized());
+            let result = match text {
+                Err(e) => Err(e),
+                Ok(content) => match created.next() {
+                    Some(Ok(_)) => {
+                        self.summary.bytes += content.len() as u64;
+                        Ok(true)
+                    }
+                    Some(Err(Error::AlreadyExists { .. })) => {
+                        found.push(file);
+                        continue;
+                    }
+                    Some(Err(e)) => Err(e),
+                    None => continue,
+                },
+            };
+            if self.outcome(&file.shown, result) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Counts one file's outcome and names a failure on stderr; `true` when the import must stop
     /// (a full store, a refused key: every later write would be refused too).
     fn outcome(&mut self, shown: &str, outcome: std::result::Result<bool, Error>) -> bool {
