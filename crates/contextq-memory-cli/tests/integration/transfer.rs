@@ -191,6 +191,69 @@ async fn the_embedded_default_round_trips() {
     same_files(out.path(), &files);
 }
 
+/// An import's windows of 4,000 files overlap (the next is walked, listed and started while
+/// this one's files are written), and what it prints keeps the files' order: the first
+/// window's file held with other content (settled at that window's end) is named before the
+/// second window's refused file, and that before the third's.
+#[tokio::test]
+async fn outcomes_keep_their_order_across_windows() {
+    let data = tempfile::tempdir().unwrap();
+    let held = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let dir = |root: &Path| {
+        let d = root.join("memories").join("d");
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    std::fs::write(
+        dir(held.path()).join("f00010.md"),
+        "held with other content\n",
+    )
+    .unwrap();
+    let o = run(
+        data.path(),
+        None,
+        &["import", held.path().to_str().unwrap()],
+    )
+    .await;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    const FILES: usize = 8_100;
+    const SECRET: &str = "key:\nsk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\n";
+    let d = dir(src.path());
+    for i in 0..FILES {
+        let text = match i {
+            5_000 | 8_050 => SECRET.to_string(),
+            _ => format!("note {i}\n"),
+        };
+        std::fs::write(d.join(format!("f{i:05}.md")), text).unwrap();
+    }
+    let o = run(data.path(), None, &["import", src.path().to_str().unwrap()]).await;
+    assert!(!o.status.success(), "two files failed");
+    let line = stdout(&o);
+    assert!(line.starts_with("imported 8097 files ("), "{line}");
+    assert!(line.ends_with("skipped 1, failed 2"), "{line}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    let at = |name: &str| {
+        err.find(name)
+            .unwrap_or_else(|| panic!("{name} is not named: {err}"))
+    };
+    assert!(
+        at("f00010.md exists with other content") < at("f05000.md"),
+        "{err}"
+    );
+    assert!(at("f05000.md") < at("f08050.md"), "{err}");
+    // The last window's files are there, and the held file is as it was.
+    let shown = exec_in(
+        data.path(),
+        None,
+        r#"{"command": "view", "path": "/memories/d/f08099.md"}
+{"command": "view", "path": "/memories/d/f00010.md"}"#,
+    )
+    .await;
+    assert!(shown.contains("note 8099"), "{shown}");
+    assert!(shown.contains("held with other content"), "{shown}");
+}
+
 /// Against a ContextQ at CONTEXT_API_URL with no `--workspace` (the per-workspace model), an
 /// export writes every workspace in its folder and says so: never "only" one, never a blank
 /// name.
