@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Two builds of `contextq-server` compared on PostgreSQL, in turn: one command trace (default
-# 5,000 commands) through `contextq-memory exec` against each build's `serve` on a fresh
-# database of the given server (loopback), ROUNDS times each (default 2). Prints one line per
+# Two builds of `contextq-server` compared on PostgreSQL, or on SQLite when the first argument
+# is `sqlite`, in turn: one command trace (default 5,000 commands) through `contextq-memory exec`
+# against each build's `serve` on a fresh database of the given server (loopback) or a fresh
+# SQLite file, ROUNDS times each (default 2). Prints one line per
 # run: the build, the loop's seconds, and µs per command by command. A server given as
 # `BINARY?QUERY` gets `?QUERY` on its database URL (e.g. `...?sslmode=disable` against the same
 # binary without it: what TLS to the database costs). Build the two servers
 # first (e.g. `git stash; cargo build --release -p contextq-server; cp target/release/contextq-server
 # /tmp/server-a; git stash pop; ...`).
 #
-#   bash bench/server-ab.sh POSTGRES_ADMIN_URL SERVER_A SERVER_B [COMMANDS] [ROUNDS]
+#   bash bench/server-ab.sh POSTGRES_ADMIN_URL|sqlite SERVER_A SERVER_B [COMMANDS] [ROUNDS]
 set -euo pipefail
-admin_url=${1:?usage: bash bench/server-ab.sh POSTGRES_ADMIN_URL SERVER_A SERVER_B [COMMANDS] [ROUNDS]}
+admin_url=${1:?usage: bash bench/server-ab.sh POSTGRES_ADMIN_URL|sqlite SERVER_A SERVER_B [COMMANDS] [ROUNDS]}
 servers=("${2:?a server binary}" "${3:?a second server binary}")
 n=${4:-5000}
 rounds=${5:-2}
@@ -29,7 +30,12 @@ for round in $(seq 1 "$rounds"); do
   for s in "${servers[@]}"; do
     binary=${s%%\?*}
     query=${s#"$binary"}
-    scratch_database "$admin_url" "cqab_${round}"
+    if [ "$admin_url" = sqlite ]; then
+      rm -rf "$work/ab.db"*
+      url="sqlite:$work/ab.db"
+    else
+      scratch_database "$admin_url" "cqab_${round}"
+    fi
     url="$url$query"
     key=$("$binary" admin --database-url "$url" bootstrap --tenant t --plan unlimited --workspace ws 2> /dev/null |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"])')
@@ -39,8 +45,10 @@ for round in $(seq 1 "$rounds"); do
     kill "$server_pid"
     wait "$server_pid" 2> /dev/null || true
     server_pid=""
-    psql -q "$admin" -c "DROP DATABASE $scratch_db WITH (FORCE)" > /dev/null
-    scratch_db=""
+    if [ -n "$scratch_db" ]; then
+      psql -q "$admin" -c "DROP DATABASE $scratch_db WITH (FORCE)" > /dev/null
+      scratch_db=""
+    fi
     tail -n 1 "$work/timing" | python3 -c "$summary" "$s"
   done
 done

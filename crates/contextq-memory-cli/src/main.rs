@@ -27,6 +27,13 @@ use clap::Parser;
 
 use commands::Cli;
 
+/// mimalloc, not the platform's allocator (feature `mimalloc`, on by default): requests, their
+/// JSON and a write's values are many short-lived allocations freed on other threads, where
+/// glibc's allocator spent 9-17% of the CPU (docs/benchmarks.md, "The allocator").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // JSON logs are for a collector: the request log (one line per request) is on by default.

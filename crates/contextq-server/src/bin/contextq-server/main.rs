@@ -11,6 +11,13 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use contextq_server::DbOptions;
 
+/// mimalloc, not the platform's allocator (feature `mimalloc`, on by default): a request's JSON
+/// and a write's values are many short-lived allocations freed on other threads, where glibc's
+/// allocator spent 9-17% of the CPU (docs/benchmarks.md, "The allocator").
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "contextq-server",
