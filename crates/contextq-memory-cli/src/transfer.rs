@@ -783,6 +783,88 @@ fn read_text(fs_path: &Path) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contextq_memory_tool::store::{Entry, Listing};
+    use contextq_memory_tool::{MemoryStore, Version};
+
+    /// A store whose listings leave out `hidden`: files another writer created after the
+    /// import listed its window, so that the import believes them absent and creates them.
+    struct CreatedMeanwhile {
+        inner: MemoryStore,
+        hidden: Vec<MemoryPath>,
+    }
+
+    #[contextq_memory_tool::async_trait]
+    impl Store for CreatedMeanwhile {
+        async fn get(&self, path: &MemoryPath) -> contextq_memory_tool::Result<Option<Entry>> {
+            self.inner.get(path).await
+        }
+        async fn list(&self, dir: &MemoryPath) -> contextq_memory_tool::Result<Option<Listing>> {
+            let mut listing = self.inner.list(dir).await?;
+            if let Some(l) = &mut listing {
+                l.files.retain(|f| !self.hidden.contains(&f.path));
+            }
+            Ok(listing)
+        }
+        async fn put(
+            &self,
+            path: &MemoryPath,
+            text: &str,
+            mode: PutMode,
+        ) -> contextq_memory_tool::Result<Option<Version>> {
+            self.inner.put(path, text, mode).await
+        }
+        async fn delete(
+            &self,
+            path: &MemoryPath,
+            expected: Option<Version>,
+        ) -> contextq_memory_tool::Result<()> {
+            self.inner.delete(path, expected).await
+        }
+    }
+
+    /// Files created by another writer between a window's listing and its creates are refused
+    /// by the create (never overwritten) and settled the careful way at their own window's
+    /// end, in the first window and in the second: one held with other content is skipped and
+    /// kept as it was, one held with the same content is skipped as identical.
+    #[tokio::test]
+    async fn files_created_meanwhile_are_settled_in_their_window() {
+        let src = tempfile::tempdir().unwrap();
+        let d = src.path().join("memories").join("d");
+        std::fs::create_dir_all(&d).unwrap();
+        const FILES: usize = WINDOW + 100;
+        for i in 0..FILES {
+            std::fs::write(d.join(format!("f{i:05}.md")), format!("note {i}\n")).unwrap();
+        }
+        let path = |i: usize| MemoryPath::parse(&format!("/memories/d/f{i:05}.md")).unwrap();
+        let (other, same) = (path(10), path(WINDOW + 50));
+        let inner = MemoryStore::new();
+        inner
+            .put(&other, "theirs\n", PutMode::Create)
+            .await
+            .unwrap();
+        let same_text = format!("note {}\n", WINDOW + 50);
+        inner.put(&same, &same_text, PutMode::Create).await.unwrap();
+        let tool = MemoryTool::new(CreatedMeanwhile {
+            inner,
+            hidden: vec![other.clone(), same.clone()],
+        });
+        let summary = import(&tool, src.path(), ImportOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            (summary.files, summary.skipped, summary.failed),
+            (FILES - 2, 2, 0),
+            "{summary:?}"
+        );
+        let store = tool.store();
+        assert_eq!(
+            store.get(&other).await.unwrap().unwrap().content,
+            "theirs\n"
+        );
+        assert_eq!(store.get(&same).await.unwrap().unwrap().content, same_text);
+        let last = store.get(&path(FILES - 1)).await.unwrap().unwrap();
+        assert_eq!(last.content, format!("note {}\n", FILES - 1));
+    }
 
     fn dir_of(files: &[&str]) -> String {
         let paths: Vec<MemoryPath> = files
