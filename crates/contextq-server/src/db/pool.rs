@@ -547,6 +547,20 @@ impl Db {
             .await?;
         Row::from_any_rows(&rows)
     }
+
+    /// The plan of `sql` with `binds` (the dialect's `EXPLAIN`), one line a step: for the
+    /// tests that hold a statement's plan on a database nobody analysed.
+    #[cfg(test)]
+    pub(crate) async fn plan(&self, sql: &str, binds: Vec<Bind>) -> Vec<String> {
+        let (prefix, column) = self.dialect().explain();
+        let rows = self
+            .read_all(&format!("{prefix} {sql}"), binds)
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|r| r.try_get::<String, _>(column).unwrap())
+            .collect()
+    }
 }
 
 #[cfg(test)]

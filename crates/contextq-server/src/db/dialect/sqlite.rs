@@ -265,17 +265,7 @@ mod tests {
             .await
             .unwrap();
         let binds = (0..22).map(Bind::Int).collect();
-        let rows = db
-            .read_all(
-                &format!("EXPLAIN QUERY PLAN {}", Sqlite.insert_activities(2)),
-                binds,
-            )
-            .await
-            .unwrap();
-        let plan: Vec<String> = rows
-            .iter()
-            .map(|r| r.try_get::<String, _>("detail").unwrap())
-            .collect();
+        let plan = db.plan(&Sqlite.insert_activities(2), binds).await;
         assert!(plan.iter().any(|d| d == "SEARCH activity_logs"), "{plan:?}");
         assert!(
             !plan.iter().any(|d| d.starts_with("SCAN activity_logs")),

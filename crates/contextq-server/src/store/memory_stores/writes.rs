@@ -492,14 +492,7 @@ mod tests {
             overlap_guard("t", &store, "/a", Some("ctx_1")),
             slug_guard("t", &store),
         ] {
-            let rows = db
-                .read_all(&format!("EXPLAIN QUERY PLAN {}", guard.sql), guard.binds)
-                .await
-                .unwrap();
-            let plan: Vec<String> = rows
-                .iter()
-                .map(|r| r.try_get::<String, _>("detail").unwrap())
-                .collect();
+            let plan = db.plan(&guard.sql, guard.binds).await;
             // Every table read by a seek on a key, never a scan nor a range of the tenant's rows
             // alone (`SEARCH c USING INDEX ... (tenant_id=?)` reads every context it has).
             let keyed = |d: &String| {
