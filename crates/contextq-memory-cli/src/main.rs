@@ -42,6 +42,11 @@ fn main() -> ExitCode {
         contextq_server::logs::LogFormat::Text => "warn,sqlx=error",
     };
     contextq_server::logs::init(default_filter, cli.logs.log_format);
+    #[cfg(feature = "mimalloc")]
+    // Before the runtime starts, so no other thread exists to touch SQLite.
+    if let Err(rc) = contextq_server::db::allocator::sqlite_allocates_with_mimalloc() {
+        tracing::warn!(code = rc, "SQLite kept its own allocator");
+    }
     // `serve` answers other processes, and `import` keeps several bulk requests in flight (one
     // request's JSON and terms made while the database commits another's): every core. Every
     // other command is one client running one command at a time (the embedded server in the

@@ -20,6 +20,7 @@
 //! SQLite's code and message kept), which [`crate::store::Error`] wraps.
 //!
 //! # Contents
+//! - `allocator` (feature `mimalloc`): SQLite's allocations on mimalloc, for binaries to choose.
 //! - [`pool`]: [`Db`], [`DbOptions`], the writer slot, [`Write`], [`WriteTx`], [`Reader`].
 //! - [`backend`]: [`Backend`], URL forms, [`redact_url`], [`create_postgres_database`],
 //!   [`drop_postgres_database`].
@@ -59,6 +60,8 @@ pub(crate) use as_itself;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) use direct::MERGE_MARK;
 
+#[cfg(feature = "mimalloc")]
+pub mod allocator;
 pub mod backend;
 pub mod backup;
 pub mod batch;

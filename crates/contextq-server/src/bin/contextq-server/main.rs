@@ -43,6 +43,11 @@ enum Command {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     contextq_server::logs::init("warn,contextq=info", cli.logs.log_format);
+    #[cfg(feature = "mimalloc")]
+    // The runtime's workers exist but run nothing yet: SQLite is first touched below.
+    if let Err(rc) = contextq_server::db::allocator::sqlite_allocates_with_mimalloc() {
+        tracing::warn!(code = rc, "SQLite kept its own allocator");
+    }
     let ran = match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Admin(args) => admin::run(args).await,

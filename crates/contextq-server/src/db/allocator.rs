@@ -1,0 +1,87 @@
+//! SQLite's own allocations on mimalloc, with its allocation statistics off: two settings of the
+//! whole process that a binary chooses before it opens any database (feature `mimalloc`; the
+//! library never makes them on its own, as it never sets Rust's allocator).
+//!
+//! The Rust allocator does not reach SQLite's C code: under a bulk write SQLite still called
+//! glibc's `malloc` and, to keep its statistics, took a mutex and asked each block's size around
+//! every allocation, about a tenth of the writer thread's time (docs/benchmarks.md, "SQLite's
+//! allocations"). With these settings `sqlite3_memory_used` reads 0 and a soft heap limit
+//! has no effect; nothing here uses either.
+//!
+//! `unsafe` here is SQLite's C API (`sqlite3_config`) and mimalloc's, each block with what
+//! makes it sound.
+#![allow(unsafe_code)]
+
+use std::ffi::{c_int, c_void};
+
+use rusqlite::ffi;
+
+// The methods SQLite calls: every pointer it passes came from these, so from mimalloc.
+
+unsafe extern "C" fn x_malloc(n: c_int) -> *mut c_void {
+    // SAFETY: any size; SQLite never asks for a negative one (0 gives a unique pointer).
+    unsafe { libmimalloc_sys::mi_malloc(usize::try_from(n).unwrap_or(0)) }
+}
+
+unsafe extern "C" fn x_free(p: *mut c_void) {
+    // SAFETY: `p` is null or from `x_malloc`/`x_realloc`, freed once (SQLite's contract).
+    unsafe { libmimalloc_sys::mi_free(p) }
+}
+
+unsafe extern "C" fn x_realloc(p: *mut c_void, n: c_int) -> *mut c_void {
+    // SAFETY: as for `x_free`.
+    unsafe { libmimalloc_sys::mi_realloc(p, usize::try_from(n).unwrap_or(0)) }
+}
+
+unsafe extern "C" fn x_size(p: *mut c_void) -> c_int {
+    // SAFETY: as for `x_free`, and still allocated.
+    let n = unsafe { libmimalloc_sys::mi_usable_size(p) };
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
+unsafe extern "C" fn x_roundup(n: c_int) -> c_int {
+    let n = usize::try_from(n).unwrap_or(0);
+    // SAFETY: a pure function of a size.
+    c_int::try_from(unsafe { libmimalloc_sys::mi_good_size(n) }).unwrap_or(c_int::MAX)
+}
+
+unsafe extern "C" fn x_init(_: *mut c_void) -> c_int {
+    ffi::SQLITE_OK
+}
+
+unsafe extern "C" fn x_shutdown(_: *mut c_void) {}
+
+/// Makes SQLite allocate with mimalloc and stop keeping allocation statistics, for the whole
+/// process. `Err` with SQLite's result code when SQLite refused, which it does once it has been
+/// initialized (a database opened before this call): SQLite then keeps its defaults and works
+/// as before, so a caller may log the refusal and go on.
+///
+/// SQLite's configuration must not run while another thread calls SQLite: call this at the
+/// start of `main`, before anything can open a database (the two binaries of this workspace do;
+/// they start no thread that touches SQLite before it). It is a safe function because the
+/// binaries forbid `unsafe` code; this precondition is the one thing it cannot check.
+pub fn sqlite_allocates_with_mimalloc() -> Result<(), c_int> {
+    let methods = ffi::sqlite3_mem_methods {
+        xMalloc: Some(x_malloc),
+        xFree: Some(x_free),
+        xRealloc: Some(x_realloc),
+        xSize: Some(x_size),
+        xRoundup: Some(x_roundup),
+        xInit: Some(x_init),
+        xShutdown: Some(x_shutdown),
+        pAppData: std::ptr::null_mut(),
+    };
+    // SAFETY: the methods are valid for SQLite's whole life (mimalloc's functions, which take
+    // any pointer mimalloc gave, and null); SQLite copies the struct, which need not outlive
+    // the call; before initialization (the documented precondition) nothing else runs in
+    // SQLite, and after it SQLite refuses without reading the argument.
+    let rc = unsafe { ffi::sqlite3_config(ffi::SQLITE_CONFIG_MALLOC, &methods as *const _) };
+    if rc != ffi::SQLITE_OK {
+        return Err(rc);
+    }
+    // SAFETY: as above; the one argument is an int.
+    match unsafe { ffi::sqlite3_config(ffi::SQLITE_CONFIG_MEMSTATUS, 0 as c_int) } {
+        ffi::SQLITE_OK => Ok(()),
+        rc => Err(rc),
+    }
+}
