@@ -130,6 +130,11 @@ const MIGRATIONS: &[Migration] = &[
         "memory stores: workspace profiles, versions by workspace, redactions by key",
         common "0018_memory_stores.sql"
     ),
+    migration!(
+        19,
+        "search index: a bulk write's terms flushed once",
+        "0019_index_flushes_once_a_write.sql"
+    ),
 ];
 
 /// The migration after whose SQL every existing context is indexed for search (in Rust: the

@@ -94,3 +94,51 @@ async fn writes_leave_merging_to_the_background() {
     assert_eq!(plain[0].len(), 15);
     assert_eq!(plain[1], vec!["mem:ws/f7.md".to_string()]);
 }
+
+/// A bulk write whose terms pass FTS5's default 1 MiB of memory writes them as one segment
+/// (migration 19: 8 MiB), not two: half the segments for the writer to merge after an import.
+#[tokio::test]
+async fn a_bulk_write_is_one_segment() {
+    let options = DbOptions::default().index_merge_interval(None);
+    let s = TestServer::start_with_options(Backend::Sqlite, ServerConfig::default(), options).await;
+    let t = s.tenant(Plan::Unlimited, RW).await;
+    // 1,000 files of 100 terms each from a vocabulary of 20,000: more than FTS5's
+    // default 1 MiB of memory (two segments at that default).
+    let contexts: Vec<_> = (0..1000)
+        .map(|i| {
+            let words: Vec<String> = (0..100)
+                .map(|j| format!("w{}", (i * 7919 + j * 104_729) % 20_000))
+                .collect();
+            let content = format!("only{i} {}", words.join(" "));
+            json!({"externalId": format!("mem:ws/bulk/f{i}.md"), "workspace": "ws", "type": "reference", "content": content})
+        })
+        .collect();
+    let segments = || async {
+        s.db.read_one(
+            "SELECT COUNT(DISTINCT segid) AS n FROM context_fts_idx",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get::<i64, _>("n")
+        .unwrap()
+    };
+    let before = segments().await;
+    let r = t
+        .client
+        .post("/api/contexts/bulk-upsert", json!({ "contexts": contexts }))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        segments().await - before,
+        1,
+        "segments the bulk write added"
+    );
+    let hits = found(&t.client, "only999").await;
+    assert_eq!(
+        hits,
+        vec!["mem:ws/bulk/f999.md".to_string()],
+        "found after the write"
+    );
+}

@@ -51,7 +51,7 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
         db.schema_version().await.unwrap(),
         contextq_server::db::latest_schema_version()
     );
-    assert_eq!(contextq_server::db::latest_schema_version(), 18);
+    assert_eq!(contextq_server::db::latest_schema_version(), 19);
     if b == Backend::Sqlite {
         // Migration 17: the search index is merged between writes, never by one.
         let row = db
@@ -63,6 +63,16 @@ async fn a_release_database_upgrades_in_place(b: Backend) {
             .unwrap()
             .expect("the index's automerge is set");
         assert_eq!(row.try_get::<i64, _>("v").unwrap(), 0);
+        // Migration 19: a bulk write's terms stay in memory up to 8 MiB, flushed once.
+        let row = db
+            .read_one(
+                "SELECT v FROM context_fts_config WHERE k = 'hashsize'",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .expect("the index's hashsize is set");
+        assert_eq!(row.try_get::<i64, _>("v").unwrap(), 8 << 20);
     }
     // Migration 6 counted what each tenant holds, as a write would have kept it.
     assert_eq!(admin::recount(&db).await.unwrap(), vec![]);
