@@ -246,12 +246,17 @@ fn scan(text: &str, ascii_shortcut: bool) -> Vec<Token> {
 /// The terms an index holds for a text, in order, at most `max`; an occurrence of a term past
 /// its [`MAX_TERM_POSITIONS`]th is [`FILLER`].
 pub fn index_terms(text: &str, max: usize) -> Vec<String> {
-    let mut terms: Vec<String> = tokens(text).into_iter().take(max).map(|t| t.term).collect();
+    let mut terms: Vec<String> = if text.is_ascii() {
+        ascii_terms(text, max)
+    } else {
+        tokens(text).into_iter().take(max).map(|t| t.term).collect()
+    };
     // Fewer terms than a term may occur: none occurs too often (most files), no counting.
     if terms.len() <= MAX_TERM_POSITIONS {
         return terms;
     }
-    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(terms.len() / 4);
     let filler: Vec<bool> = terms
         .iter()
         .map(|t| {
@@ -266,6 +271,33 @@ pub fn index_terms(text: &str, max: usize) -> Vec<String> {
         }
     }
     terms
+}
+
+/// [`tokens`]' terms of an ASCII text, at most `max`, without their places: runs of letters and
+/// digits, lowercased and cut at [`MAX_TERM_BYTES`] (what the ASCII shortcut of `scan` makes of
+/// them), found by bytes rather than characters. Most files are ASCII; this is most of the
+/// tokenizing a large file's write does (docs/benchmarks.md, "Terms of ASCII text").
+fn ascii_terms(text: &str, max: usize) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity((bytes.len() / 6).min(max));
+    let mut i = 0;
+    while out.len() < max {
+        while i < bytes.len() && !bytes[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_alphanumeric() {
+            i += 1;
+        }
+        if start == i {
+            break;
+        }
+        let word = &bytes[start..i.min(start + MAX_TERM_BYTES)];
+        let mut term = String::with_capacity(word.len());
+        term.extend(word.iter().map(|b| char::from(b.to_ascii_lowercase())));
+        out.push(term);
+    }
+    out
 }
 
 /// One term of a query: matched as the whole term, or (`prefix`) as the start of one.
@@ -631,6 +663,17 @@ mod tests {
             text in "[a-zA-Z0-9 .,_\\-@/\n\tÀéßẞ\u{0301}\u{0308}日本語かなｶﾞ\u{FF9E}Ωж]{0,80}"
         ) {
             prop_assert_eq!(scan(&text, true), scan(&text, false));
+        }
+
+        /// An ASCII text's terms found by bytes are [`tokens`]' terms, up to any `max`, with
+        /// runs longer than a term cut the same way.
+        #[test]
+        fn ascii_terms_are_the_tokens_terms(
+            text in "[a-zA-Z0-9 .,_\\-@/\n\t]{0,120}|([a-z]{30,40}[ .]){1,4}",
+            max in 0usize..40
+        ) {
+            let slow: Vec<String> = tokens(&text).into_iter().take(max).map(|t| t.term).collect();
+            prop_assert_eq!(ascii_terms(&text, max), slow);
         }
     }
 
