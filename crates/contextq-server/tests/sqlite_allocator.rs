@@ -74,3 +74,10 @@ async fn sqlite_allocates_with_mimalloc_and_counts_nothing() {
     assert_eq!(sqlite_allocates_with_mimalloc(), Err(ffi::SQLITE_MISUSE));
     server.stop().await.unwrap();
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn transparent_huge_pages_are_off_after_the_call() {
+    contextq_server::db::allocator::without_transparent_huge_pages().unwrap();
+    assert!(rustix::thread::transparent_huge_pages_are_disabled().unwrap());
+}

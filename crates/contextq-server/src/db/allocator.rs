@@ -1,6 +1,7 @@
-//! SQLite's own allocations on mimalloc, with its allocation statistics off: two settings of the
-//! whole process that a binary chooses before it opens any database (feature `mimalloc`; the
-//! library never makes them on its own, as it never sets Rust's allocator).
+//! SQLite's own allocations on mimalloc, with its allocation statistics off, and no transparent
+//! huge pages: settings of the whole process that a binary chooses before it opens any
+//! database (feature `mimalloc`; the library never makes them on its own, as it never sets
+//! Rust's allocator).
 //!
 //! The Rust allocator does not reach SQLite's C code: under a bulk write SQLite still called
 //! glibc's `malloc` and, to keep its statistics, took a mutex and asked each block's size around
@@ -84,4 +85,15 @@ pub fn sqlite_allocates_with_mimalloc() -> Result<(), c_int> {
         ffi::SQLITE_OK => Ok(()),
         rc => Err(rc),
     }
+}
+
+/// Stops the kernel from backing this process's memory with transparent huge pages, from now
+/// on (`prctl(PR_SET_THP_DISABLE)`; Linux only, elsewhere nothing to do). mimalloc asks for them
+/// (`madvise(MADV_HUGEPAGE)`) on the regions it reserves, so each first touch zeroed 2 MiB:
+/// the CLI's run of 5,000 commands peaked at 66 MB instead of 43, and an import 55-60 MB higher
+/// (docs/benchmarks.md, "Transparent huge pages"). Child processes inherit the setting.
+pub fn without_transparent_huge_pages() -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    rustix::thread::disable_transparent_huge_pages(true)?;
+    Ok(())
 }

@@ -48,6 +48,10 @@ async fn main() -> ExitCode {
     if let Err(rc) = contextq_server::db::allocator::sqlite_allocates_with_mimalloc() {
         tracing::warn!(code = rc, "SQLite kept its own allocator");
     }
+    #[cfg(feature = "mimalloc")]
+    if let Err(e) = contextq_server::db::allocator::without_transparent_huge_pages() {
+        tracing::warn!(error = %e, "transparent huge pages stay on");
+    }
     let ran = match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Admin(args) => admin::run(args).await,
