@@ -42,15 +42,9 @@ fn main() -> ExitCode {
         contextq_server::logs::LogFormat::Text => "warn,sqlx=error",
     };
     contextq_server::logs::init(default_filter, cli.logs.log_format);
-    #[cfg(feature = "mimalloc")]
     // Before the runtime starts, so no other thread exists to touch SQLite.
-    if let Err(rc) = contextq_server::db::allocator::sqlite_allocates_with_mimalloc() {
-        tracing::warn!(code = rc, "SQLite kept its own allocator");
-    }
     #[cfg(feature = "mimalloc")]
-    if let Err(e) = contextq_server::db::allocator::without_transparent_huge_pages() {
-        tracing::warn!(error = %e, "transparent huge pages stay on");
-    }
+    contextq_server::db::allocator::set_up_process();
     // `serve` answers other processes, and `import` keeps several bulk requests in flight (one
     // request's JSON and terms made while the database commits another's): every core. Every
     // other command is one client running one command at a time (the embedded server in the

@@ -97,3 +97,15 @@ pub fn without_transparent_huge_pages() -> std::io::Result<()> {
     rustix::thread::disable_transparent_huge_pages(true)?;
     Ok(())
 }
+
+/// What both binaries do first in `main`: [`sqlite_allocates_with_mimalloc`] (with its
+/// precondition: before anything can open a database) and [`without_transparent_huge_pages`],
+/// each refusal logged as a warning, since the process works as before without them.
+pub fn set_up_process() {
+    if let Err(rc) = sqlite_allocates_with_mimalloc() {
+        tracing::warn!(code = rc, "SQLite kept its own allocator");
+    }
+    if let Err(e) = without_transparent_huge_pages() {
+        tracing::warn!(error = %e, "transparent huge pages stay on");
+    }
+}

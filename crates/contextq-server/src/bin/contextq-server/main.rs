@@ -43,15 +43,9 @@ enum Command {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     contextq_server::logs::init("warn,contextq=info", cli.logs.log_format);
-    #[cfg(feature = "mimalloc")]
     // The runtime's workers exist but run nothing yet: SQLite is first touched below.
-    if let Err(rc) = contextq_server::db::allocator::sqlite_allocates_with_mimalloc() {
-        tracing::warn!(code = rc, "SQLite kept its own allocator");
-    }
     #[cfg(feature = "mimalloc")]
-    if let Err(e) = contextq_server::db::allocator::without_transparent_huge_pages() {
-        tracing::warn!(error = %e, "transparent huge pages stay on");
-    }
+    contextq_server::db::allocator::set_up_process();
     let ran = match cli.command {
         Command::Serve(args) => serve::run(args).await,
         Command::Admin(args) => admin::run(args).await,
