@@ -5,11 +5,13 @@
 //! row across; on the embedded default those hand-offs (thread wake-ups) cost more than the
 //! SQL (docs/benchmarks.md). This connection (rusqlite, on the same bundled SQLite library)
 //! runs a write on the calling thread when nothing in it can wait: `BEGIN IMMEDIATE` is tried
-//! without waiting, and a commit runs here only when it does not flush to disk (no `fsync`:
+//! without waiting, and a commit runs here when it does not flush to disk (no `fsync`:
 //! `synchronous = NORMAL` with checkpoints in the background). Whatever can wait (another
 //! process holding the write lock, a commit that flushes) runs on the connection's own thread,
-//! so an async runtime thread never blocks on a lock or a disk. Reads use it too when it is
-//! idle ([`DirectConnection::try_read_one`]): its page cache is the warmest, having made the writes.
+//! so an async runtime thread never blocks on a lock or a disk; unless the owner said a commit
+//! may wait for the disk where it was asked ([`CommitsOn::CallerWaiting`]: two thread wake-ups
+//! a write fewer). Reads use it too when it is idle ([`DirectConnection::try_read_one`]): its
+//! page cache is the warmest, having made the writes.
 //!
 //! Who may use it: the holder of this process's writer slot ([`super::Db`]) for a write; a
 //! read only when no write is open on it. A job sent to the thread carries the writer slot, so
@@ -39,14 +41,31 @@ pub(crate) type Slot = tokio::sync::OwnedMutexGuard<Option<sqlx::AnyConnection>>
 
 type Job = Box<dyn FnOnce(&mut Option<Connection>) + Send>;
 
+/// Where a commit runs ([`DirectConnection::commit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CommitsOn {
+    /// On the calling thread: commits do not wait for the disk (no flush, checkpoints in the
+    /// background).
+    Caller,
+    /// On the calling thread, waiting for the disk there
+    /// ([`super::DbOptions::flush_on_calling_thread`]): inside `tokio::task::block_in_place`
+    /// on a multi-thread runtime (its other tasks move to another thread), plainly on a
+    /// current-thread one (which runs nothing else meanwhile).
+    CallerWaiting,
+    /// On the connection's thread: the calling thread never waits for the disk.
+    Thread,
+}
+
 /// The direct connection and the thread that runs what may wait.
 #[derive(Debug)]
 pub(crate) struct DirectConnection {
     /// `None` once closed.
     conn: Arc<Mutex<Option<Connection>>>,
     jobs: std::sync::mpsc::Sender<Job>,
-    /// Commits run on the calling thread (they do not flush to disk).
-    inline_commits: bool,
+    /// Where commits run.
+    commits_on: CommitsOn,
+    /// Jobs handed to the connection's thread so far ([`DirectConnection::handoffs`]).
+    handoffs: AtomicU64,
 }
 
 /// A failure of the direct connection, as sqlx reports database errors (so that the store
@@ -306,13 +325,12 @@ fn rollback(conn: &Connection) {
 
 impl DirectConnection {
     /// Opens `path` (which exists: the pool created and migrated it), sets it up with
-    /// `pragmas`, and starts its thread. `inline_commits`: commits do not flush to disk, so
-    /// they run on the calling thread.
+    /// `pragmas`, and starts its thread; its commits run where `commits_on` says.
     pub(crate) fn open<'a>(
         path: &Path,
         read_only: bool,
         pragmas: impl IntoIterator<Item = &'a str>,
-        inline_commits: bool,
+        commits_on: CommitsOn,
     ) -> Result<DirectConnection, sqlx::Error> {
         let flags = if read_only {
             OpenFlags::SQLITE_OPEN_READ_ONLY
@@ -348,8 +366,15 @@ impl DirectConnection {
         Ok(DirectConnection {
             conn,
             jobs,
-            inline_commits,
+            commits_on,
+            handoffs: AtomicU64::new(0),
         })
+    }
+
+    /// Jobs handed to the connection's thread so far (each a wake-up of that thread and one of
+    /// the caller's): a command's count is the difference around it.
+    pub(crate) fn handoffs(&self) -> u64 {
+        self.handoffs.load(Ordering::Relaxed)
     }
 
     /// The connection, locked (it is held only for the span of one statement or commit).
@@ -367,6 +392,7 @@ impl DirectConnection {
         abandon: impl FnOnce(&Connection) + Send + 'static,
     ) -> Result<(R, Slot), sqlx::Error> {
         let (tx, rx) = tokio::sync::oneshot::channel();
+        self.handoffs.fetch_add(1, Ordering::Relaxed);
         self.jobs
             .send(Box::new(move |conn: &mut Option<Connection>| {
                 let Some(conn) = conn.as_ref() else {
@@ -431,19 +457,37 @@ impl DirectConnection {
     }
 
     /// Round trip 2 of a write ([`super::Write::commit`]): the statements, each checked, and
-    /// `COMMIT`; here when the commit does not flush to disk, on the thread otherwise.
+    /// `COMMIT`; where [`CommitsOn`] says.
     pub(crate) async fn commit(
         &self,
         slot: Slot,
         statements: Vec<(String, Vec<Bind>, Option<u64>)>,
         commits: Arc<AtomicU64>,
     ) -> Result<(), CommitError> {
-        if self.inline_commits {
+        let here = || {
             let guard = self.lock();
             let conn = guard.as_ref().ok_or_else(closed)?;
-            apply(conn, &statements, &commits)?;
-            drop(slot);
-            return Ok(());
+            apply(conn, &statements, &commits)
+        };
+        match self.commits_on {
+            CommitsOn::Caller => {
+                let out = here();
+                drop(slot);
+                return out;
+            }
+            CommitsOn::CallerWaiting => {
+                use tokio::runtime::{Handle, RuntimeFlavor};
+                let multi_thread = Handle::try_current()
+                    .is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+                let out = if multi_thread {
+                    tokio::task::block_in_place(here)
+                } else {
+                    here()
+                };
+                drop(slot);
+                return out;
+            }
+            CommitsOn::Thread => {}
         }
         // The statements come back to be freed here, after the slot: freeing a large batch
         // (a bulk upsert's contents) is work the next write need not wait for.

@@ -13,7 +13,7 @@ use sqlx::{Any, AnyPool, Transaction};
 
 use super::backend::sqlite_url;
 use super::batch::{Batch, BatchError, BatchMismatch, Bind, bind_all, inline, is_failed_check};
-use super::direct::{CommitError, DirectConnection, Slot};
+use super::direct::{CommitError, CommitsOn, DirectConnection, Slot};
 use super::row::Row;
 use super::search::{SearchConnection, SearchFailure, SearchLimits, Searchers};
 use super::writers::{Writer, Writers};
@@ -42,6 +42,9 @@ pub struct Db {
     versions_kept: u32,
     /// SQLite: flush the write-ahead log at every commit.
     sync_commits: bool,
+    /// SQLite: a commit that waits for the disk waits on the calling thread
+    /// ([`DbOptions::flush_on_calling_thread`]).
+    flush_on_calling_thread: bool,
     /// Commits made through this pool, for the background checkpoint to see there is work.
     commits: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// SQLite: the background checkpoint ([`DbOptions::checkpoint_interval`]), stopped when
@@ -123,6 +126,7 @@ contextq_api::setters!(DbOptions {
     existing_only: bool,
     versions_kept: u32,
     sync_commits: bool,
+    flush_on_calling_thread: bool,
     checkpoint_interval: Option<Duration>,
     index_merge_interval: Option<Duration>,
     search: SearchLimits,
@@ -259,6 +263,7 @@ impl Db {
             audit_key: options.audit_key.clone().map(std::sync::Arc::new),
             versions_kept: options.versions_kept,
             sync_commits: options.sync_commits,
+            flush_on_calling_thread: options.flush_on_calling_thread,
             commits,
             checkpointer,
             merger: None,
@@ -310,6 +315,14 @@ impl Db {
     /// command's cost in commits is the difference around it (docs/costs.md).
     pub fn commits(&self) -> u64 {
         self.commits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// SQLite: work handed to the write connection's thread so far (a flushing commit unless
+    /// [`DbOptions::flush_on_calling_thread`], a write that waits for another process's lock,
+    /// a step of the index's merge), each a wake-up of that thread and then of the caller's: a
+    /// command's count is the difference around it. 0 on PostgreSQL.
+    pub fn thread_handoffs(&self) -> u64 {
+        self.direct.as_ref().map_or(0, |d| d.handoffs())
     }
 
     /// Connections open to the database and how many of them are idle: the pool's, and on
@@ -450,7 +463,8 @@ impl Db {
 
     /// SQLite: the direct connection on the pool's file, set up as the pool's connections
     /// are. Its commits run on the calling thread when they neither flush to disk nor
-    /// checkpoint (module `direct`).
+    /// checkpoint, or when [`DbOptions::flush_on_calling_thread`] lets them wait there (module
+    /// `direct`).
     fn open_direct(&self) -> Result<DirectConnection> {
         use std::str::FromStr as _;
         let options = sqlx::sqlite::SqliteConnectOptions::from_str(&self.url)
@@ -462,7 +476,13 @@ impl Db {
             options.get_filename(),
             read_only,
             sqlite_setup(self.sync_commits, background_checkpoints).chain([WRITER_CACHE]),
-            !self.sync_commits && background_checkpoints,
+            if !self.sync_commits && background_checkpoints {
+                CommitsOn::Caller
+            } else if self.flush_on_calling_thread {
+                CommitsOn::CallerWaiting
+            } else {
+                CommitsOn::Thread
+            },
         )
         .map_err(|e| Error::Connect(redact_url(&self.url), e))
     }

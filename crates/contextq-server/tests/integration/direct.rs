@@ -2,8 +2,10 @@
 //! another connection's lock without blocking the runtime; a write given up while it waits
 //! leaves no transaction open; a read while a write is open sees only what is committed; a
 //! commit that runs here (no flush to disk) and one that runs on the connection's thread (a
-//! flush) both commit, and both roll back a wrong row count; a closed database refuses; two
-//! `Db`s on one file (two processes) write alongside, each waiting for the other's lock.
+//! flush) both commit, and both roll back a wrong row count; a flushing commit allowed to wait
+//! where it was asked (`DbOptions::flush_on_calling_thread`) hands nothing to the thread, on
+//! either runtime; a closed database refuses; two `Db`s on one file (two processes) write
+//! alongside, each waiting for the other's lock.
 
 use std::time::{Duration, Instant};
 
@@ -302,4 +304,46 @@ async fn a_row_written_by_hand_is_a_decoding_error_not_a_panic() {
         e.to_string().contains("expected an integer, found text"),
         "{e}"
     );
+}
+
+/// 20 synced writes through `db`; how many hand-offs to the write connection's thread they
+/// made, and how many commits.
+async fn handoffs_of_twenty_writes(db: &Db) -> (u64, u64) {
+    let (handoffs, commits) = (db.thread_handoffs(), db.commits());
+    for id in 0..20 {
+        let write = begin(db).await.unwrap();
+        write.commit(insert(id, "x")).await.unwrap();
+    }
+    // A refused batch ends where a committed one does: the caller's thread, or the thread.
+    let write = begin(db).await.unwrap();
+    assert!(write.commit(insert(0, "dup")).await.is_err());
+    assert_eq!(count(db).await, 20);
+    (db.thread_handoffs() - handoffs, db.commits() - commits)
+}
+
+#[tokio::test]
+async fn a_flushing_commit_goes_to_the_thread_unless_it_may_wait_here() {
+    // The default: the caller's (here one-thread) runtime never waits for the disk.
+    let (_database, store) = db(&DbOptions::default()).await;
+    assert_eq!(handoffs_of_twenty_writes(&store).await, (21, 20));
+    // Allowed to wait here, on a current-thread runtime: no hand-off.
+    let (_database, store) = db(&DbOptions::default().flush_on_calling_thread(true)).await;
+    assert_eq!(handoffs_of_twenty_writes(&store).await, (0, 20));
+    // A commit that does not flush was always here.
+    let (_database, store) = db(&ordered()).await;
+    assert_eq!(handoffs_of_twenty_writes(&store).await, (0, 20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_multi_thread_runtime_a_flushing_commit_waits_in_block_in_place() {
+    let (_database, store) = db(&DbOptions::default().flush_on_calling_thread(true)).await;
+    // From a spawned task (a worker thread, as the server's handlers run) and from the
+    // runtime's `block_on` thread alike.
+    let spawned = {
+        let store = store.clone();
+        tokio::spawn(async move { handoffs_of_twenty_writes(&store).await })
+    };
+    assert_eq!(spawned.await.unwrap(), (0, 20));
+    let (_database, store) = db(&DbOptions::default().flush_on_calling_thread(true)).await;
+    assert_eq!(handoffs_of_twenty_writes(&store).await, (0, 20));
 }

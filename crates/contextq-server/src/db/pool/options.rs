@@ -46,6 +46,17 @@ pub struct DbOptions {
     /// connection's thread, so no runtime thread waits for the disk. PostgreSQL: no effect (its
     /// own `synchronous_commit`).
     pub sync_commits: bool,
+    /// SQLite: a commit that waits for the disk (a flush, or a checkpoint of SQLite's own)
+    /// waits on the thread that asked for it, rather than on the write connection's thread
+    /// (default false). That saves two thread wake-ups a write, a tenth of a synced write on
+    /// the trace (docs/benchmarks.md, "Commits on the calling thread"). On a multi-thread
+    /// runtime the wait is inside `tokio::task::block_in_place`, which hands the thread's
+    /// other tasks to another thread; on a current-thread runtime nothing else runs until the
+    /// disk answers, so set it there only when the runtime serves one client at a time (the
+    /// CLI's one-command runs do). Do not set it for a `Db` used inside a `tokio::task::LocalSet`
+    /// on a multi-thread runtime: `block_in_place` panics there. `contextq-server serve` and
+    /// the CLI set it. PostgreSQL: no effect.
+    pub flush_on_calling_thread: bool,
     /// SQLite: how often a background task checkpoints the write-ahead log (copies committed
     /// pages into the database file, a PASSIVE checkpoint), when there were commits since the
     /// last time (default [`DEFAULT_CHECKPOINT_INTERVAL`], 50 ms). Commits then never run a
@@ -81,6 +92,7 @@ impl Default for DbOptions {
             existing_only: false,
             versions_kept: DEFAULT_VERSIONS_KEPT,
             sync_commits: true,
+            flush_on_calling_thread: false,
             checkpoint_interval: Some(DEFAULT_CHECKPOINT_INTERVAL),
             index_merge_interval: Some(crate::db::merges::DEFAULT_INDEX_MERGE_INTERVAL),
             search: SearchLimits::default(),
