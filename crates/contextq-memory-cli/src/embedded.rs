@@ -100,9 +100,9 @@ impl Embedded {
             .audit_key(Some(audit_key))
             .adopt_audit_key(created)
             .sync_commits(mode.durability == Durability::Synced)
-            // On the one-thread runtime of a one-client command, and in `serve`'s and
-            // `import`'s multi-thread runtime (`block_in_place`), a commit waits for the disk
-            // where it was asked: two thread wake-ups a write fewer (docs/benchmarks.md).
+            // A one-client command runs on one thread (`main`): its commits wait for the disk
+            // there, two thread wake-ups a write fewer. No effect in `serve` and `import`,
+            // whose runtimes are multi-thread.
             .flush_on_calling_thread(true);
         let db = Db::connect(&db_url, &options)
             .await
@@ -302,4 +302,50 @@ pub async fn sign_in_link(data_dir: &Path, url: Option<&str>) -> Result<String> 
         .as_str()
         .context("the server answered no token")?;
     Ok(format!("{url}/ui/#token={token}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contextq_memory_tool::contextq::{ContextQMemoryToolOptions, contextq_memory_tool};
+    use contextq_memory_tool::{MemoryToolHandlers as _, ToolResult};
+
+    /// A one-client command's writes (this runtime has one thread, as the CLI's has) wait for
+    /// the disk on that thread: none goes to the write connection's thread and back.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_one_client_commands_synced_writes_hand_nothing_to_another_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let embedded = Embedded::start(dir.path(), "127.0.0.1:0", Mode::default())
+            .await
+            .unwrap();
+        embedded
+            .ensure_workspace(&embedded.credentials.workspace)
+            .await
+            .unwrap();
+        let options = ContextQMemoryToolOptions::new(embedded.credentials.api_key.clone())
+            .base_url(embedded.url.clone())
+            .local_service(embedded.local_service())
+            .workspace(embedded.credentials.workspace.clone());
+        let tool = contextq_memory_tool(options).unwrap();
+        // The key's first use is recorded in the background, on a connection of the pool, once
+        // a minute: a write that met it would wait for its lock on the writer's thread.
+        let warm = tool
+            .execute(serde_json::json!({"command": "view", "path": "/memories"}))
+            .await;
+        assert!(!warm.is_error, "{}", warm.content);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let (handoffs, commits) = (embedded.db.thread_handoffs(), embedded.db.commits());
+        for n in 0..10 {
+            let created: ToolResult = tool
+                .execute(serde_json::json!({
+                    "command": "create",
+                    "path": format!("/memories/n{n}.md"),
+                    "file_text": "a note\n",
+                }))
+                .await;
+            assert!(!created.is_error, "{}", created.content);
+        }
+        assert!(embedded.db.commits() - commits >= 10);
+        assert_eq!(embedded.db.thread_handoffs() - handoffs, 0);
+    }
 }

@@ -9,8 +9,8 @@
 //! `synchronous = NORMAL` with checkpoints in the background). Whatever can wait (another
 //! process holding the write lock, a commit that flushes) runs on the connection's own thread,
 //! so an async runtime thread never blocks on a lock or a disk; unless the owner said a commit
-//! may wait for the disk where it was asked ([`CommitsOn::CallerWaiting`]: two thread wake-ups
-//! a write fewer). Reads use it too when it is idle ([`DirectConnection::try_read_one`]): its
+//! may wait for the disk on a current-thread runtime that serves one client
+//! ([`CommitsOn::CallerWaiting`]: two thread wake-ups a write fewer). Reads use it too when it is idle ([`DirectConnection::try_read_one`]): its
 //! page cache is the warmest, having made the writes.
 //!
 //! Who may use it: the holder of this process's writer slot ([`super::Db`]) for a write; a
@@ -47,13 +47,20 @@ pub(crate) enum CommitsOn {
     /// On the calling thread: commits do not wait for the disk (no flush, checkpoints in the
     /// background).
     Caller,
-    /// On the calling thread, waiting for the disk there
-    /// ([`super::DbOptions::flush_on_calling_thread`]): inside `tokio::task::block_in_place`
-    /// on a multi-thread runtime (its other tasks move to another thread), plainly on a
-    /// current-thread one (which runs nothing else meanwhile).
+    /// On the calling thread, waiting for the disk there, when that thread is a current-thread
+    /// runtime's (which runs nothing else meanwhile) or no runtime's; on the connection's
+    /// thread from a multi-thread runtime ([`super::DbOptions::flush_on_calling_thread`]).
     CallerWaiting,
     /// On the connection's thread: the calling thread never waits for the disk.
     Thread,
+}
+
+/// Whether the calling thread belongs to a multi-thread runtime, whose workers must not wait for
+/// a disk (`tokio::task::block_in_place` would let them, but moving the worker's other tasks
+/// away and back cost a server more than the two wake-ups it saved: docs/benchmarks.md).
+fn on_multi_thread_runtime() -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    Handle::try_current().is_ok_and(|h| h.runtime_flavor() != RuntimeFlavor::CurrentThread)
 }
 
 /// The direct connection and the thread that runs what may wait.
@@ -64,7 +71,7 @@ pub(crate) struct DirectConnection {
     jobs: std::sync::mpsc::Sender<Job>,
     /// Where commits run.
     commits_on: CommitsOn,
-    /// Jobs handed to the connection's thread so far ([`DirectConnection::handoffs`]).
+    /// Writes' steps handed to the connection's thread so far ([`DirectConnection::handoffs`]).
     handoffs: AtomicU64,
 }
 
@@ -371,8 +378,10 @@ impl DirectConnection {
         })
     }
 
-    /// Jobs handed to the connection's thread so far (each a wake-up of that thread and one of
-    /// the caller's): a command's count is the difference around it.
+    /// Writes' steps (a begin that waits for another process's lock, a commit that flushes)
+    /// handed to the connection's thread so far, each a wake-up of that thread and one of the
+    /// caller's: a command's count is the difference around it. The index's merges, which run
+    /// there between writes, are not counted.
     pub(crate) fn handoffs(&self) -> u64 {
         self.handoffs.load(Ordering::Relaxed)
     }
@@ -392,7 +401,6 @@ impl DirectConnection {
         abandon: impl FnOnce(&Connection) + Send + 'static,
     ) -> Result<(R, Slot), sqlx::Error> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.handoffs.fetch_add(1, Ordering::Relaxed);
         self.jobs
             .send(Box::new(move |conn: &mut Option<Connection>| {
                 let Some(conn) = conn.as_ref() else {
@@ -440,6 +448,7 @@ impl DirectConnection {
             }
         }
         let read = read.to_string();
+        self.handoffs.fetch_add(1, Ordering::Relaxed);
         let (out, slot) = self
             .on_thread(
                 slot,
@@ -475,22 +484,16 @@ impl DirectConnection {
                 drop(slot);
                 return out;
             }
-            CommitsOn::CallerWaiting => {
-                use tokio::runtime::{Handle, RuntimeFlavor};
-                let multi_thread = Handle::try_current()
-                    .is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
-                let out = if multi_thread {
-                    tokio::task::block_in_place(here)
-                } else {
-                    here()
-                };
+            CommitsOn::CallerWaiting if !on_multi_thread_runtime() => {
+                let out = here();
                 drop(slot);
                 return out;
             }
-            CommitsOn::Thread => {}
+            CommitsOn::CallerWaiting | CommitsOn::Thread => {}
         }
         // The statements come back to be freed here, after the slot: freeing a large batch
         // (a bulk upsert's contents) is work the next write need not wait for.
+        self.handoffs.fetch_add(1, Ordering::Relaxed);
         let ((out, statements), slot) = self
             .on_thread(
                 slot,

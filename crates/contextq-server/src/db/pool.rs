@@ -317,10 +317,11 @@ impl Db {
         self.commits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// SQLite: work handed to the write connection's thread so far (a flushing commit unless
-    /// [`DbOptions::flush_on_calling_thread`], a write that waits for another process's lock,
-    /// a step of the index's merge), each a wake-up of that thread and then of the caller's: a
-    /// command's count is the difference around it. 0 on PostgreSQL.
+    /// SQLite: writes' steps handed to the write connection's thread so far (a commit that
+    /// flushes, unless [`DbOptions::flush_on_calling_thread`] keeps it; a begin that waits for
+    /// another process's lock), each a wake-up of that thread and then of the caller's: a
+    /// command's count is the difference around it. The index's background merges are not
+    /// counted. 0 on PostgreSQL.
     pub fn thread_handoffs(&self) -> u64 {
         self.direct.as_ref().map_or(0, |d| d.handoffs())
     }

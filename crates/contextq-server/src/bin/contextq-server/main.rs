@@ -59,14 +59,10 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Database options with the audit key in `key_file`, if given. A commit waits for the disk
-/// on the worker that asked for it (`block_in_place`: this runtime is multi-thread and has no
-/// `LocalSet`), two thread wake-ups a write fewer.
+/// Database options with the audit key in `key_file`, if given.
 fn db_options(key_file: Option<&std::path::Path>) -> Result<DbOptions> {
     let key = key_file
         .map(contextq_server::audit::AuditKey::load)
         .transpose()?;
-    Ok(DbOptions::default()
-        .audit_key(key)
-        .flush_on_calling_thread(true))
+    Ok(DbOptions::default().audit_key(key))
 }

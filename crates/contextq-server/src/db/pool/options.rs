@@ -46,16 +46,14 @@ pub struct DbOptions {
     /// connection's thread, so no runtime thread waits for the disk. PostgreSQL: no effect (its
     /// own `synchronous_commit`).
     pub sync_commits: bool,
-    /// SQLite: a commit that waits for the disk (a flush, or a checkpoint of SQLite's own)
-    /// waits on the thread that asked for it, rather than on the write connection's thread
-    /// (default false). That saves two thread wake-ups a write, a tenth of a synced write on
-    /// the trace (docs/benchmarks.md, "Commits on the calling thread"). On a multi-thread
-    /// runtime the wait is inside `tokio::task::block_in_place`, which hands the thread's
-    /// other tasks to another thread; on a current-thread runtime nothing else runs until the
-    /// disk answers, so set it there only when the runtime serves one client at a time (the
-    /// CLI's one-command runs do). Do not set it for a `Db` used inside a `tokio::task::LocalSet`
-    /// on a multi-thread runtime: `block_in_place` panics there. `contextq-server serve` and
-    /// the CLI set it. PostgreSQL: no effect.
+    /// SQLite: on a current-thread runtime, a commit that waits for the disk (a flush, or a
+    /// checkpoint of SQLite's own) waits on the runtime's thread rather than on the write
+    /// connection's (default false). That saves two thread wake-ups a write, about a tenth of
+    /// a synced write of the trace (docs/benchmarks.md, "Commits on the calling thread"), but
+    /// the runtime runs nothing else until the disk answers: set it only when the runtime
+    /// serves one client at a time (the `contextq-memory` CLI's one-command runs do). From a
+    /// multi-thread runtime's threads commits still go to the connection's thread
+    /// (`block_in_place` was measured slower for a server). PostgreSQL: no effect.
     pub flush_on_calling_thread: bool,
     /// SQLite: how often a background task checkpoints the write-ahead log (copies committed
     /// pages into the database file, a PASSIVE checkpoint), when there were commits since the
