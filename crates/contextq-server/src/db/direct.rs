@@ -10,8 +10,9 @@
 //! process holding the write lock, a commit that flushes) runs on the connection's own thread,
 //! so an async runtime thread never blocks on a lock or a disk; unless the owner said a commit
 //! may wait for the disk on a current-thread runtime that serves one client
-//! ([`CommitsOn::CallerWaiting`]: two thread wake-ups a write fewer). Reads use it too when it is idle ([`DirectConnection::try_read_one`]): its
-//! page cache is the warmest, having made the writes.
+//! ([`CommitsOn::CallerWaiting`]: two thread wake-ups a write fewer). Reads use it too when it
+//! is idle ([`DirectConnection::try_read_one`]): its page cache is the warmest, having made the
+//! writes.
 //!
 //! Who may use it: the holder of this process's writer slot ([`super::Db`]) for a write; a
 //! read only when no write is open on it. A job sent to the thread carries the writer slot, so
@@ -478,18 +479,15 @@ impl DirectConnection {
             let conn = guard.as_ref().ok_or_else(closed)?;
             apply(conn, &statements, &commits)
         };
-        match self.commits_on {
-            CommitsOn::Caller => {
-                let out = here();
-                drop(slot);
-                return out;
-            }
-            CommitsOn::CallerWaiting if !on_multi_thread_runtime() => {
-                let out = here();
-                drop(slot);
-                return out;
-            }
-            CommitsOn::CallerWaiting | CommitsOn::Thread => {}
+        let on_caller = match self.commits_on {
+            CommitsOn::Caller => true,
+            CommitsOn::CallerWaiting => !on_multi_thread_runtime(),
+            CommitsOn::Thread => false,
+        };
+        if on_caller {
+            let out = here();
+            drop(slot);
+            return out;
         }
         // The statements come back to be freed here, after the slot: freeing a large batch
         // (a bulk upsert's contents) is work the next write need not wait for.
