@@ -267,6 +267,45 @@ async fn two_databases_on_one_file_write_alongside() {
     assert_eq!(count(&second).await, 200);
 }
 
+/// Two processes' writers on one file, each committing on its own runtime's one thread
+/// (`flush_on_calling_thread`, the CLI's setting): a commit there never waits for a lock, so
+/// neither blocks its runtime while the other holds the lock; a begin that meets the lock waits
+/// on the connection's thread, and every write lands.
+#[tokio::test]
+async fn two_databases_committing_on_the_calling_thread_write_alongside() {
+    let database = TestDatabase::fresh(Backend::Sqlite).await;
+    let options = DbOptions::default().flush_on_calling_thread(true);
+    let first = database.open(&options).await;
+    sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
+        .execute(first.pool())
+        .await
+        .unwrap();
+    let second = database.open(&options).await;
+    let mut tasks = Vec::new();
+    for (n, db) in [first.clone(), second.clone()].into_iter().enumerate() {
+        for w in 0..4i64 {
+            let db = db.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..25i64 {
+                    let id = (n as i64) * 1000 + w * 100 + i;
+                    let write = begin(&db).await.unwrap();
+                    // Between the begin and the commit the other writer's tasks run.
+                    tokio::task::yield_now().await;
+                    write.commit(insert(id, "x")).await.unwrap();
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("the writes finished")
+            .unwrap();
+    }
+    assert_eq!(count(&first).await, 200);
+    assert_eq!(count(&second).await, 200);
+}
+
 /// Rows written by hand into the file (an attacker with write access, a broken tool): text that
 /// is not UTF-8 and a number column holding text come back as decoding errors naming the
 /// column, read on the direct connection, never as a panic or as a wrong value.
