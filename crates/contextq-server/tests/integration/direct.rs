@@ -237,34 +237,7 @@ async fn a_closed_database_refuses_writes_and_reads() {
 /// running at once: every write lands once, whichever waited for the other's lock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_databases_on_one_file_write_alongside() {
-    let database = TestDatabase::fresh(Backend::Sqlite).await;
-    let first = database.open(&ordered()).await;
-    sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
-        .execute(first.pool())
-        .await
-        .unwrap();
-    let second = database.open(&DbOptions::default()).await;
-    let mut tasks = Vec::new();
-    for (n, db) in [first.clone(), second.clone()].into_iter().enumerate() {
-        for w in 0..4i64 {
-            let db = db.clone();
-            tasks.push(tokio::spawn(async move {
-                for i in 0..25i64 {
-                    let id = (n as i64) * 1000 + w * 100 + i;
-                    let write = begin(&db).await.unwrap();
-                    write.commit(insert(id, "x")).await.unwrap();
-                }
-            }));
-        }
-    }
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(60), t)
-            .await
-            .expect("the writes finished")
-            .unwrap();
-    }
-    assert_eq!(count(&first).await, 200);
-    assert_eq!(count(&second).await, 200);
+    write_alongside(&ordered(), &DbOptions::default()).await;
 }
 
 /// Two processes' writers on one file, each committing on its own runtime's one thread
@@ -273,14 +246,21 @@ async fn two_databases_on_one_file_write_alongside() {
 /// on the connection's thread, and every write lands.
 #[tokio::test]
 async fn two_databases_committing_on_the_calling_thread_write_alongside() {
-    let database = TestDatabase::fresh(Backend::Sqlite).await;
     let options = DbOptions::default().flush_on_calling_thread(true);
-    let first = database.open(&options).await;
+    write_alongside(&options, &options).await;
+}
+
+/// Two databases on one file (`first` opened with `a`, `second` with `b`), 4 tasks each writing
+/// 25 rows at once, each yielding between its begin and its commit so that the other writer's
+/// tasks run while it holds the lock: every write lands.
+async fn write_alongside(a: &DbOptions, b: &DbOptions) {
+    let database = TestDatabase::fresh(Backend::Sqlite).await;
+    let first = database.open(a).await;
     sqlx::raw_sql("CREATE TABLE probe (id BIGINT PRIMARY KEY, body TEXT)")
         .execute(first.pool())
         .await
         .unwrap();
-    let second = database.open(&options).await;
+    let second = database.open(b).await;
     let mut tasks = Vec::new();
     for (n, db) in [first.clone(), second.clone()].into_iter().enumerate() {
         for w in 0..4i64 {
@@ -289,7 +269,6 @@ async fn two_databases_committing_on_the_calling_thread_write_alongside() {
                 for i in 0..25i64 {
                     let id = (n as i64) * 1000 + w * 100 + i;
                     let write = begin(&db).await.unwrap();
-                    // Between the begin and the commit the other writer's tasks run.
                     tokio::task::yield_now().await;
                     write.commit(insert(id, "x")).await.unwrap();
                 }
