@@ -43,8 +43,9 @@ pub struct DbOptions {
     /// consistent, but a power cut or OS crash may roll back the last commits; the embedded
     /// default's `--durability ordered`. A commit that does not flush (false, with background
     /// checkpoints) runs on the calling thread; one that flushes runs on the direct
-    /// connection's thread, so no runtime thread waits for the disk. PostgreSQL: no effect (its
-    /// own `synchronous_commit`).
+    /// connection's thread, so no runtime thread waits for the disk (unless
+    /// [`DbOptions::flush_on_calling_thread`]). PostgreSQL: no effect (its own
+    /// `synchronous_commit`).
     pub sync_commits: bool,
     /// SQLite: on a current-thread runtime, a commit that waits for the disk (a flush, or a
     /// checkpoint of SQLite's own) waits on the runtime's thread rather than on the write
