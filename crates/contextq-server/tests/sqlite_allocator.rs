@@ -1,6 +1,7 @@
-//! SQLite on mimalloc with its statistics off (`db::allocator`), in a test binary of its own:
-//! the setting is the whole process's and must come before anything opens SQLite, which the
-//! integration binary's tests, running in parallel, would race.
+//! SQLite on mimalloc with its statistics off (`db::allocator`), in a test binary of its own
+//! without the test harness (`harness = false`): the setting is the whole process's, is made
+//! only while the process has one thread, and must come before anything opens SQLite; the
+//! harness runs each test on a thread of its own.
 #![allow(unsafe_code)]
 
 use contextq_server::db::allocator::sqlite_allocates_with_mimalloc;
@@ -8,10 +9,51 @@ use contextq_server::{AppState, Db, DbOptions, Plan, RunningServer, Scope, admin
 use rusqlite::ffi;
 use serde_json::json;
 
-#[tokio::test]
-async fn sqlite_allocates_with_mimalloc_and_counts_nothing() {
-    sqlite_allocates_with_mimalloc().expect("nothing has started SQLite yet");
+fn main() {
+    // What a test runner asks of a harness (`cargo nextest` lists first): one test, not ignored.
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("sqlite_allocator: test");
+        }
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        a_process_with_another_thread_is_refused();
+        sqlite_allocates_with_mimalloc().expect("one thread, and nothing has started SQLite yet");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(sqlite_allocates_with_mimalloc_and_counts_nothing());
+        transparent_huge_pages_are_off_after_the_call();
+        println!("sqlite_allocator: 3 checks passed");
+    }
+}
 
+/// While another thread lives (one that could be inside SQLite), the setting is refused and
+/// SQLite is left as it was: the later call still succeeds.
+#[cfg(target_os = "linux")]
+fn a_process_with_another_thread_is_refused() {
+    let (stop, wait) = std::sync::mpsc::channel::<()>();
+    let other = std::thread::spawn(move || wait.recv());
+    assert_eq!(sqlite_allocates_with_mimalloc(), Err(ffi::SQLITE_MISUSE));
+    drop(stop);
+    other.join().unwrap().unwrap_err();
+    // A joined thread's task is gone from /proc once the kernel has reaped it.
+    for _ in 0..100 {
+        if std::fs::read_dir("/proc/self/task").unwrap().count() == 1 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the other thread is still listed");
+}
+
+/// After the setting: a server's work on SQLite, whose blocks are then mimalloc's and counted
+/// nowhere.
+async fn sqlite_allocates_with_mimalloc_and_counts_nothing() {
     // A server's work on it: migrations, a tenant, a bulk write with its index, a search.
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite:{}", dir.path().join("contextq.db").display());
@@ -76,7 +118,6 @@ async fn sqlite_allocates_with_mimalloc_and_counts_nothing() {
 }
 
 #[cfg(target_os = "linux")]
-#[test]
 fn transparent_huge_pages_are_off_after_the_call() {
     contextq_server::db::allocator::without_transparent_huge_pages().unwrap();
     assert!(rustix::thread::transparent_huge_pages_are_disabled().unwrap());

@@ -53,15 +53,20 @@ unsafe extern "C" fn x_init(_: *mut c_void) -> c_int {
 unsafe extern "C" fn x_shutdown(_: *mut c_void) {}
 
 /// Makes SQLite allocate with mimalloc and stop keeping allocation statistics, for the whole
-/// process. `Err` with SQLite's result code when SQLite refused, which it does once it has been
-/// initialized (a database opened before this call): SQLite then keeps its defaults and works
-/// as before, so a caller may log the refusal and go on.
+/// process. `Err` with `SQLITE_MISUSE` when the process has another thread (Linux: its tasks in
+/// `/proc/self/task`; elsewhere it cannot be told, so always), or with SQLite's result code when
+/// SQLite refused, which it does once it has been initialized (a database opened before this
+/// call). SQLite then keeps its defaults and works as before, so a caller may log the refusal
+/// and go on.
 ///
-/// SQLite's configuration must not run while another thread calls SQLite: call this at the
-/// start of `main`, before anything can open a database (the two binaries of this workspace do;
-/// they start no thread that touches SQLite before it). It is a safe function because the
-/// binaries forbid `unsafe` code; this precondition is the one thing it cannot check.
+/// SQLite's configuration must not run while another thread calls SQLite. A process with one
+/// thread, the caller, cannot, so the refusal above makes this function sound to call at any
+/// time; it only succeeds at the start of `main`, before any runtime or other thread starts
+/// (where the two binaries of this workspace call it).
 pub fn sqlite_allocates_with_mimalloc() -> Result<(), c_int> {
+    if !only_thread() {
+        return Err(ffi::SQLITE_MISUSE);
+    }
     let methods = ffi::sqlite3_mem_methods {
         xMalloc: Some(x_malloc),
         xFree: Some(x_free),
@@ -87,6 +92,19 @@ pub fn sqlite_allocates_with_mimalloc() -> Result<(), c_int> {
     }
 }
 
+/// Whether the calling thread is the process's only one (and no other can start meanwhile:
+/// only a running thread can start one). `false` where that cannot be read.
+fn only_thread() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 /// Stops the kernel from backing this process's memory with transparent huge pages, from now
 /// on (`prctl(PR_SET_THP_DISABLE)`; Linux only, elsewhere nothing to do). mimalloc asks for them
 /// (`madvise(MADV_HUGEPAGE)`) on the regions it reserves, so each first touch zeroed 2 MiB:
@@ -98,9 +116,9 @@ pub fn without_transparent_huge_pages() -> std::io::Result<()> {
     Ok(())
 }
 
-/// What both binaries do first in `main`: [`sqlite_allocates_with_mimalloc`] (with its
-/// precondition: before anything can open a database) and [`without_transparent_huge_pages`],
-/// each refusal logged as a warning, since the process works as before without them.
+/// What both binaries do first in `main`, before their runtime starts:
+/// [`sqlite_allocates_with_mimalloc`] and [`without_transparent_huge_pages`], each refusal
+/// logged as a warning, since the process works as before without them.
 pub fn set_up_process() {
     if let Err(rc) = sqlite_allocates_with_mimalloc() {
         tracing::warn!(code = rc, "SQLite kept its own allocator");

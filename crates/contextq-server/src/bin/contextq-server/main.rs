@@ -39,17 +39,28 @@ enum Command {
     Admin(admin::AdminArgs),
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     contextq_server::logs::init("warn,contextq=info", cli.logs.log_format);
-    // The runtime's workers exist but run nothing yet: SQLite is first touched below.
+    // Before the runtime starts: SQLite's allocator is set only while this is the one thread.
     #[cfg(feature = "mimalloc")]
     contextq_server::db::allocator::set_up_process();
-    let ran = match cli.command {
-        Command::Serve(args) => serve::run(args).await,
-        Command::Admin(args) => admin::run(args).await,
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
     };
+    let ran = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve::run(args).await,
+            Command::Admin(args) => admin::run(args).await,
+        }
+    });
     match ran {
         Ok(code) => code,
         Err(e) => {
